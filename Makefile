@@ -1,0 +1,52 @@
+# market-spread: the two commands are `make run` and `make test`; everything else is set-up they share.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+JARS := .cache/jars
+PORT ?= 8080
+# Only the JARs Spark does not already ship: the rest (Hadoop, Jackson, Parquet, Scala) would clash.
+JAR_GROUPS := io.delta,io.unitycatalog,com.fasterxml.jackson.datatype,javax.annotation,commons-logging
+
+.PHONY: setup run test test-fast reliability bench clean check-tools
+
+setup: check-tools $(VENV)/.installed $(JARS)/.fetched
+
+check-tools:
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found: install Python 3.11" >&2; exit 1; }
+	@command -v java >/dev/null || { echo "error: java not found: install a JDK 17 (apt-get install openjdk-17-jdk-headless)" >&2; exit 1; }
+	@java -version 2>&1 | grep -qE 'version "17' || { echo "error: Spark 4.1 here is tested on Java 17; found: $$(java -version 2>&1 | head -1)" >&2; exit 1; }
+	@command -v mvn >/dev/null || { echo "error: mvn not found: install Maven (apt-get install maven) to fetch the Delta JARs" >&2; exit 1; }
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@# pyspark-client (pulled by some providers) shares pyspark/ and breaks it unless versions match.
+	$(PY) -c "import pyspark, delta, great_expectations, airflow; print('python packages ok: pyspark', pyspark.__version__)"
+	@touch $@
+
+$(JARS)/.fetched: jobs/maven/pom.xml
+	@mkdir -p $(JARS)
+	mvn -q -B -f jobs/maven/pom.xml dependency:copy-dependencies \
+	    -DoutputDirectory=$(abspath $(JARS)) -DincludeScope=runtime -DincludeGroupIds=$(JAR_GROUPS)
+	@ls $(JARS)/delta-spark_*.jar >/dev/null
+	@touch $@
+
+run: setup
+	PORT=$(PORT) $(VENV)/bin/market-spread-run
+
+test: setup
+	$(PY) -m pytest -ra tests
+
+test-fast: setup
+	$(PY) -m pytest -ra -m "not slow" tests
+
+reliability: setup
+	$(PY) -m pytest -ra tests/reliability --reliability-full
+
+bench: setup
+	$(VENV)/bin/market-spread bench
+
+clean:
+	rm -rf data .airflow .pytest_cache

@@ -1,0 +1,82 @@
+"""The reject rule and the ordering of quotes: pure Python, and the same rule as a Spark SQL expression.
+
+spread = offer - bid, mid = (bid + offer) / 2
+reject  = spread > 0 AND (spread >= max_spread OR spread >= max_spread_ratio * mid)
+
+The Spark form compares `2 * spread >= ratio * (bid + offer)`: no division, so DECIMAL(18,8) inputs
+stay exact within Spark's 38 digits (a division would widen the scale and Spark may round).
+"""
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation, localcontext
+from typing import NamedTuple
+
+DEFAULT_MAX_SPREAD = Decimal("0.05")
+DEFAULT_MAX_SPREAD_RATIO = Decimal("0.05")
+SCALE = 8
+PRICE_LIMIT = Decimal("1e10")  # DECIMAL(18,8) holds 10 integer digits
+
+
+def parse_threshold(text: str, name: str = "threshold") -> Decimal:
+    """A threshold as an exact decimal: finite, >= 0, at most 8 fractional digits."""
+    try:
+        value = Decimal(str(text).strip())
+    except InvalidOperation:
+        raise ValueError(f"{name} must be a decimal number, got {text!r}") from None
+    if not value.is_finite() or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {text!r}")
+    if value >= PRICE_LIMIT or -value.as_tuple().exponent > SCALE:
+        raise ValueError(f"{name} must fit DECIMAL(18,8), got {text!r}")
+    return value
+
+
+def should_reject(
+    bid: Decimal,
+    offer: Decimal,
+    max_spread: Decimal = DEFAULT_MAX_SPREAD,
+    max_spread_ratio: Decimal = DEFAULT_MAX_SPREAD_RATIO,
+) -> bool:
+    """True when trades against this quote must be rejected; exact decimal arithmetic."""
+    with localcontext() as ctx:
+        ctx.prec = 80  # far beyond 2 x 18 digits: every operation below is exact
+        spread = offer - bid
+        if spread <= 0:  # crossed or locked markets never reject
+            return False
+        mid = (bid + offer) / 2
+        return spread >= max_spread or spread >= max_spread_ratio * mid
+
+
+def reject_sql(bid: str, offer: str, max_spread: Decimal, max_spread_ratio: Decimal) -> str:
+    """The reject rule as a Spark SQL expression over two DECIMAL(18,8) columns."""
+    ms = f"CAST('{max_spread}' AS DECIMAL(18,8))"
+    mr = f"CAST('{max_spread_ratio}' AS DECIMAL(18,8))"
+    spread = f"({offer} - {bid})"
+    return (
+        f"(({bid}) IS NOT NULL AND ({offer}) IS NOT NULL AND {spread} > 0 AND "
+        f"({spread} >= {ms} OR 2 * {spread} >= {mr} * ({bid} + {offer})))"
+    )
+
+
+class QuoteKey(NamedTuple):
+    """Total order of quotes of one symbol: later time wins, then higher seq (a missing seq is
+    lowest), then, for exact ties, the higher bid and offer. Being a total order over the quote's
+    own fields, the winner never depends on how the input was cut into files or batches."""
+
+    time: object
+    has_seq: bool
+    seq: int
+    bid: Decimal
+    offer: Decimal
+
+
+def quote_key(time: object, seq: int | None, bid: Decimal, offer: Decimal) -> QuoteKey:
+    return QuoteKey(time, seq is not None, seq if seq is not None else 0, bid, offer)
+
+
+def quote_key_sql(prefix: str = "") -> str:
+    """The same total order as a Spark SQL struct (structs compare field by field)."""
+    p = prefix
+    return (
+        f"named_struct('t', {p}quote_time, 'has_seq', {p}seq IS NOT NULL, "
+        f"'seq', coalesce({p}seq, 0L), 'bid', {p}bid, 'offer', {p}offer)"
+    )
