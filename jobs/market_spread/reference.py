@@ -107,7 +107,9 @@ def _load_object(line: str) -> dict | None:
     if not line.rstrip(" ").endswith("}"):  # Spark's rtrim trims spaces only
         return None
     text = _double_quoted(line) if "'" in line else line
-    for attempt in (text, _NON_FINITE_VALUE.sub(r'\1"\\u0000NF"', text)):
+    for retry in (False, True):
+        # The retry (rare: only for lines Python's json refuses) turns Jackson-only tokens into markers.
+        attempt = _NON_FINITE_VALUE.sub(r'\1"\\u0000NF"', text) if retry else text
         try:
             start = len(attempt) - len(attempt.lstrip(" \t\r\n"))
             value, _ = _DECODER.raw_decode(attempt, start)
@@ -115,7 +117,7 @@ def _load_object(line: str) -> dict | None:
             continue
         if not isinstance(value, dict):
             return None
-        return {k: (NON_FINITE if v == "\x00NF" and attempt is not text else v) for k, v in value.items()}
+        return {k: (NON_FINITE if retry and v == "\x00NF" else v) for k, v in value.items()}
     return None
 
 
@@ -180,13 +182,14 @@ def parse_time(text: str) -> datetime | None:
         return None
     y, mo, d, h, mi, s, frac, z, sign, oh, om = m.groups()
     try:
-        local = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), int((frac or "0").ljust(6, "0")))
+        local = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), int((frac or "0").ljust(6, "0")),
+                         tzinfo=timezone.utc)
         if z:
-            return local.replace(tzinfo=timezone.utc)
+            return local
         if int(oh) > 18 or int(om) > 59 or (int(oh) == 18 and int(om) > 0):
             return None  # java.time takes offsets up to +-18:00
         offset = timedelta(hours=int(oh), minutes=int(om)) * (1 if sign == "+" else -1)
-        return (local - offset).replace(tzinfo=timezone.utc)
+        return local - offset
     except (ValueError, OverflowError):
         return None
 
