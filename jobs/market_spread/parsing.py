@@ -24,6 +24,7 @@ from .rules import reject_sql
 TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})$"
 NON_FINITE_PATTERN = r'^"?[+-]?(NaN|Infinity|INF)"?$'
 NUMBER_PATTERN = r"^-?[0-9]"
+INTEGER_PATTERN = r"^-?[0-9]+$"
 DECIMAL_LIMIT = "10000000000"  # 1e10: DECIMAL(18,8) holds 10 integer digits
 
 
@@ -86,7 +87,9 @@ def _field_problem(f: Field, raw_parse: str) -> str:
         branches.append(f"WHEN {raw} IS NULL THEN NULL")
     if f.kind in ("decimal", "integer"):
         branches.append(f"WHEN {typed} IS NULL AND {raw} RLIKE '{NON_FINITE_PATTERN}' THEN 'non_finite:{f.name}'")
-        branches.append(f"WHEN {typed} IS NULL AND {raw} RLIKE '{NUMBER_PATTERN}' THEN 'out_of_range:{f.name}'")
+        # A number that did not fit: any number for a decimal, only an integer for an integer field.
+        number = NUMBER_PATTERN if f.kind == "decimal" else INTEGER_PATTERN
+        branches.append(f"WHEN {typed} IS NULL AND {raw} RLIKE {_sql_regex(number)} THEN 'out_of_range:{f.name}'")
     branches.append(f"WHEN {typed} IS NULL THEN 'wrong_type:{f.name}'")
     if f.kind == "decimal":
         branches.append(f"WHEN {typed} <= 0 THEN 'non_positive:{f.name}'")
@@ -108,20 +111,22 @@ def _fast_valid(fields: tuple[Field, ...]) -> str:
     return " AND ".join(checks)
 
 
-def parse_feed(lines: DataFrame, stream: str, symbols: DataFrame) -> DataFrame:
-    """Parse one feed's lines (`line`, `source_file`) into typed columns plus `reason`.
+def parse_feed(lines: DataFrame, stream: str, symbols: list[str]) -> DataFrame:
+    """Parse one feed's lines (`line`, `source_file`) into the common shape of `COMMON_COLUMNS`.
 
-    `reason` is NULL for a valid line. `symbols` is a one-column (`symbol`) DataFrame of the universe.
+    `reason` is NULL for a valid line. The symbol check is an IN over a literal set (a hash
+    lookup in generated code): no join, no broadcast job per batch.
     """
     fields = FIELDS[stream]
     typed = F.from_json("line", _typed_schema(fields), {"columnNameOfCorruptRecord": "_corrupt"})
     parsed = lines.withColumn("j", typed)
     time_col = F.expr(
-        f"CASE WHEN j.transact_time RLIKE {_sql_regex(TIME_PATTERN)} THEN try_cast(j.transact_time AS TIMESTAMP) END"
+        # Year 0000 parses in Spark but not in Python, pandas or delta-rs readers: refuse it.
+        f"CASE WHEN j.transact_time RLIKE {_sql_regex(TIME_PATTERN)} AND NOT startswith(j.transact_time, '0000') "
+        "THEN try_cast(j.transact_time AS TIMESTAMP) END"
     )
     parsed = parsed.withColumn("event_time", time_col)
-    known = symbols.select(F.col("symbol").alias("_known_symbol"))
-    parsed = parsed.join(F.broadcast(known), F.col("j.symbol") == F.col("_known_symbol"), "left")
+    parsed = parsed.withColumn("_known_symbol", F.col("j.symbol").isin(list(symbols)))
 
     # Inlined, not a column: CASE evaluates it only for the lines that fail the fast test.
     raw_parse = f"from_json(line, '{_raw_schema(fields)}')"
@@ -132,17 +137,45 @@ def parse_feed(lines: DataFrame, stream: str, symbols: DataFrame) -> DataFrame:
     side_ok = " AND j.side IN ('BUY', 'SELL')" if stream == "orders" else ""
     reason = F.expr(
         f"""CASE
-          WHEN {fast_valid}{side_ok} AND event_time IS NOT NULL AND _known_symbol IS NOT NULL THEN NULL
+          WHEN {fast_valid}{side_ok} AND event_time IS NOT NULL AND _known_symbol THEN NULL
           WHEN json_object_keys(regexp_replace(line, {_sql_regex(_NON_FINITE_VALUES)}, ':0')) IS NULL
             OR NOT (rtrim(line) LIKE '%}}') THEN 'not_json_object'
           {field_checks}
           {side_check}
           WHEN event_time IS NULL THEN 'bad_time'
-          WHEN _known_symbol IS NULL THEN 'unknown_symbol'
+          WHEN NOT _known_symbol THEN 'unknown_symbol'
           ELSE 'malformed'
         END"""
     )
-    return parsed.withColumn("reason", reason).drop("_known_symbol")
+    parsed = parsed.withColumn("reason", reason)
+    names = {f.name for f in fields}
+
+    def pick(name: str, spark_type: str):
+        source = "event_time" if name == "event_time" else f"j.`{name}`"
+        value = F.col(source) if (name in names or name == "event_time") else F.lit(None)
+        # Values of failing lines are not kept: a failing line is kept as its raw text.
+        return F.when(F.col("reason").isNull(), value.cast(spark_type)).alias(name)
+
+    return parsed.select(
+        F.lit(stream).alias("stream"), "line", "source_file", "reason",
+        *[pick(name, spark_type) for name, spark_type in COMMON_COLUMNS],
+    )
+
+
+# Both feeds parse into one shape, so a batch is parsed, cached and counted as one DataFrame.
+COMMON_COLUMNS = (
+    ("symbol", "STRING"), ("event_time", "TIMESTAMP"), ("seq", "BIGINT"),
+    ("bid", "DECIMAL(18,8)"), ("offer", "DECIMAL(18,8)"),
+    ("order_id", "STRING"), ("account", "BIGINT"), ("side", "STRING"),
+    ("qty", "DECIMAL(18,8)"), ("price", "DECIMAL(18,8)"),
+)
+
+
+def parse_lines(lines: DataFrame, symbols: list[str]) -> DataFrame:
+    """Both feeds of a batch (`stream`, `line`, `source_file`) parsed into the common shape."""
+    return parse_feed(lines.where("stream = 'quotes'"), "quotes", symbols).unionByName(
+        parse_feed(lines.where("stream = 'orders'"), "orders", symbols)
+    )
 
 
 def nonblank_lines(raw: DataFrame) -> DataFrame:
@@ -152,35 +185,19 @@ def nonblank_lines(raw: DataFrame) -> DataFrame:
 
 
 def valid_quotes(parsed: DataFrame, max_spread: Decimal, max_spread_ratio: Decimal) -> DataFrame:
-    out = parsed.where("reason IS NULL").select(
-        F.col("j.symbol").alias("symbol"),
-        F.col("j.bid").cast("DECIMAL(18,8)").alias("bid"),
-        F.col("j.offer").cast("DECIMAL(18,8)").alias("offer"),
-        F.col("event_time").alias("quote_time"),
-        F.col("j.seq").alias("seq"),
-    )
-    return out.withColumn(
-        "should_reject_trades", F.expr(reject_sql("bid", "offer", max_spread, max_spread_ratio))
+    return parsed.where("stream = 'quotes' AND reason IS NULL").select(
+        "symbol", "bid", "offer", F.col("event_time").alias("quote_time"), "seq",
+        F.expr(reject_sql("bid", "offer", max_spread, max_spread_ratio)).alias("should_reject_trades"),
     )
 
 
 def valid_orders(parsed: DataFrame) -> DataFrame:
-    return parsed.where("reason IS NULL").select(
-        F.col("j.order_id").alias("order_id"),
-        F.col("j.account").alias("account"),
-        F.col("j.symbol").alias("symbol"),
-        F.col("j.side").alias("side"),
-        F.col("j.qty").cast("DECIMAL(18,8)").alias("qty"),
-        F.col("j.price").cast("DECIMAL(18,8)").alias("price"),
-        F.col("event_time").alias("order_time"),
-        F.col("j.seq").alias("seq"),
+    return parsed.where("stream = 'orders' AND reason IS NULL").select(
+        "order_id", "account", "symbol", "side", "qty", "price", F.col("event_time").alias("order_time"), "seq",
     )
 
 
-def quarantined(parsed: DataFrame, stream: str) -> DataFrame:
+def quarantined(parsed: DataFrame) -> DataFrame:
     return parsed.where("reason IS NOT NULL").select(
-        F.lit(stream).alias("stream"),
-        F.col("line").alias("raw"),
-        F.col("reason"),
-        F.col("source_file"),
+        "stream", F.col("line").alias("raw"), "reason", "source_file"
     )

@@ -42,6 +42,10 @@ def build_session(
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.ui.showConsoleProgress", "false")
+        # Delta rebuilds table snapshots with 50 tasks by default: far too many for small logs.
+        .config("spark.databricks.delta.snapshotPartitions", str(max(2, shuffle_partitions)))
+        .config("spark.sql.streaming.stopTimeout", "120s")
         .config("spark.ui.enabled", os.environ.get("MARKET_SPREAD_SPARK_UI", "false"))
         .config("spark.driver.memory", os.environ.get("MARKET_SPREAD_DRIVER_MEMORY", "2g"))
         # Tables must stay readable by delta-rs: no deletion vectors, no v2 checkpoints.

@@ -1,0 +1,252 @@
+"""`market-spread stream`: the continuous job over both feeds (contract sections 2 and 5)."""
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO
+
+from . import lake as lake_mod
+from .options import add_lake, add_symbols, add_thresholds, load_symbols
+
+FEEDS = ("quotes", "orders")
+LOCK_FILE = "_stream.lock"
+EXIT_LAKE_BUSY = 3
+EXIT_REFUSED = 4
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--landing", required=True, help="landing folder with quotes/ and orders/")
+    add_lake(parser)
+    add_symbols(parser)
+    parser.add_argument("--checkpoint", help="streaming checkpoint folder (default: LAKE/_checkpoints/stream)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--available-now", action="store_true", help="process every file present, then exit 0")
+    mode.add_argument("--interval", type=float, help="seconds between micro-batches when running continuously (default 5)")
+    parser.add_argument("--master", help="Spark master URL (default local[*])")
+    add_thresholds(parser)
+
+
+class LakeBusy(Exception):
+    pass
+
+
+@dataclass
+class WriterLock:
+    """One writer per lake: an exclusive flock on LAKE/_stream.lock.
+
+    The kernel drops the lock when the holder dies, even by SIGKILL. The Spark JVM outlives its
+    Python driver by a moment (it exits when its stdin closes), so the lock file also names the JVM's
+    pid and a new writer waits for that JVM to be gone before it writes.
+    """
+
+    path: Path
+    handle: IO[str] | None = None
+
+    def acquire(self, wait_for_jvm_s: float = 60.0) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            raise LakeBusy(f"another stream is already writing this lake ({holder})") from None
+        handle.seek(0)
+        previous = _read_json(handle.read())
+        jvm = previous.get("jvm_pid")
+        deadline = time.monotonic() + wait_for_jvm_s
+        while jvm and _alive(int(jvm)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if jvm and _alive(int(jvm)):
+            handle.close()
+            raise LakeBusy(f"the Spark JVM (pid {jvm}) of a previous stream on this lake is still running")
+        self.handle = handle
+        self.record()
+
+    def record(self, **extra: object) -> None:
+        assert self.handle is not None
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "since": datetime.now(timezone.utc).isoformat(), **extra}
+        self.handle.seek(0)
+        self.handle.truncate()
+        self.handle.write(json.dumps(info))
+        self.handle.flush()
+
+    def release(self) -> None:
+        if self.handle is not None:
+            self.handle.seek(0)
+            self.handle.truncate()
+            self.handle.close()
+            self.handle = None
+
+
+def _read_json(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie counts as gone.
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            return stat.read().split(") ", 1)[1][:1] != "Z"
+    except OSError:
+        return True
+
+
+def checkpoint_has_progress(checkpoint: Path) -> bool:
+    return any((checkpoint / "offsets").glob("[0-9]*")) if (checkpoint / "offsets").is_dir() else False
+
+
+def lake_has_batches(lake: Path) -> bool:
+    """True once any batch has been committed to the lake (beyond the tables' creation)."""
+    return any((lake / name / "_delta_log" / f"{1:020d}.json").exists() for name in lake_mod.TABLES)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .cli import UsageError
+
+    landing, lake = Path(args.landing), Path(args.lake)
+    if landing.exists() and not landing.is_dir():
+        raise UsageError(f"--landing is not a folder: {landing}")
+    if args.interval is not None and args.interval <= 0:
+        raise UsageError("--interval must be > 0 seconds")
+    symbols = load_symbols(args.symbols)
+    checkpoint = Path(args.checkpoint) if args.checkpoint else lake / lake_mod.CHECKPOINT_SUBDIR
+    for feed in FEEDS:
+        (landing / feed).mkdir(parents=True, exist_ok=True)
+    lake.mkdir(parents=True, exist_ok=True)
+
+    lock = WriterLock(lake / LOCK_FILE)
+    try:
+        lock.acquire()
+    except LakeBusy as exc:
+        print(f"market-spread stream: error: {exc}; lake {lake}", file=sys.stderr)
+        return EXIT_LAKE_BUSY
+    try:
+        if lake_has_batches(lake) and not checkpoint_has_progress(checkpoint):
+            print(
+                f"market-spread stream: error: the lake {lake} already holds processed batches but the "
+                f"checkpoint {checkpoint} is missing or empty; starting over would emit every alert again. "
+                "Restore the checkpoint, or move the lake aside to start afresh.",
+                file=sys.stderr,
+            )
+            return EXIT_REFUSED
+        return _run_stream(args, landing, lake, checkpoint, symbols, lock)
+    finally:
+        lock.release()
+
+
+def _run_stream(args, landing: Path, lake: Path, checkpoint: Path, symbols: list[str], lock: WriterLock) -> int:
+    from .spark import build_session
+
+    spark = build_session("market-spread-stream", master=args.master)
+    lock.record(jvm_pid=spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    try:
+        return run_query(
+            spark, landing, lake, checkpoint, symbols, args.max_spread, args.max_spread_ratio,
+            available_now=args.available_now, interval=args.interval or 5.0, handle_signals=True,
+        )
+    finally:
+        spark.stop()
+
+
+def start_query(spark, landing: Path, lake: Path, checkpoint: Path, symbols: list[str], max_spread, max_spread_ratio,
+                available_now: bool, interval: float, on_batch=None):
+    """Start the streaming query; returns (query, busy flag). No lock: callers hold the lake's lock."""
+    from pyspark.sql import functions as F
+
+    from .pipeline import BatchProcessor
+
+    for name in FEEDS:
+        (landing / name).mkdir(parents=True, exist_ok=True)
+    lake_mod.ensure_tables(spark, lake)
+
+    def feed(name: str):
+        return (
+            spark.readStream.format("text")
+            .option("pathGlobFilter", "*.jsonl")  # files land under another name and are renamed in
+            .load(str(landing / name))
+            .select(F.lit(name).alias("stream"), F.col("value"), F.col("_metadata.file_path").alias("source_file"))
+        )
+
+    busy = threading.Event()
+    query_id: list[str] = []
+
+    def app_id() -> str:
+        if not query_id:
+            # The query id lives in the checkpoint and survives restarts: a stable txnAppId.
+            query_id.append(json.loads((checkpoint / "metadata").read_text())["id"])
+        return query_id[0]
+
+    def print_progress(result) -> None:
+        print(result.progress_line(), flush=True)
+
+    processor = BatchProcessor(str(lake), symbols, max_spread, max_spread_ratio, app_id, on_batch or print_progress)
+
+    def guarded(batch_df, batch_id):
+        busy.set()
+        try:
+            processor(batch_df, batch_id)
+        finally:
+            busy.clear()
+
+    writer = feed("quotes").unionByName(feed("orders")).writeStream.foreachBatch(guarded)
+    writer = writer.option("checkpointLocation", str(checkpoint))
+    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=f"{interval} seconds")
+    return writer.start(), busy
+
+
+def run_query(spark, landing: Path, lake: Path, checkpoint: Path, symbols: list[str], max_spread, max_spread_ratio,
+              available_now: bool = True, interval: float = 5.0, handle_signals: bool = False, on_batch=None) -> int:
+    """Run the stream until it is done (available-now) or asked to stop; returns the exit code."""
+    stop_requested = threading.Event()
+
+    def request_stop(signum, _frame):
+        if not stop_requested.is_set():
+            print(f"market-spread stream: {signal.Signals(signum).name}: stopping after the batch in flight", flush=True)
+        stop_requested.set()
+
+    previous = {s: signal.signal(s, request_stop) for s in (signal.SIGINT, signal.SIGTERM)} if handle_signals else {}
+    mode = "available-now" if available_now else f"every {interval}s"
+    print(f"market-spread stream: {landing} -> {lake} ({mode}, checkpoint {checkpoint})", flush=True)
+    query, busy = start_query(spark, landing, lake, checkpoint, symbols, max_spread, max_spread_ratio,
+                              available_now, interval, on_batch)
+    try:
+        while query.isActive:
+            if stop_requested.is_set():
+                # Stop between batches; were it to land inside one, the replay on restart is exact.
+                deadline = time.monotonic() + 600
+                while busy.is_set() and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                query.stop()
+                break
+            query.awaitTermination(0.5)
+        error = query.exception()
+        if error is not None:
+            print(f"market-spread stream: error: the query failed: {error}", file=sys.stderr, flush=True)
+            return 1
+        print("market-spread stream: stopped", flush=True)
+        return 0
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)

@@ -1,0 +1,70 @@
+"""Test helpers: land files, run the stream in-process on the shared session, read tables back."""
+from __future__ import annotations
+
+import itertools
+import json
+from decimal import Decimal
+from pathlib import Path
+
+from market_spread import lake as lake_mod
+from market_spread.streaming import run_query
+
+SYMBOLS = ["AAPL", "MSFT", "IBM", "GOOG", "TSLA"]
+_counter = itertools.count()
+
+
+def land(landing: Path, feed: str, lines: list, name: str | None = None) -> Path:
+    """Write a landing file atomically; dict lines are JSON-encoded, strings are written as they are."""
+    folder = landing / feed
+    folder.mkdir(parents=True, exist_ok=True)
+    name = name or f"f{next(_counter):06d}.jsonl"
+    text = "".join((json.dumps(l) if isinstance(l, dict) else l) + "\n" for l in lines)
+    temp = folder / f".{name}.tmp"
+    temp.write_bytes(text.encode("utf-8", "surrogateescape"))
+    temp.replace(folder / name)
+    return folder / name
+
+
+def quote(symbol: str, t: str, bid: str, offer: str, seq: int | None = None) -> str:
+    """A quote line with prices written as exact JSON numbers (never through float)."""
+    seq_part = f', "seq": {seq}' if seq is not None else ""
+    return f'{{"symbol": "{symbol}", "transact_time": "{t}", "bid": {bid}, "offer": {offer}{seq_part}}}'
+
+
+def order(order_id: str, symbol: str, t: str, side: str = "BUY", qty: str = "100", price: str = "1.00",
+          account: int = 7, seq: int | None = None) -> str:
+    seq_part = f', "seq": {seq}' if seq is not None else ""
+    return (
+        f'{{"order_id": "{order_id}", "account": {account}, "symbol": "{symbol}", "side": "{side}", '
+        f'"qty": {qty}, "price": {price}, "transact_time": "{t}"{seq_part}}}'
+    )
+
+
+def stream(spark, landing: Path, lake: Path, symbols=SYMBOLS, max_spread="0.05", max_spread_ratio="0.05") -> int:
+    return run_query(
+        spark, Path(landing), Path(lake), Path(lake) / lake_mod.CHECKPOINT_SUBDIR, list(symbols),
+        Decimal(max_spread), Decimal(max_spread_ratio), available_now=True,
+    )
+
+
+def rows(spark, lake: Path, table: str, drop=("detected_at", "updated_at", "batch_id", "started_at", "finished_at")) -> list[dict]:
+    df = spark.read.format("delta").load(lake_mod.table_path(lake, table))
+    keep = [c for c in df.columns if c not in drop]
+    return sorted((r.asDict() for r in df.select(*keep).collect()), key=lambda d: json.dumps(d, default=str, sort_keys=True))
+
+
+def alerts_by_order(spark, lake: Path) -> dict[str, dict]:
+    return {r["order_id"]: r for r in rows(spark, lake, "alerts")}
+
+
+def comparable_tables(spark, lake: Path) -> dict[str, list[dict]]:
+    """Every product table minus processing-time columns: equal across cuttings, runs and crashes."""
+    out = {t: rows(spark, lake, t) for t in lake_mod.TABLES if t != "batch_metrics"}
+    out["quarantine"] = [{k: v for k, v in r.items() if k != "source_file"} | {"file": Path(r["source_file"]).name} for r in out["quarantine"]]
+    return out
+
+
+def metrics_totals(spark, lake: Path) -> dict[str, int]:
+    df = spark.read.format("delta").load(lake_mod.table_path(lake, "batch_metrics"))
+    row = df.selectExpr("sum(quotes) q", "sum(orders) o", "sum(alerts) a", "sum(quarantined) x", "count(*) n").first()
+    return {"quotes": row.q or 0, "orders": row.o or 0, "alerts": row.a or 0, "quarantined": row.x or 0, "batches": row.n}
