@@ -129,18 +129,30 @@ class Generator:
             f'"transact_time": "{self._time()}"}}'
         )
 
-    def interleaved(self, quotes: int, orders: int) -> tuple[list[str], list[str]]:
-        """Quotes and orders drawn on one clock, so orders fall between quotes of their symbol."""
-        out_q: list[str] = []
-        out_o: list[str] = []
-        total = quotes + orders
-        for _ in range(total):
-            remaining_q, remaining_o = quotes - len(out_q), orders - len(out_o)
-            if remaining_o == 0 or (remaining_q and self.rng.random() < remaining_q / (remaining_q + remaining_o)):
-                out_q.append(self.quote())
+    def events(self, quotes: int, orders: int) -> list[tuple[str, int, str]]:
+        """(feed, time in µs from start, line), quotes and orders drawn on one clock in time order."""
+        out: list[tuple[str, int, str]] = []
+        left_q, left_o = quotes, orders
+        while left_q or left_o:
+            if left_o == 0 or (left_q and self.rng.random() < left_q / (left_q + left_o)):
+                line, feed, left_q = self.quote(), "quotes", left_q - 1
             else:
-                out_o.append(self.order())
-        return out_q, out_o
+                line, feed, left_o = self.order(), "orders", left_o - 1
+            out.append((feed, self.now_us, line))
+        return out
+
+
+def split_in_time(events: list[tuple[str, int, str]], parts: int) -> list[list[tuple[str, int, str]]]:
+    """Cut a time-ordered event list into `parts` runs of about equal size, cutting only where the
+    time moves on, so no quote of a later file shares its time with an order of an earlier one."""
+    cuts, at = [0], 0
+    for i in range(1, parts):
+        at = max(at, round(len(events) * i / parts))
+        while 0 < at < len(events) and events[at][1] == events[at - 1][1]:
+            at += 1
+        cuts.append(min(at, len(events)))
+    cuts.append(len(events))
+    return [events[a:b] for a, b in zip(cuts, cuts[1:])]
 
 
 def write_atomically(folder: Path, name: str, lines: list[str]) -> Path:
@@ -158,22 +170,14 @@ def write_atomically(folder: Path, name: str, lines: list[str]) -> Path:
     return final
 
 
-def _chunks(items: list[str], parts: int) -> list[list[str]]:
-    size, extra = divmod(len(items), parts)
-    out, at = [], 0
-    for i in range(parts):
-        step = size + (1 if i < extra else 0)
-        out.append(items[at : at + step])
-        at += step
-    return out
-
-
 def write_backlog(landing: Path, gen: Generator, quotes: int, orders: int, files: int, tag: str) -> tuple[int, int]:
-    q_lines, o_lines = gen.interleaved(quotes, orders)
-    for i, (q_part, o_part) in enumerate(zip(_chunks(q_lines, files), _chunks(o_lines, files))):
-        write_atomically(landing / "quotes", f"{tag}-{i:05d}.jsonl", q_part)
-        write_atomically(landing / "orders", f"{tag}-{i:05d}.jsonl", o_part)
-    return len(q_lines), len(o_lines)
+    """Write `files` pairs of files; pair k holds the events of the k-th stretch of time, so that
+    landing the pairs in order lands every quote no later than the orders it affects."""
+    events = gen.events(quotes, orders)
+    for i, part in enumerate(split_in_time(events, files)):
+        write_atomically(landing / "quotes", f"{tag}-{i:05d}.jsonl", [l for f, _, l in part if f == "quotes"])
+        write_atomically(landing / "orders", f"{tag}-{i:05d}.jsonl", [l for f, _, l in part if f == "orders"])
+    return quotes, orders
 
 
 def run(args: argparse.Namespace) -> int:

@@ -229,24 +229,34 @@ def run_query(spark, landing: Path, lake: Path, checkpoint: Path, symbols: list[
     previous = {s: signal.signal(s, request_stop) for s in (signal.SIGINT, signal.SIGTERM)} if handle_signals else {}
     mode = "available-now" if available_now else f"every {interval}s"
     print(f"market-spread stream: {landing} -> {lake} ({mode}, checkpoint {checkpoint})", flush=True)
+    from pyspark.errors import StreamingQueryException
+
     query, busy = start_query(spark, landing, lake, checkpoint, symbols, max_spread, max_spread_ratio,
                               available_now, interval, on_batch)
     try:
-        while query.isActive:
-            if stop_requested.is_set():
-                # Stop between batches; were it to land inside one, the replay on restart is exact.
-                deadline = time.monotonic() + 600
-                while busy.is_set() and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                query.stop()
-                break
-            query.awaitTermination(0.5)
-        error = query.exception()
-        if error is not None:
-            print(f"market-spread stream: error: the query failed: {error}", file=sys.stderr, flush=True)
-            return 1
-        print("market-spread stream: stopped", flush=True)
-        return 0
+        return _supervise(query, busy, stop_requested)
+    except StreamingQueryException as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        print(f"market-spread stream: error: the query failed: {first}", file=sys.stderr, flush=True)
+        return 1
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def _supervise(query, busy: threading.Event, stop_requested: threading.Event) -> int:
+    while query.isActive:
+        if stop_requested.is_set():
+            # Stop between batches; were it to land inside one, the replay on restart is exact.
+            deadline = time.monotonic() + 600
+            while busy.is_set() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            query.stop()
+            break
+        query.awaitTermination(0.5)
+    error = query.exception()
+    if error is not None:
+        print(f"market-spread stream: error: the query failed: {error}", file=sys.stderr, flush=True)
+        return 1
+    print("market-spread stream: stopped", flush=True)
+    return 0
