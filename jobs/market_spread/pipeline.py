@@ -62,6 +62,7 @@ class BatchResult:
     late_symbols: int = 0
     seconds: float = 0.0
     phases_ms: dict[str, int] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)  # the landing files this batch took
 
     def progress_line(self) -> str:
         return (
@@ -113,10 +114,11 @@ def process_batch(
     parsed = parsing.parse_lines(lines, symbols).persist(StorageLevel.MEMORY_AND_DISK)
     cached: list[DataFrame] = [parsed]
     try:
-        counts = {
-            (r["stream"], r["valid"]): r["n"]
-            for r in parsed.groupBy("stream", F.col("reason").isNull().alias("valid")).agg(F.count(F.lit(1)).alias("n")).collect()
-        }
+        groups = parsed.groupBy("stream", F.col("reason").isNull().alias("valid")).agg(
+            F.count(F.lit(1)).alias("n"), F.collect_set("source_file").alias("files")
+        ).collect()
+        counts = {(r["stream"], r["valid"]): r["n"] for r in groups}
+        result.files = sorted({f for r in groups for f in r["files"]})
         result.quotes, result.orders = counts.get(("quotes", True), 0), counts.get(("orders", True), 0)
         result.input_lines = sum(counts.values())
         result.quarantined = result.input_lines - result.quotes - result.orders
@@ -249,6 +251,12 @@ def check_orders(
         )
         candidates = candidates.unionByName(older)
 
+    return asof_alerts(candidates, orders, max_spread, max_spread_ratio, batch_id), len(late)
+
+
+def asof_alerts(candidates: DataFrame, orders: DataFrame, max_spread: Decimal, max_spread_ratio: Decimal,
+                batch_id: int) -> DataFrame:
+    """The alerts of `orders` given every quote (`candidates`) an order may be checked against."""
     quote_events = candidates.select(
         "symbol",
         F.col("quote_time").alias("ts"),
@@ -287,7 +295,7 @@ def check_orders(
         "order_seq",
         F.col("asof.seq").alias("quote_seq"),
     ).where("reason IS NOT NULL")
-    return alerts, len(late)
+    return alerts
 
 
 ORDER_COLUMNS = (

@@ -1,0 +1,385 @@
+"""`market-spread bench`: throughput, latency and scaling, with baselines, figures and plots.
+
+Measures on this machine, in one run:
+- throughput of `stream --available-now` over a generated backlog (Wallaroo profile), every Delta
+  commit included;
+- the event-at-a-time reference (Wallaroo's way) on the same files;
+- the Spark batch ceiling: one plain Spark job computing the same alerts from the same files,
+  without state table, streaming or Delta commits per batch;
+- latency in continuous mode at fixed input rates: file landed -> its alerts committed;
+- batch time against the number of past batches and against the number of symbols;
+- where the time of a micro-batch goes (parse, as-of check, appends, MERGE).
+Writes bench/results/latest.json, PNG plots and summary.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from decimal import Decimal
+from pathlib import Path
+
+from .options import PROJECT_ROOT
+
+
+@dataclass(frozen=True)
+class Plan:
+    events: int  # backlog for throughput
+    files: int
+    rates: tuple[int, ...]  # events/s for the latency runs
+    rate_seconds: float
+    past_batches: tuple[int, ...]  # checkpoints of the batch-growth run
+    symbol_counts: tuple[int, ...]
+    reference_events: int
+
+
+QUICK = Plan(200_000, 8, (1_000, 10_000), 25, (10, 30), (350, 3_000), 200_000)
+FULL = Plan(2_000_000, 40, (1_000, 10_000, 50_000), 60, (100, 500, 1_000), (350, 3_000, 30_000), 2_000_000)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="a run of about 3 minutes (smaller figures)")
+    parser.add_argument("--out", default=str(PROJECT_ROOT / "bench" / "results"), help="results folder")
+    parser.add_argument("--work", default=str(PROJECT_ROOT / "bench" / "work"), help="scratch folder (deleted)")
+    parser.add_argument("--only", help="comma-separated parts: throughput,latency,growth,symbols")
+
+
+def _say(text: str) -> None:
+    print(f"bench: {text}", flush=True)
+
+
+def _symbols(n: int) -> list[str]:
+    real = [s for s in (PROJECT_ROOT / "include" / "symbols.txt").read_text().split() if s]
+    if n <= len(real):
+        return real[:n]
+    return real + [f"S{i:05d}" for i in range(n - len(real))]
+
+
+def _peak_rss_mb() -> float:
+    """Peak resident memory of this process's children (the Spark JVM) and itself, in MB."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(max(kids, own) / 1024, 1)
+
+
+def _jvm_rss_mb(spark) -> float:
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return 0.0
+
+
+def machine() -> dict:
+    import pyspark
+
+    try:
+        import delta
+
+        delta_version = getattr(delta, "__version__", None) or _dist_version("delta-spark")
+    except ImportError:
+        delta_version = None
+    mem_kb = next(int(l.split()[1]) for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal"))
+    return {
+        "cores": os.cpu_count(), "memory_gb": round(mem_kb / 1024 / 1024, 1), "python": platform.python_version(),
+        "pyspark": pyspark.__version__, "delta_spark": delta_version, "platform": platform.platform(),
+    }
+
+
+def _dist_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def _stream(spark, landing: Path, lake: Path, symbols: list[str], available_now=True, interval=1.0, on_batch=None,
+            stop: threading.Event | None = None) -> None:
+    from .lake import CHECKPOINT_SUBDIR
+    from .streaming import _supervise, start_query
+
+    query, busy = start_query(spark, landing, lake, lake / CHECKPOINT_SUBDIR, symbols, Decimal("0.05"), Decimal("0.05"),
+                              available_now, interval, on_batch or (lambda r: None))
+    _supervise(query, busy, stop or threading.Event())
+
+
+def throughput(spark, work: Path, plan: Plan) -> dict:
+    from . import reference
+    from .generate import Generator, write_backlog
+
+    symbols = _symbols(3_000)
+    landing, lake = work / "tp" / "landing", work / "tp" / "lake"
+    gen = Generator(symbols, seed=42, profile="wallaroo", wide_share=0.05)
+    _say(f"throughput: generating {plan.events:,} events in {plan.files} file pairs")
+    write_backlog(landing, gen, plan.events // 2, plan.events - plan.events // 2, plan.files, "bench")
+    batches: list = []
+    _say("throughput: stream --available-now")
+    start = time.perf_counter()
+    _stream(spark, landing, lake, symbols, on_batch=batches.append)
+    seconds = time.perf_counter() - start
+    events = sum(b.input_lines for b in batches)
+    phases = {k: sum(b.phases_ms.get(k, 0) for b in batches) for k in ("parse", "check", "write", "merge")}
+    alerts = sum(b.alerts for b in batches)
+    _say(f"throughput: {events:,} events in {seconds:.1f}s = {events / seconds:,.0f} events/s, {alerts:,} alerts")
+
+    _say("ceiling: one plain Spark batch job over the same files")
+    start = time.perf_counter()
+    ceiling_alerts = batch_ceiling(spark, landing, work / "ceiling", symbols)
+    ceiling_s = time.perf_counter() - start
+    _say(f"ceiling: {events / ceiling_s:,.0f} events/s ({ceiling_alerts:,} alerts)")
+
+    ref_events = min(plan.reference_events, events)
+    files = reference.landing_files(landing)
+    _say(f"reference: event at a time over {'all' if ref_events == events else ref_events} events")
+    start = time.perf_counter()
+    result = reference.run_reference([files], symbols)
+    ref_s = time.perf_counter() - start
+    ref_total = result.quotes + result.orders + len(result.quarantined)
+    _say(f"reference: {ref_total / ref_s:,.0f} events/s ({len(result.alerts):,} alerts)")
+    return {
+        "events": events, "seconds": round(seconds, 2), "throughput_events_per_s": round(events / seconds),
+        "alerts": alerts, "batches": len(batches), "phases_ms": phases,
+        "batch_ceiling_events_per_s": round(events / ceiling_s), "ceiling_alerts": ceiling_alerts,
+        "reference_events_per_s": round(ref_total / ref_s), "reference_alerts": len(result.alerts),
+        "alerts_agree": alerts == ceiling_alerts == len(result.alerts),
+    }
+
+
+def batch_ceiling(spark, landing: Path, out: Path, symbols: list[str]) -> int:
+    """The same alerts by one Spark batch job: no state table, no streaming, one write."""
+    from pyspark.sql import functions as F
+
+    from . import parsing
+    from .pipeline import asof_alerts
+
+    raw = spark.read.text(str(landing / "quotes")).withColumn("stream", F.lit("quotes")).unionByName(
+        spark.read.text(str(landing / "orders")).withColumn("stream", F.lit("orders"))
+    ).withColumn("source_file", F.col("_metadata.file_path"))
+    parsed = parsing.parse_lines(parsing.nonblank_lines(raw), symbols)
+    quotes = parsing.valid_quotes(parsed, Decimal("0.05"), Decimal("0.05")).select("symbol", "bid", "offer", "quote_time", "seq")
+    alerts = asof_alerts(quotes, parsing.valid_orders(parsed), Decimal("0.05"), Decimal("0.05"), 0)
+    shutil.rmtree(out, ignore_errors=True)
+    alerts.write.format("delta").save(str(out))
+    return spark.read.format("delta").load(str(out)).count()
+
+
+def latency(spark, work: Path, plan: Plan) -> dict:
+    """Continuous mode at fixed rates: each file's latency from its landing to its batch's last commit."""
+    from .generate import Generator, write_atomically
+
+    symbols = _symbols(3_000)
+    out = {}
+    for rate in plan.rates:
+        landing, lake = work / f"lat{rate}" / "landing", work / f"lat{rate}" / "lake"
+        landed: dict[str, float] = {}
+        latencies: list[float] = []
+        stop = threading.Event()
+
+        def on_batch(result) -> None:
+            now = time.time()
+            latencies.extend(now - landed[Path(f).name] for f in result.files if Path(f).name in landed)
+
+        def feed() -> None:
+            gen = Generator(symbols, seed=rate, profile="wallaroo", wide_share=0.05,
+                            start=datetime.now(timezone.utc))
+            tick, n, began = 0.25, 0, time.monotonic()
+            while time.monotonic() - began < plan.rate_seconds:
+                count = int(rate * tick)
+                events = gen.events(count // 2, count - count // 2)
+                name = f"lat-{n:06d}.jsonl"
+                write_atomically(landing / "quotes", name, [l for f, _, l in events if f == "quotes"])
+                write_atomically(landing / "orders", name, [l for f, _, l in events if f == "orders"])
+                landed[name] = time.time()
+                n += 1
+                time.sleep(max(0.0, began + n * tick - time.monotonic()))
+            time.sleep(8)  # let the last files through
+            stop.set()
+
+        (landing / "quotes").mkdir(parents=True, exist_ok=True)
+        (landing / "orders").mkdir(parents=True, exist_ok=True)
+        _say(f"latency: {rate:,} events/s for {plan.rate_seconds:.0f}s")
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        _stream(spark, landing, lake, symbols, available_now=False, interval=0.5, on_batch=on_batch, stop=stop)
+        feeder.join()
+        latencies.sort()
+        q = lambda p: round(1000 * latencies[min(len(latencies) - 1, int(p * len(latencies)))], 1)  # noqa: E731
+        out[str(rate)] = {"p50": q(0.50), "p95": q(0.95), "p99": q(0.99), "files": len(latencies),
+                          "cdf_ms": [round(1000 * x, 1) for x in latencies]}
+        _say(f"latency at {rate:,}/s: p50 {out[str(rate)]['p50']} ms, p99 {out[str(rate)]['p99']} ms")
+    return out
+
+
+def growth(spark, work: Path, plan: Plan) -> dict:
+    """Batch time as batches (and with them history and Delta log) pile up: small equal batches."""
+    from .generate import Generator, write_backlog
+
+    symbols = _symbols(3_000)
+    landing, lake = work / "growth" / "landing", work / "growth" / "lake"
+    gen = Generator(symbols, seed=7, profile="wallaroo", wide_share=0.05)
+    durations: list[float] = []
+    done = 0
+    for target in plan.past_batches:
+        while done < target:
+            write_backlog(landing, gen, 1_000, 1_000, 1, f"g{done:06d}")
+            before = len(durations)
+            _stream(spark, landing, lake, symbols, on_batch=lambda r: durations.append(r.seconds))
+            done += len(durations) - before
+        _say(f"growth: {done} batches, last 10 average {statistics.mean(durations[-10:]):.2f}s")
+    at = {str(n): round(statistics.mean(durations[max(0, n - 10):n]), 3) for n in plan.past_batches}
+    first, last = plan.past_batches[0], plan.past_batches[-1]
+    return {"batch_seconds_at": at, "batch_seconds": [round(d, 3) for d in durations],
+            "growth_ratio": round(at[str(last)] / at[str(first)], 3)}
+
+
+def symbols_scaling(spark, work: Path, plan: Plan) -> dict:
+    from .generate import Generator, write_backlog
+
+    out = {}
+    for n in plan.symbol_counts:
+        symbols = _symbols(n)
+        landing, lake = work / f"sym{n}" / "landing", work / f"sym{n}" / "lake"
+        gen = Generator(symbols, seed=n, profile="wallaroo", wide_share=0.05)
+        durations: list[float] = []
+        for i in range(3):
+            write_backlog(landing, gen, 10_000, 10_000, 1, f"s{i}")
+            _stream(spark, landing, lake, symbols, on_batch=lambda r: durations.append(r.seconds))
+        out[str(n)] = round(statistics.mean(durations[1:]), 3)  # the first batch also creates tables
+        _say(f"symbols: {n:,} symbols, {out[str(n)]:.2f}s per 20k-event batch")
+    return out
+
+
+def plots(results: dict, out: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made = []
+    tp = results.get("throughput")
+    if tp:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        names = ["stream (this product)", "Spark batch ceiling", "reference (event at a time)"]
+        values = [tp["throughput_events_per_s"], tp["batch_ceiling_events_per_s"], tp["reference_events_per_s"]]
+        ax.bar(names, values, color=["#1f77b4", "#7f7f7f", "#ff7f0e"])
+        ax.set_ylabel("events / s")
+        ax.set_title("Throughput on the same backlog")
+        for i, v in enumerate(values):
+            ax.text(i, v, f"{v:,}", ha="center", va="bottom")
+        fig.tight_layout()
+        fig.savefig(out / "throughput.png", dpi=110)
+        made.append("throughput.png")
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.bar(list(tp["phases_ms"]), [v / 1000 for v in tp["phases_ms"].values()])
+        ax.set_ylabel("seconds (sum over batches)")
+        ax.set_title("Where the time of the micro-batches goes")
+        fig.tight_layout()
+        fig.savefig(out / "phases.png", dpi=110)
+        made.append("phases.png")
+    lat = results.get("latency_ms")
+    if lat:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        for rate, d in lat.items():
+            xs = d["cdf_ms"]
+            ax.plot(xs, [(i + 1) / len(xs) for i in range(len(xs))], label=f"{int(rate):,} events/s")
+        ax.set_xlabel("latency: file landed -> alerts committed (ms)")
+        ax.set_ylabel("share of files")
+        ax.legend()
+        ax.set_title("Latency CDF in continuous mode")
+        fig.tight_layout()
+        fig.savefig(out / "latency_cdf.png", dpi=110)
+        made.append("latency_cdf.png")
+    gr = results.get("growth")
+    if gr:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.plot(range(1, len(gr["batch_seconds"]) + 1), gr["batch_seconds"], ".", markersize=3)
+        ax.set_xlabel("batch number")
+        ax.set_ylabel("batch time (s)")
+        ax.set_title("Batch time as history and Delta log grow")
+        fig.tight_layout()
+        fig.savefig(out / "batch_growth.png", dpi=110)
+        made.append("batch_growth.png")
+    return made
+
+
+def summary_markdown(results: dict, command: str) -> str:
+    m = results["machine"]
+    lines = [f"# Benchmark ({results['mode']}, {results['finished_at']})", "",
+             f"Machine: {m['cores']} cores, {m['memory_gb']} GB, Python {m['python']}, PySpark {m['pyspark']}, "
+             f"delta-spark {m['delta_spark']}. Reproduce: `{command}`.", ""]
+    tp = results.get("throughput")
+    if tp:
+        lines += ["| system | events/s |", "| --- | --- |",
+                  f"| stream --available-now (every Delta commit included) | {tp['throughput_events_per_s']:,} |",
+                  f"| Spark batch ceiling (one plain batch job) | {tp['batch_ceiling_events_per_s']:,} |",
+                  f"| reference, event at a time (Wallaroo's way) | {tp['reference_events_per_s']:,} |", "",
+                  f"{tp['events']:,} events in {tp['batches']} micro-batch(es); alerts agree across the three: "
+                  f"{tp['alerts_agree']}. Time per phase (ms): {tp['phases_ms']}.", ""]
+    lat = results.get("latency_ms")
+    if lat:
+        lines += ["| input rate (events/s) | p50 ms | p95 ms | p99 ms |", "| --- | --- | --- | --- |"]
+        lines += [f"| {int(r):,} | {d['p50']} | {d['p95']} | {d['p99']} |" for r, d in lat.items()]
+        lines.append("")
+    if results.get("batch_time_growth"):
+        g = results["batch_time_growth"]
+        lines += [f"Batch time after N batches (s): {g['batch_seconds_at']}; ratio last/first {g['growth_ratio']}.", ""]
+    if results.get("symbols_scaling"):
+        lines += [f"Batch time (s, 20k events) by number of symbols: {results['symbols_scaling']}.", ""]
+    lines += [f"Peak memory of the job: {results['peak_memory_mb']} MB.", ""]
+    lines += [f"![{p}]({p})" for p in results.get("plots", [])]
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    from .cli import UsageError
+    from .spark import build_session
+
+    parts = set((args.only or "throughput,latency,growth,symbols").split(","))
+    unknown = parts - {"throughput", "latency", "growth", "symbols"}
+    if unknown:
+        raise UsageError(f"--only: unknown part(s) {', '.join(sorted(unknown))}")
+    plan = QUICK if args.quick else FULL
+    out, work = Path(args.out), Path(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    spark = build_session("market-spread-bench", shuffle_partitions=4)
+    results: dict = {"mode": "quick" if args.quick else "full", "machine": machine()}
+    began = time.perf_counter()
+    try:
+        if "throughput" in parts:
+            tp = throughput(spark, work, plan)
+            results["throughput"] = tp
+            for key in ("throughput_events_per_s", "reference_events_per_s", "batch_ceiling_events_per_s"):
+                results[key] = tp[key]
+        if "latency" in parts:
+            results["latency_ms"] = latency(spark, work, plan)
+        if "growth" in parts:
+            results["growth"] = growth(spark, work, plan)
+            results["batch_time_growth"] = {k: v for k, v in results["growth"].items() if k != "batch_seconds"}
+        if "symbols" in parts:
+            results["symbols_scaling"] = symbols_scaling(spark, work, plan)
+        results["peak_memory_mb"] = _jvm_rss_mb(spark) or _peak_rss_mb()
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    results["seconds"] = round(time.perf_counter() - began, 1)
+    results["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    results["plots"] = plots(results, out)
+    (out / "latest.json").write_text(json.dumps(results, indent=2, default=str))
+    command = "market-spread bench --quick" if args.quick else "make bench"
+    (out / "summary.md").write_text(summary_markdown(results, command))
+    _say(f"done in {results['seconds']}s: {out / 'latest.json'}, {out / 'summary.md'}, plots {results['plots']}")
+    return 0
