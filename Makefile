@@ -43,7 +43,7 @@ test-fast: setup
 	$(PY) -m pytest -ra -m "not slow" tests
 
 reliability: setup
-	$(PY) -m pytest -ra tests/reliability --reliability-full
+	$(PY) -m pytest -ra -s tests/reliability tests/test_stream_cli.py
 
 bench: setup
 	$(VENV)/bin/market-spread bench
