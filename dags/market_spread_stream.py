@@ -1,0 +1,35 @@
+"""Launches the continuous Spark job (`market-spread stream --interval ...`) and keeps it alive.
+
+One long-running task supervises one stream; `max_active_runs=1` plus the stream's own writer lock
+keep it to exactly one live job per lake. When the job dies or its health check finds it stalled
+(input waiting, no batch completed for `market_spread_stall_seconds`), the task fails (red) and the
+next run, scheduled every minute, starts a fresh job from the checkpoint.
+Stop it by pausing this DAG (or Variable `market_spread_stream_enabled` = false): the job gets
+SIGTERM, finishes the batch in flight and the task ends green.
+"""
+from __future__ import annotations
+
+from airflow.sdk import dag, task
+
+from market_spread import orchestration
+
+
+@dag(
+    dag_id="market_spread_stream",
+    schedule="* * * * *",  # a dead job is restarted by the next minute's run
+    start_date=orchestration.START_DATE,
+    catchup=False,
+    max_active_runs=1,
+    default_args=orchestration.default_args(),
+    tags=["market-spread", "streaming"],
+    doc_md=__doc__,
+)
+def market_spread_stream() -> None:
+    @task(task_id="supervise_stream")
+    def supervise_stream() -> str:
+        return orchestration.stream_task("market_spread_stream")
+
+    supervise_stream()
+
+
+market_spread_stream()
