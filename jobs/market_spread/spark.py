@@ -55,7 +55,11 @@ def build_session(
         .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
     )
-    for key, value in (extra_conf or {}).items():
+    # Cluster-only settings from the environment (driver address, executor sizes, event log):
+    # an empty dict for local masters, so local behaviour is unchanged.
+    from .cluster import session_conf
+
+    for key, value in {**session_conf(master), **(extra_conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("MARKET_SPREAD_SPARK_LOG_LEVEL", "WARN"))

@@ -1,0 +1,261 @@
+"""Running the stream on a Spark standalone cluster.
+
+- `session_conf(master)`: the extra settings `spark.build_session` applies when the master is not
+  `local[...]`, all taken from the environment, so the DAGs switch to a cluster through
+  configuration alone. Nothing changes for a local master.
+- `LocalCluster`: a master and workers on this machine, started from the pip-installed Spark, for
+  trying the cluster path by hand (`python -m market_spread.cluster --workers 2`) and for tests.
+
+What executors need: the Delta JARs reach them through `spark.jars` (the driver serves them and
+every executor fetches them before its first task). No project Python code runs on executors: the
+per-batch logic is Spark SQL expressions, and foreachBatch runs on the driver. Executors do start
+plain PySpark workers (a `createDataFrame` of local rows goes through one), so their Python must be
+the driver's minor version; it comes from `PYSPARK_PYTHON` (Spark's own setting, default `python3`).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+# Environment variable -> Spark setting, applied only for a non-local master.
+ENV_SETTINGS: dict[str, str] = {
+    # The address executors use to reach the driver: set it when the default (the address of this
+    # host's name) is not reachable from the workers, e.g. behind NAT or with several interfaces.
+    "MARKET_SPREAD_DRIVER_HOST": "spark.driver.host",
+    "MARKET_SPREAD_DRIVER_BIND_ADDRESS": "spark.driver.bindAddress",
+    # Fixed ports, for firewalls between the driver and the workers.
+    "MARKET_SPREAD_DRIVER_PORT": "spark.driver.port",
+    "MARKET_SPREAD_BLOCK_MANAGER_PORT": "spark.blockManager.port",
+    "MARKET_SPREAD_EXECUTOR_MEMORY": "spark.executor.memory",
+    "MARKET_SPREAD_EXECUTOR_CORES": "spark.executor.cores",
+    # Without a cap a standalone app takes every free core of the cluster.
+    "MARKET_SPREAD_CORES_MAX": "spark.cores.max",
+}
+EVENT_LOG_ENV = "MARKET_SPREAD_EVENT_LOG_DIR"
+LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
+
+
+def is_local(master: str) -> bool:
+    return master == "local" or master.startswith("local[") or master.startswith("local-cluster[")
+
+
+def session_conf(master: str, env: dict[str, str] | None = None) -> dict[str, str]:
+    """Extra Spark settings for `master`; empty for a local master (local behaviour is unchanged).
+
+    For a master on this machine's loopback the executors run here too, so unless PYSPARK_PYTHON is
+    set they get the driver's own interpreter (same version by construction): this sets
+    PYSPARK_PYTHON in this process's environment, where PySpark reads it when the context starts.
+    """
+    environ = os.environ if env is None else env
+    if is_local(master):
+        return {}
+    conf = {key: environ[name].strip() for name, key in ENV_SETTINGS.items() if environ.get(name, "").strip()}
+    event_log = environ.get(EVENT_LOG_ENV, "").strip()
+    if event_log:
+        # A shared folder (or any Hadoop URI): the history server reads finished apps from it.
+        if "://" not in event_log:
+            Path(event_log).mkdir(parents=True, exist_ok=True)
+        conf["spark.eventLog.enabled"] = "true"
+        conf["spark.eventLog.dir"] = event_log
+    host = urlparse(master.split(",")[0]).hostname if master.startswith("spark://") else None
+    if host in LOOPBACK_HOSTS and not environ.get("PYSPARK_PYTHON"):
+        environ["PYSPARK_PYTHON"] = sys.executable
+    return conf
+
+
+def spark_class() -> Path:
+    """`spark-class` of the pip-installed Spark (the same version the driver uses)."""
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent / "bin" / "spark-class"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class LocalCluster:
+    """A Spark standalone master and workers on this machine, each in a process group of its own.
+
+    A worker's executors (and their Python workers) are its children and share its group, so
+    `kill_worker` takes a worker down the way a lost machine goes, and `stop` leaves nothing behind.
+    """
+
+    workdir: Path
+    workers: int = 2
+    worker_cores: int = 1
+    worker_memory: str = "1g"
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: a free port
+    webui_port: int = 0
+    daemon_memory: str = "256m"  # master and worker JVMs only bookkeep
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    worker_dirs: dict[str, Path] = field(default_factory=dict)
+    _next_worker: int = 0
+
+    @property
+    def master_url(self) -> str:
+        return f"spark://{self.host}:{self.port}"
+
+    @property
+    def webui_url(self) -> str:
+        return f"http://{self.host}:{self.webui_port}"
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        # Every daemon binds and advertises this address, never the host name's.
+        env["SPARK_LOCAL_IP"] = self.host
+        env["SPARK_DAEMON_MEMORY"] = self.daemon_memory
+        return env
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+        logs = self.workdir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        with open(logs / f"{name}.log", "ab") as log:
+            proc = subprocess.Popen(
+                [str(spark_class()), *args], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=self._env(), start_new_session=True,
+            )
+        self.procs[name] = proc
+        return proc
+
+    def start(self, timeout: float = 180.0) -> "LocalCluster":
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = self.port or free_port(self.host)
+        self.webui_port = self.webui_port or free_port(self.host)
+        try:
+            self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", self.host,
+                                   "--port", str(self.port), "--webui-port", str(self.webui_port)])
+            self._wait(lambda: self.state() is not None, timeout, "the master's web UI")
+            for _ in range(self.workers):
+                self.add_worker(wait=False)
+            self.wait_for_workers(self.workers, timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def add_worker(self, wait: bool = True, timeout: float = 180.0) -> str:
+        name = f"worker-{self._next_worker}"
+        self._next_worker += 1
+        work = self.workdir / name
+        work.mkdir(parents=True, exist_ok=True)
+        self.worker_dirs[name] = work
+        self._spawn(name, ["org.apache.spark.deploy.worker.Worker", self.master_url,
+                           "--host", self.host, "--cores", str(self.worker_cores), "--memory", self.worker_memory,
+                           "--work-dir", str(work), "--webui-port", str(free_port(self.host))])
+        if wait:
+            self.wait_for_workers(len(self.running_workers()), timeout)
+        return name
+
+    def running_workers(self) -> list[str]:
+        return [n for n, p in self.procs.items() if n.startswith("worker-") and p.poll() is None]
+
+    def kill_worker(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Signal a worker's whole process group: the worker JVM, its executors, their Python workers."""
+        proc = self.procs[name]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        proc.wait(timeout=60)
+
+    def state(self) -> dict | None:
+        """The master's JSON status, or None while it does not answer."""
+        try:
+            with urllib.request.urlopen(f"{self.webui_url}/json/", timeout=5) as response:
+                return json.load(response)
+        except (OSError, ValueError):
+            return None
+
+    def alive_workers(self) -> list[dict]:
+        state = self.state() or {}
+        return [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
+
+    def wait_for_workers(self, count: int, timeout: float = 180.0) -> None:
+        self._wait(lambda: len(self.alive_workers()) >= count, timeout, f"{count} registered workers")
+
+    def _wait(self, predicate, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            master = self.procs.get("master")
+            if master is not None and master.poll() is not None:
+                raise RuntimeError(f"the Spark master exited (code {master.returncode}); "
+                                   f"see {self.workdir / 'logs' / 'master.log'}")
+            if predicate():
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}; logs in {self.workdir / 'logs'}")
+
+    def stop(self, grace: float = 20.0) -> None:
+        """SIGTERM every group (workers first), then SIGKILL whatever is left."""
+        order = sorted(self.procs, key=lambda n: n == "master")
+        for name in order:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.procs[name].pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for name in order:
+            proc = self.procs[name]
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            # Also when the leader is gone: an executor may still hold the group.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m market_spread.cluster`: a local standalone cluster until Ctrl-C."""
+    parser = argparse.ArgumentParser(prog="python -m market_spread.cluster", description=main.__doc__)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--cores", type=int, default=1, help="cores per worker (default 1)")
+    parser.add_argument("--memory", default="1g", help="memory per worker (default 1g)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=7077)
+    parser.add_argument("--webui-port", type=int, default=8081)
+    parser.add_argument("--dir", default="data/spark-cluster", help="work and log folder (default data/spark-cluster)")
+    args = parser.parse_args(argv)
+    stop = {"now": False}
+
+    def request_stop(_signum, _frame) -> None:
+        stop["now"] = True
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, request_stop)
+    cluster = LocalCluster(Path(args.dir).resolve(), workers=args.workers, worker_cores=args.cores,
+                           worker_memory=args.memory, host=args.host, port=args.port, webui_port=args.webui_port)
+    cluster.start()
+    try:
+        print(f"Spark master {cluster.master_url} with {args.workers} workers; UI {cluster.webui_url}; "
+              f"logs {cluster.workdir / 'logs'}. Ctrl-C stops it.", flush=True)
+        while not stop["now"]:
+            if cluster.procs["master"].poll() is not None:
+                print("the master exited", file=sys.stderr)
+                return 1
+            time.sleep(0.5)
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
