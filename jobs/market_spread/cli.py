@@ -90,4 +90,7 @@ class UsageError(Exception):
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # Run through the imported module, so `python -m` and the console script share one UsageError.
+    from market_spread.cli import main as package_main
+
+    raise SystemExit(package_main())
