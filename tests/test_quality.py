@@ -194,16 +194,39 @@ def test_incremental_runs_failed_run_keeps_mark_full_revalidates(spark, first_ru
         (-1, 2, 4, True), (-1, 6, 8, False), (2, 3, 1, True), (3, 5, 2, False), (3, 6, 3, False)]
 
 
-def test_thresholds_are_parameters(spark, clean_template, symbols_file, tmp_path, capsys):
-    lake = copy_lake(clean_template, tmp_path / "lake")
-    code, out = validate(lake, tmp_path / "docs", symbols_file, "--max-spread", "1", "--max-spread-ratio", "0.5",
+def test_lake_from_the_pipeline_passes_and_thresholds_are_parameters(spark, symbols_file, tmp_path, capsys):
+    from lakeutil import land, order, quote, stream  # the pipeline's own test helpers
+
+    landing, lake, docs = tmp_path / "landing", tmp_path / "lake", tmp_path / "docs"
+    t = "2026-11-23T14:30:0{}.000Z"
+    land(landing, "quotes", [
+        quote("AAPL", t.format(1), "1.00", "1.10"),       # wide
+        quote("MSFT", t.format(1), "10.00", "10.01"),     # tight
+        quote("IBM", t.format(1), "100.02", "100.01"),    # crossed: never rejects
+    ])
+    land(landing, "orders", [
+        order("O-1", "AAPL", t.format(2)),  # wide_spread
+        order("O-2", "MSFT", t.format(2)),  # accepted
+        order("O-3", "GOOG", t.format(2)),  # no_market_data
+        order("O-4", "AAPL", t.format(0)),  # before any quote: no_market_data
+        '{"not": "an order"',               # quarantined
+    ])
+    assert stream(spark, landing, lake) == 0
+    code, out = validate(lake, docs, symbols_file, capsys=capsys)
+    assert code == 0, out
+    assert "suite alerts: PASSED, 26/26 expectations passed, 0 failed (3 alert(s) appended after the start" in out
+    assert "suite symbol_state: PASSED, 10/10 expectations passed, 0 failed (3 row(s)" in out
+
+    # The same lake judged with other thresholds: the reject rule no longer holds for O-1 and AAPL.
+    code, out = validate(lake, docs, symbols_file, "--full", "--max-spread", "1", "--max-spread-ratio", "0.5",
                          capsys=capsys)
     assert code == 1
+    assert "(max_spread=1, max_spread_ratio=0.5)" in out
     assert ("CRITICAL unexpected_rows_expectation: wide_spread alerts cite a quote that the reject rule "
-            "rejects at the configured thresholds, 3 unexpected") in out
+            "rejects at the configured thresholds, 1 unexpected") in out
     assert ("CRITICAL unexpected_rows_expectation: should_reject_trades equals the reject rule at the configured "
-            "thresholds, 2 unexpected") in out
-    assert "max_spread=1, max_spread_ratio=0.5" in out
+            "thresholds, 1 unexpected") in out
+    assert "result: FAILED (2 critical expectation(s) failed)" in out
 
 
 def critical_names(suite: str) -> list[str]:

@@ -165,18 +165,21 @@ def ensure_results_table(spark: SparkSession, lake: str | Path) -> str:
     return path
 
 
-def high_water_mark(spark: SparkSession, lake: str | Path) -> int | None:
-    """The last alerts version validated by a run that recorded its results and passed."""
+def high_water_mark(lake: str | Path) -> int | None:
+    """The last alerts version validated by a run that recorded its results and passed.
+
+    Read with delta-rs: a few columns of a small table, without the Spark jobs of a Delta snapshot.
+    """
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
     path = lake_mod.table_path(lake, RESULTS_TABLE)
     if not lake_mod.is_delta_table(path):
         return None
-    row = (
-        _read(spark, path)
-        .where("suite = 'alerts' AND run_passed AND to_version IS NOT NULL")
-        .agg({"to_version": "max"})
-        .collect()[0][0]
-    )
-    return None if row is None else int(row)
+    passed = (pc.field("suite") == "alerts") & pc.field("run_passed") & pc.field("to_version").is_valid()
+    table = DeltaTable(path).to_pyarrow_dataset().to_table(columns=["to_version"], filter=passed)
+    value = pc.max(table["to_version"]).as_py() if table.num_rows else None
+    return None if value is None else int(value)
 
 
 @dataclass
@@ -298,6 +301,7 @@ def _gx_context(docs: Path):
         "class_name": "SiteBuilder",
         "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs.resolve())},
         "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        "show_how_to_buttons": False,
     }
     sites = context.list_data_docs_sites()
     for name in list(sites):
@@ -311,15 +315,59 @@ def _gx_context(docs: Path):
     return context
 
 
-def _observed(result: Any) -> tuple[int | None, str]:
-    info = result.exception_info or {}
-    if isinstance(info, dict) and info.get("raised_exception"):
-        message = str(info.get("exception_message") or "error").splitlines()[0]
-        return None, f"error: {message[:200]}"
+def _failed_samples(batch_definition: Any, df: DataFrame, suite: Any, result: Any,
+                    parameters: dict[str, Any]) -> dict[str, list]:
+    """A few unexpected values of each failed row-level expectation, validated again unstored."""
+    failed = {r.expectation_config.id for r in result.results
+              if not r.success and (r.result or {}).get("unexpected_count")}
+    if not failed:
+        return {}
+    batch = batch_definition.get_batch(batch_parameters={"dataframe": df})
+    samples: dict[str, list] = {}
+    for expectation in suite.expectations:
+        if expectation.id in failed:
+            again = batch.validate(
+                expectation, result_format={"result_format": "BASIC", "partial_unexpected_count": 5},
+                expectation_parameters=parameters,
+            )
+            samples[expectation.id] = list((again.result or {}).get("partial_unexpected_list") or [])
+    return samples
+
+
+def _fmt_sample(value: Any) -> str:
+    if isinstance(value, Decimal):
+        return format(value.normalize(), "f")  # 0E-8 -> 0, 189.05000000 -> 189.05
+    return str(value)
+
+
+def _error(info: Any) -> str | None:
+    """The first error message in a result's exception_info: either {raised_exception, message, ...}
+    for the expectation itself, or {metric id: ExceptionInfo} when a metric it needs failed."""
+    if not info:
+        return None
+    if isinstance(info, dict) and "raised_exception" in info:
+        return str(info.get("exception_message") or "error") if info.get("raised_exception") else None
+    if isinstance(info, dict):
+        for item in info.values():
+            try:
+                message = item["exception_message"]
+            except (TypeError, KeyError):
+                continue
+            if message:
+                return str(message)
+        return "a metric could not be computed"
+    return None
+
+
+def _observed(result: Any, sample: list | None = None) -> tuple[int | None, str]:
+    error = _error(result.exception_info)
+    if error:
+        lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+        return None, f"error: {' '.join(lines)[:300]}"
     res = result.result or {}
     if "unexpected_count" in res:
-        sample = res.get("partial_unexpected_list") or []
-        text = f"e.g. {[str(v) for v in sample[:5]]}" if sample else ""
+        sample = sample or res.get("partial_unexpected_list") or []
+        text = f"e.g. {[_fmt_sample(v) for v in sample[:5]]}" if sample else ""
         return int(res["unexpected_count"] or 0), text
     observed = res.get("observed_value")
     if result.expectation_config.type == "unexpected_rows_expectation" and observed is not None:
@@ -335,7 +383,7 @@ def _run_suites(
     parameters: dict[str, Any],
     run_id: str,
     validated_at: dt.datetime,
-    batch_metadata: dict[str, dict[str, Any]],
+    run_info: dict[str, dict[str, Any]],
 ) -> tuple[dict[str, list[ExpectationOutcome]], str]:
     import great_expectations as gx
     from great_expectations.core.run_identifier import RunIdentifier
@@ -343,34 +391,48 @@ def _run_suites(
     context = _gx_context(docs)
     datasource = context.data_sources.add_or_update_spark(name=DATASOURCE, persist=False)
     outcomes: dict[str, list[ExpectationOutcome]] = {}
+    results: dict[str, Any] = {}
     for name, loaded in suites.items():
         suite = context.suites.add_or_update(loaded.suite)
         by_id = {e.id: info for e, info in zip(suite.expectations, loaded.infos)}
-        asset = datasource.add_dataframe_asset(name=name, batch_metadata=batch_metadata.get(name))
+        asset = datasource.add_dataframe_asset(name=name)
         batch_definition = asset.add_batch_definition_whole_dataframe("validated")
         definition = context.validation_definitions.add_or_update(
             gx.ValidationDefinition(name=name, data=batch_definition, suite=suite)
         )
+        # No sample values in the stored run: fetching them costs one Spark job per expectation
+        # even when nothing is unexpected. Failed expectations get their samples just below.
         result = definition.run(
             batch_parameters={"dataframe": batches[name]},
             expectation_parameters=parameters,
-            result_format={"result_format": "BASIC", "partial_unexpected_count": 5},
+            result_format={"result_format": "BASIC", "partial_unexpected_count": 0},
             run_id=RunIdentifier(run_name=run_id, run_time=validated_at),
         )
+        samples = _failed_samples(batch_definition, batches[name], suite, result, parameters)
         found = []
         for r in result.results:
             info = by_id.get(r.expectation_config.id)
             if info is None:  # never expected: every result comes from a loaded expectation
                 raise RuntimeError(f"result for an unknown expectation: {r.expectation_config.type}")
-            count, text = _observed(r)
+            count, text = _observed(r, samples.get(r.expectation_config.id))
             found.append(ExpectationOutcome(info.name, info.critical, bool(r.success), count, text))
         order = {info.name: i for i, info in enumerate(loaded.infos)}
         found.sort(key=lambda o: order[o.name])
         if len(found) != len(loaded.infos):
             raise RuntimeError(f"suite {name}: {len(found)} results for {len(loaded.infos)} expectations")
         outcomes[name] = found
+        results[name] = result
 
     store = context.validation_results_store
+    # Data Docs show a result's batch markers under "Show more info": put the Delta version range
+    # and the thresholds there, so the HTML report says what exactly was validated.
+    for key in store.list_keys():
+        if key.run_id.run_name == run_id and key.expectation_suite_identifier.name in results:
+            stored = results[key.expectation_suite_identifier.name]
+            markers = dict(stored.meta.get("batch_markers") or {})
+            markers.update({k: str(v) for k, v in run_info[key.expectation_suite_identifier.name].items()})
+            stored.meta["batch_markers"] = markers
+            store.set(key, stored)
     keys = store.list_keys()
     # Keep the last runs only, so the site and its rebuild stay small; quality_results keeps history.
     for suite_name in suites:
@@ -427,9 +489,15 @@ def validate_lake(
 
     from .quality_suites import load_suites
 
+    from pyspark.sql import SparkSession
+
     lake = Path(lake)
     docs = Path(docs)
     _check_lake(lake)
+    if SparkSession.builder.getOrCreate() is not spark:
+        # GX runs its SQL in the session getOrCreate() returns; the batches' temp views and ours
+        # would be invisible there and the SQL checks would fail for the wrong reason.
+        raise ValueError("validate_lake needs the default SparkSession (SparkSession.builder.getOrCreate())")
     parameters: dict[str, Any] = {"symbols": list(symbols)}
     if suites is None:
         suites = load_suites(expectations_dir, parameters)
@@ -437,9 +505,10 @@ def validate_lake(
     validated_at = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     run_id = f"{validated_at:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
     results_path = ensure_results_table(spark, lake)
-    mark_before = high_water_mark(spark, lake)
+    mark_before = high_water_mark(lake)
 
     alerts = _slice_alerts(spark, str(lake), None if full else mark_before)
+    alerts_path_str = lake_mod.table_path(lake, "alerts")
     state_path = lake_mod.table_path(lake, "symbol_state")
     state_version = latest_version(state_path)
     state_df = _read(spark, state_path, state_version)
@@ -457,14 +526,15 @@ def validate_lake(
     ).createOrReplaceTempView(PARAMS_VIEW)
     alerts.metrics.createOrReplaceTempView(METRICS_VIEW)
     thresholds = {"max_spread": str(max_spread), "max_spread_ratio": str(max_spread_ratio)}
-    metadata = {
-        "alerts": {"table": "alerts", "from_version": alerts.from_version, "to_version": alerts.to_version,
-                   "rows": alerts.rows, **thresholds},
-        "symbol_state": {"table": "symbol_state", "version": state_version, "rows": state_rows, **thresholds},
+    run_info = {
+        "alerts": {"lake_table": alerts_path_str, "after_version": "start" if alerts.from_version is None
+                   else alerts.from_version, "to_version": alerts.to_version, "rows": alerts.rows, **thresholds},
+        "symbol_state": {"lake_table": lake_mod.table_path(lake, "symbol_state"), "version": state_version,
+                         "rows": state_rows, **thresholds},
     }
     try:
         outcomes, index = _run_suites(
-            spark, docs, suites, batches, parameters, run_id, validated_at, metadata
+            spark, docs, suites, batches, parameters, run_id, validated_at, run_info
         )
     finally:
         for view in (PARAMS_VIEW, METRICS_VIEW):
@@ -536,11 +606,10 @@ def run(args: argparse.Namespace) -> int:
 
     from .spark import build_session
 
-    # Reuse a live session (an in-process caller such as a test or an Airflow task) untouched;
-    # build_session on top of it would reset its settings.
-    active = SparkSession.getActiveSession()
-    owned = active is None
-    spark = active or build_session("market-spread-validate")
+    # In-process callers (tests, an Airflow task) already have a session: use the default one, the
+    # session GX itself picks up with getOrCreate(), without build_session resetting its settings.
+    owned = SparkSession.getActiveSession() is None
+    spark = build_session("market-spread-validate") if owned else SparkSession.builder.getOrCreate()
     try:
         summary = validate_lake(
             spark, lake, symbols, docs=args.docs, full=args.full, max_spread=args.max_spread,
