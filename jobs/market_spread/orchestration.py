@@ -98,6 +98,8 @@ class Settings:
     stream_enabled: bool = field(default=True, metadata={"parse": _bool})
     interval: float = field(default=5.0, metadata={"parse": _positive(float)})
     stall_seconds: float = field(default=300.0, metadata={"parse": _positive(float)})
+    # Before its first batch a job starts a JVM, recovers and takes the whole backlog: more slack.
+    startup_seconds: float = field(default=900.0, metadata={"parse": _positive(float)})
     stop_timeout: float = field(default=180.0, metadata={"parse": _positive(float)})
     # The demo feed
     feed_enabled: bool = field(default=True, metadata={"parse": _bool})
@@ -396,12 +398,14 @@ class StreamHealth:
     """Batch progress of one stream process, from its stdout, against the input waiting for it.
 
     The stream is *stalled* when a landing file arrived after the last batch began and has waited
-    longer than `stall_seconds` with no batch completed since. No input means nothing to do, never
-    a stall, so an idle feed does not raise false alarms.
+    longer than `stall_seconds` (`startup_seconds` until the process completes its first batch)
+    with no batch completed since. No input means nothing to do, never a stall, so an idle feed
+    does not raise false alarms.
     """
 
     landing: Path
     stall_seconds: float
+    startup_seconds: float = 900.0
     started: float = field(default_factory=time.time)
     batches: int = 0
     last_batch_id: int | None = None
@@ -426,13 +430,14 @@ class StreamHealth:
     def check(self, now: float | None = None) -> str | None:
         """None when healthy, else why the stream counts as stalled."""
         now = time.time() if now is None else now
+        limit = self.stall_seconds if self.batches else max(self.stall_seconds, self.startup_seconds)
         try:
             changed = _newest_landing_change(self.landing)
         except OSError:
             return None
         if changed > self.last_progress and self.pending_since is None:
             self.pending_since = changed
-        if self.pending_since is None or now - self.pending_since <= self.stall_seconds:
+        if self.pending_since is None or now - self.pending_since <= limit:
             return None
         # Confirm with the files themselves (a folder also changes when files leave it).
         oldest = _oldest_landing_file_after(self.landing, self.last_progress)
@@ -440,12 +445,13 @@ class StreamHealth:
             self.pending_since = None
             return None
         self.pending_since = oldest
-        if now - oldest <= self.stall_seconds:
+        if now - oldest <= limit:
             return None
-        last = "no batch yet" if self.last_batch_id is None else f"last batch {self.last_batch_id}"
+        last = f"last batch {self.last_batch_id}" if self.batches else "no batch since it started"
+        setting = "stall_seconds" if self.batches else "startup_seconds"
         return (
             f"no batch progress for {now - self.last_progress:.0f}s ({last}) while input has waited "
-            f"{now - oldest:.0f}s (> stall_seconds {self.stall_seconds:.0f}s)"
+            f"{now - oldest:.0f}s (> {setting} {limit:.0f}s)"
         )
 
 
@@ -492,7 +498,7 @@ def supervise_stream(
     if reason:
         return StreamOutcome(f"not started: {reason}", 0, None)
     settings.lake.mkdir(parents=True, exist_ok=True)
-    health = StreamHealth(settings.landing, settings.stall_seconds)
+    health = StreamHealth(settings.landing, settings.stall_seconds, settings.startup_seconds)
     argv = argv or stream_argv(settings)
     job = Job(argv, child_env(settings))
     logger(f"started stream pid {job.pid}: {show(argv)}")
@@ -661,7 +667,7 @@ def stream_task(dag_id: str = "market_spread_stream") -> str:
 
     logger(
         f"lake {settings.lake}, landing {settings.landing}, interval {settings.interval:g}s, "
-        f"stall after {settings.stall_seconds:g}s"
+        f"stall after {settings.stall_seconds:g}s ({settings.startup_seconds:g}s before the first batch)"
     )
     try:
         outcome = supervise_stream(settings, should_stop, logger)

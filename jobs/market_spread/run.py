@@ -1,0 +1,376 @@
+"""`market-spread-run` (what `make run` calls): the embedded default deployment.
+
+Airflow standalone (SQLite, LocalExecutor) with `AIRFLOW_HOME=./.airflow`, the DAGs of `./dags`
+unpaused, UI and API on 127.0.0.1:$PORT (default 8080) behind a login, data under `./data`.
+Ctrl-C stops everything this started: first the stream (it finishes the batch in flight, so the
+next start resumes from its checkpoint with nothing to replay), then Airflow, then anything left,
+the Spark JVMs included. This process registers as a child subreaper, so even processes whose
+parent died are re-parented here and cannot escape the final sweep.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Callable
+
+from . import orchestration
+
+PROJECT_ROOT = orchestration.PROJECT_ROOT
+USER = "admin"
+PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"  # Airflow 3.3's default name
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def say(message: str) -> None:
+    print(f"market-spread-run: {message}", flush=True)
+
+
+def airflow_env(home: Path, port: int, dags: Path, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of `airflow standalone` and everything it starts."""
+    env = dict(os.environ if base is None else base)
+    venv_bin = str(Path(sys.executable).parent)
+    url = f"http://127.0.0.1:{port}"
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            # LocalExecutor forks this many workers up front (~130 MB each): 4 DAGs need few.
+            "AIRFLOW__CORE__PARALLELISM": "8",
+            # New DAG files are found within seconds instead of 5 minutes.
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "30",
+            # Loopback only; the workers reach the execution API on the same port.
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__API__BASE_URL": url,
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{url}/execution/",
+            # Logins required: one admin, password generated into a file only its owner can read.
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / PASSWORD_FILE),
+            # A task left "running" by a hard stop is failed after this, so the stream DAG (one run at
+            # a time) is free to restart the job soon after the next start.
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "90",
+            "AIRFLOW__API__EXPOSE_CONFIG": "False",
+            "NO_COLOR": "1",
+            # standalone starts its components as `airflow ...` from PATH.
+            "PATH": venv_bin + os.pathsep + env.get("PATH", ""),
+        }
+    )
+    return env
+
+
+def ensure_password(home: Path) -> str:
+    """The admin password: generated once into AIRFLOW_HOME, mode 0600, reused afterwards."""
+    home.mkdir(parents=True, exist_ok=True)
+    os.chmod(home, 0o700)
+    path = home / PASSWORD_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        os.chmod(path, 0o600)
+        try:
+            passwords = json.loads(path.read_text(encoding="utf-8") or "{}")
+        except ValueError:
+            passwords = {}
+        if USER in passwords:
+            return str(passwords[USER])
+        passwords[USER] = secrets.token_urlsafe(18)
+        path.write_text(json.dumps(passwords) + "\n", encoding="utf-8")
+        return passwords[USER]
+    password = secrets.token_urlsafe(18)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps({USER: password}) + "\n")
+    return password
+
+
+def port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def http_json(method: str, url: str, body: dict | None = None, token: str | None = None, timeout: float = 10) -> dict:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        raw = response.read()
+    return json.loads(raw) if raw else {}
+
+
+def healthy(port: int) -> bool:
+    """Every Airflow component reports healthy through the API."""
+    try:
+        health = http_json("GET", f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=3)
+    except (OSError, ValueError, urllib.error.URLError):
+        return False
+    parts = ("metadatabase", "scheduler", "triggerer", "dag_processor")
+    return all((health.get(p) or {}).get("status") == "healthy" for p in parts)
+
+
+def api_token(port: int, password: str, user: str = USER) -> str:
+    return http_json("POST", f"http://127.0.0.1:{port}/auth/token", {"username": user, "password": password})["access_token"]
+
+
+def set_paused(port: int, token: str, dag_id: str, paused: bool) -> None:
+    http_json("PATCH", f"http://127.0.0.1:{port}/api/v2/dags/{dag_id}", {"is_paused": paused}, token)
+
+
+def our_dag_ids(dags: Path) -> list[str]:
+    # Each file is named after its DAG (checked by tests/test_dags.py).
+    return sorted(p.stem for p in dags.glob("market_spread_*.py"))
+
+
+def unpause_ours(port: int, token: str, dags: Path) -> list[str]:
+    """Unpause our DAGs known to Airflow (new ones are created unpaused anyway)."""
+    done = []
+    for dag_id in our_dag_ids(dags):
+        try:
+            set_paused(port, token, dag_id, False)
+            done.append(dag_id)
+        except urllib.error.HTTPError as exc:
+            if exc.code != 404:  # 404: not parsed yet; it will be created unpaused
+                raise
+    return done
+
+
+# --------------------------------------------------------------------------------------------
+# Processes: start, track, stop
+
+
+def become_subreaper() -> bool:
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _reset_signals() -> None:
+    # A shell's background job starts with SIGINT ignored; standalone needs it to shut down.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def start_standalone(env: dict[str, str], log_path: Path) -> subprocess.Popen:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log_file:
+        # Its own session: a Ctrl-C reaches only us, and we stop things in the right order.
+        return subprocess.Popen(
+            [str(Path(sys.executable).parent / "airflow"), "standalone"],
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=str(PROJECT_ROOT),
+            start_new_session=True,
+            preexec_fn=_reset_signals,
+        )
+
+
+def descendants() -> list:
+    import psutil
+
+    try:
+        return psutil.Process().children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def reap() -> None:
+    """Collect exit statuses of adopted orphans (we are their subreaper)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _is_cli(proc) -> bool:
+    try:
+        cmd = proc.cmdline()
+    except Exception:
+        return False
+    return any("market_spread.cli" in part or part.endswith("/market-spread") for part in cmd[:3])
+
+
+def stop_jobs(grace: float, out: Callable[[str], None] = say, fast: Callable[[], bool] = lambda: False) -> None:
+    """SIGTERM our CLI jobs (the stream ends after its batch in flight) and wait for them."""
+    import psutil
+
+    jobs = [p for p in descendants() if _is_cli(p)]
+    if not jobs:
+        return
+    out(f"stopping {len(jobs)} job(s) (the stream finishes its batch in flight; up to {grace:.0f}s)")
+    for proc in jobs:
+        try:
+            proc.send_signal(signal.SIGTERM)
+        except psutil.NoSuchProcess:
+            pass
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and not fast():
+        reap()
+        if not [p for p in jobs if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]:
+            return
+        time.sleep(0.5)
+
+
+def stop_standalone(proc: subprocess.Popen, grace: float) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)  # standalone stops its components on KeyboardInterrupt
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def sweep(grace: float = 10.0) -> int:
+    """Terminate every process still below us (orphans included), then kill what resists."""
+    import psutil
+
+    procs = descendants()
+    for proc in procs:
+        try:
+            proc.send_signal(signal.SIGTERM)
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=grace)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=5)
+    reap()
+    return len(procs)
+
+
+def shutdown(proc: subprocess.Popen, out: Callable[[str], None] = say, fast: Callable[[], bool] = lambda: False) -> list:
+    """Stop jobs, then Airflow, then anything left. Returns what is still alive (should be [])."""
+    if not fast():
+        stop_jobs(150.0, out, fast)
+        # Let the supervising tasks report their result before Airflow goes away.
+        time.sleep(3)
+    if not fast():
+        out("stopping Airflow")
+        stop_standalone(proc, 40.0)
+    swept = sweep(3.0 if fast() else 10.0)
+    if swept:
+        out(f"terminated {swept} leftover process(es)")
+    reap()
+    import psutil
+
+    return [p for p in descendants() if p.status() != psutil.STATUS_ZOMBIE]
+
+
+def main() -> int:
+    port = int(os.environ.get("PORT") or 8080)
+    # Overridable so that tests can run a private instance beside a real one.
+    home = Path(os.environ.get("MARKET_SPREAD_AIRFLOW_HOME") or PROJECT_ROOT / ".airflow").resolve()
+    start_paused = os.environ.get("MARKET_SPREAD_START_PAUSED", "").strip().lower() in orchestration.TRUE_WORDS
+    dags = PROJECT_ROOT / "dags"
+    os.umask(0o077)  # everything written below (.airflow, data/) is readable by its owner only
+    if not port_free(port):
+        say(f"error: port {port} on 127.0.0.1 is in use: stop what holds it or run `make run PORT=8081`")
+        return 1
+    settings = orchestration.resolve_settings()
+    holder = orchestration.live_stream(settings.lake)
+    if holder:
+        say(f"error: a stream is already running on {settings.lake} (pid {holder.get('pid')}): stop it first")
+        return 1
+    password = ensure_password(home)
+    if not become_subreaper():
+        say("warning: could not become a child subreaper: orphaned processes may escape the final sweep")
+
+    stopping = {"count": 0}
+
+    def on_signal(signum, _frame) -> None:
+        stopping["count"] += 1
+        if stopping["count"] > 1:
+            say("stopping faster (second signal)")
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+
+    log_path = home / "logs" / "standalone.log"
+    env = airflow_env(home, port, dags)
+    if start_paused:
+        env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] = "True"
+    say(f"starting Airflow standalone on http://127.0.0.1:{port} (AIRFLOW_HOME={home}; log {log_path})")
+    proc = start_standalone(env, log_path)
+    started = time.monotonic()
+    ready = False
+    exit_code = 0
+    try:
+        while not stopping["count"]:
+            if proc.poll() is not None:
+                say(f"error: Airflow exited with code {proc.returncode}; see {log_path}")
+                exit_code = 1
+                break
+            if not ready and healthy(port):
+                ready = True
+                unpaused: list[str] = []
+                try:
+                    if not start_paused:
+                        unpaused = unpause_ours(port, api_token(port, password), dags)
+                except (OSError, urllib.error.URLError, KeyError, ValueError) as exc:
+                    say(f"warning: could not unpause the DAGs through the API: {exc}")
+                cfg = home / "airflow.cfg"
+                if cfg.exists():
+                    os.chmod(cfg, 0o600)  # it holds the generated secret keys
+                print(
+                    "\n"
+                    f"  Airflow UI  http://127.0.0.1:{port}   login: {USER} / {password}\n"
+                    f"              (password kept in {home / PASSWORD_FILE}, mode 0600)\n"
+                    f"  DAGs        {', '.join(our_dag_ids(dags))}"
+                    + (" (paused: MARKET_SPREAD_START_PAUSED)" if start_paused else " (unpaused)") + "\n"
+                    f"  lake        {settings.lake}\n"
+                    f"  landing     {settings.landing}\n"
+                    f"  alerts      .venv/bin/market-spread sql --lake {settings.lake} "
+                    "\"SELECT reason, count(*) FROM alerts GROUP BY reason\"\n"
+                    f"  ready after {time.monotonic() - started:.0f}s; Ctrl-C stops everything\n",
+                    flush=True,
+                )
+            reap()
+            time.sleep(1)
+    finally:
+        say("stopping (Ctrl-C again to hurry)")
+        left = shutdown(proc, fast=lambda: stopping["count"] > 1)
+        if left:
+            say(f"error: still running: {[p.pid for p in left]}")
+            exit_code = exit_code or 1
+        else:
+            say("stopped; nothing left running. `make run` resumes from the checkpoint.")
+    return exit_code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
