@@ -118,6 +118,16 @@ def test_dockerfile_fetches_the_same_jars_as_make_setup():
     assert ".env" in ignore and ".venv" in ignore, "secrets and local environments stay out of the build context"
 
 
+def test_dockerfile_copies_named_project_paths_that_exist():
+    for line in re.findall(r"^COPY (.+)$", DOCKERFILE.read_text(), re.M):
+        words = [w for w in line.split() if not w.startswith("--")]
+        if "--from=" in line:
+            continue
+        for source in words[:-1]:
+            assert source not in (".", "./", "*"), "copy named paths only: a local .env must never reach the image"
+            assert (ROOT / source).exists(), f"Dockerfile copies {source}, which is not in the repository"
+
+
 def test_long_running_services_have_health_checks_and_start_in_order(services):
     for name, service in services.items():
         if name in ONE_SHOT:
