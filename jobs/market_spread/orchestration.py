@@ -794,6 +794,8 @@ def release_stream_task() -> str:
     from airflow.sdk import Variable
 
     logger = _task_logger()
+    if airflow_variable(HOLD_VARIABLE) is None:
+        return "no hold to release"
     Variable.delete(HOLD_VARIABLE)
     logger("hold released: market_spread_stream starts the stream again within a minute")
     return "released"
