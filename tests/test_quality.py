@@ -143,7 +143,11 @@ def test_clean_lake_passes_with_data_docs(spark, first_run, capsys):
     assert len(DeltaTable(lake_mod.table_path(lake, "quality_results")).to_pandas()) == len(rows)
 
 
-def test_incremental_runs_failed_run_keeps_mark_full_revalidates(spark, first_run, symbols_file, tmp_path, capsys):
+def test_incremental_runs_failed_run_keeps_mark_full_revalidates(spark, first_run, symbols_file, tmp_path, capsys,
+                                                                 monkeypatch):
+    from market_spread import quality
+
+    monkeypatch.setattr(quality, "KEEP_DOCS_RUNS", 2)  # Data Docs keep the last runs only
     lake = copy_lake(first_run[0], tmp_path / "lake")
     docs = tmp_path / "docs"
 
@@ -186,6 +190,10 @@ def test_incremental_runs_failed_run_keeps_mark_full_revalidates(spark, first_ru
     code, out = validate(lake, docs, symbols_file, "--full", capsys=capsys)
     assert code == 1
     assert "(8 alert(s) appended after the start up to version 6)" in out
+
+    for suite in ("alerts", "symbol_state"):
+        assert len(list((docs / "validations" / suite).glob("*/*/*.html"))) == 2
+        assert len(list((docs / "gx" / "uncommitted" / "validations" / suite).glob("*/*/*.json"))) == 2
 
     runs = read_results(spark, lake).where("suite = 'alerts'").groupBy(
         "run_id", "from_version", "to_version", "rows_validated", "run_passed").count().collect()

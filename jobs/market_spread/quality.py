@@ -485,11 +485,9 @@ def validate_lake(
     Raises quality_suites.SuiteFileError for a malformed suite file and market_spread.cli.UsageError
     for a lake without the product's tables.
     """
-    from pyspark.sql import Row
+    from pyspark.sql import Row, SparkSession
 
     from .quality_suites import load_suites
-
-    from pyspark.sql import SparkSession
 
     lake = Path(lake)
     docs = Path(docs)
@@ -508,7 +506,6 @@ def validate_lake(
     mark_before = high_water_mark(lake)
 
     alerts = _slice_alerts(spark, str(lake), None if full else mark_before)
-    alerts_path_str = lake_mod.table_path(lake, "alerts")
     state_path = lake_mod.table_path(lake, "symbol_state")
     state_version = latest_version(state_path)
     state_df = _read(spark, state_path, state_version)
@@ -527,7 +524,7 @@ def validate_lake(
     alerts.metrics.createOrReplaceTempView(METRICS_VIEW)
     thresholds = {"max_spread": str(max_spread), "max_spread_ratio": str(max_spread_ratio)}
     run_info = {
-        "alerts": {"lake_table": alerts_path_str, "after_version": "start" if alerts.from_version is None
+        "alerts": {"lake_table": lake_mod.table_path(lake, "alerts"), "after_version": "start" if alerts.from_version is None
                    else alerts.from_version, "to_version": alerts.to_version, "rows": alerts.rows, **thresholds},
         "symbol_state": {"lake_table": lake_mod.table_path(lake, "symbol_state"), "version": state_version,
                          "rows": state_rows, **thresholds},
