@@ -299,7 +299,7 @@ def test_supervisor_never_leaves_the_job_behind(tmp_path) -> None:
         orch.supervise_stream(_settings(tmp_path, stop_timeout=2.0), _ticker(interrupt), lambda _: None,
                               stop_check_every=0.3, argv=argv)
     pid = int(pid_file.read_text())
-    assert not orch._alive(pid)
+    assert not orch.pid_alive(pid)
 
 
 def _ticker(then):

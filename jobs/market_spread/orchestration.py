@@ -29,6 +29,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from .processes import pid_alive
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 VAR_PREFIX = "market_spread_"
 ENV_PREFIX = "MARKET_SPREAD_"
@@ -191,20 +193,6 @@ def _child_setup() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
-            return stat.read().rsplit(") ", 1)[1][:1] != "Z"  # a zombie is gone
-    except (OSError, IndexError):
-        return True
-
-
 def kill_tree(pid: int, sig: int = signal.SIGKILL) -> list[int]:
     """Signal a process and all its descendants (the Spark JVM is a grandchild of the CLI)."""
     import psutil  # an Airflow dependency; only needed when something must be killed
@@ -344,7 +332,7 @@ def live_stream(lake: Path) -> dict[str, Any] | None:
     """
     info = read_stream_lock(lake)
     pids = [int(p) for p in (info.get("pid"), info.get("jvm_pid")) if isinstance(p, int) or str(p or "").isdigit()]
-    return info if any(_alive(p) for p in pids) else None
+    return info if any(pid_alive(p) for p in pids) else None
 
 
 def last_batch(lake: Path) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from . import lake as lake_mod
+from .processes import pid_alive
 from .options import add_lake, add_symbols, add_thresholds, load_symbols
 
 FEEDS = ("quotes", "orders")
@@ -66,9 +67,9 @@ class WriterLock:
         previous = _read_json(handle.read())
         jvm = previous.get("jvm_pid")
         deadline = time.monotonic() + wait_for_jvm_s
-        while jvm and _alive(int(jvm)) and time.monotonic() < deadline:
+        while jvm and pid_alive(int(jvm)) and time.monotonic() < deadline:
             time.sleep(0.2)
-        if jvm and _alive(int(jvm)):
+        if jvm and pid_alive(int(jvm)):
             handle.close()
             raise LakeBusy(f"the Spark JVM (pid {jvm}) of a previous stream on this lake is still running")
         self.handle = handle
@@ -98,19 +99,6 @@ def _read_json(text: str) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie counts as gone.
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
-            return stat.read().split(") ", 1)[1][:1] != "Z"
-    except OSError:
-        return True
 
 
 def checkpoint_has_progress(checkpoint: Path) -> bool:
