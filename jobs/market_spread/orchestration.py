@@ -707,7 +707,7 @@ def quality_task() -> str:
     previous = get_current_context().get("prev_start_date_success")
     # A lazy proxy: compare through its value, never with `is None`.
     since = datetime.fromtimestamp(previous.timestamp(), tz=timezone.utc) if previous else None
-    if not tables_changed_since(settings.lake, ("alerts", "symbol_state"), since):
+    if not tables_changed_since(settings.lake, ("alerts", "symbol_state", "batch_metrics"), since):
         raise AirflowSkipException(f"no new commits to alerts or symbol_state since the last check ({since})")
     args = ["--lake", str(settings.lake), "--docs", str(settings.docs)]
     for flag, value in (
