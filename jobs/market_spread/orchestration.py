@@ -708,7 +708,7 @@ def quality_task() -> str:
     # A lazy proxy: compare through its value, never with `is None`.
     since = datetime.fromtimestamp(previous.timestamp(), tz=timezone.utc) if previous else None
     if not tables_changed_since(settings.lake, ("alerts", "symbol_state", "batch_metrics"), since):
-        raise AirflowSkipException(f"no new commits to alerts or symbol_state since the last check ({since})")
+        raise AirflowSkipException(f"no new commits to alerts, symbol_state or batch_metrics since the last check ({since})")
     args = ["--lake", str(settings.lake), "--docs", str(settings.docs)]
     for flag, value in (
         ("--symbols", settings.symbols),
