@@ -88,14 +88,7 @@ def cluster(tmp_path_factory):
         cluster.stop()
         # No orphans: no process is left in any group the cluster started (workers, executors,
         # their Python workers).
-        left = []
-        for name, proc in cluster.procs.items():
-            try:
-                os.killpg(proc.pid, 0)
-                left.append(name)
-            except ProcessLookupError:
-                pass
-        assert not left, f"processes left behind in the groups of {left}"
+        assert not cluster.leftovers(), f"processes left behind in the groups of {cluster.leftovers()}"
 
 
 @pytest.fixture

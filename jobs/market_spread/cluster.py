@@ -215,6 +215,21 @@ class LocalCluster:
                 os.killpg(proc.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=10)
+        # Killed members of a group vanish a moment later (once reaped): wait for every group to empty.
+        deadline = time.monotonic() + 15
+        while self.leftovers() and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+    def leftovers(self) -> list[str]:
+        """Names of the daemons whose process group still has a live member."""
+        left = []
+        for name, proc in self.procs.items():
+            try:
+                os.killpg(proc.pid, 0)
+                left.append(name)
+            except ProcessLookupError:
+                pass
+        return left
 
     def __enter__(self) -> "LocalCluster":
         return self.start()
