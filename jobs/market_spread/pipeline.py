@@ -164,15 +164,13 @@ def process_batch(
         result.phases_ms.setdefault("merge", 0)
 
         result.seconds = time.perf_counter() - t0
-        metrics = spark.createDataFrame(
-            [(
-                batch_id, started_at, datetime.now(timezone.utc), result.quotes, result.orders,
-                result.alerts, result.quarantined, result.input_lines, result.late_symbols,
-                result.phases_ms["parse"], result.phases_ms["check"], result.phases_ms["write"],
-                result.phases_ms["merge"],
-            )],
-            lake_mod.SCHEMAS["batch_metrics"],
+        values = (
+            batch_id, started_at, datetime.now(timezone.utc), result.quotes, result.orders,
+            result.alerts, result.quarantined, result.input_lines, result.late_symbols,
+            result.phases_ms["parse"], result.phases_ms["check"], result.phases_ms["write"],
+            result.phases_ms["merge"],
         )
+        metrics = literal_row(spark, lake_mod.SCHEMAS["batch_metrics"], values)
         # Last: a metrics row means every other write of the batch is in.
         with idempotent_write(spark, app_id, batch_id):
             _append(metrics, path("batch_metrics"))
@@ -181,6 +179,15 @@ def process_batch(
     finally:
         for df in cached:
             df.unpersist()
+
+
+def literal_row(spark: SparkSession, schema: str, values: tuple) -> DataFrame:
+    """A one-row DataFrame of literals. Unlike createDataFrame of Python rows, it needs no Python
+    worker on the executors: they stay JVM-only."""
+    fields = [f.strip().split(" ", 1) for f in schema.split(",")]
+    return spark.range(1).select(
+        *[F.lit(v).cast(t).alias(n) for (n, t), v in zip(fields, values)]
+    )
 
 
 def _append(df: DataFrame, path: str) -> None:
@@ -239,13 +246,13 @@ def check_orders(
     )
     if late:
         history = spark.read.format("delta").load(lake_mod.table_path(lake, "quotes"))
-        late_df = spark.createDataFrame([(r["symbol"], r["last_order"]) for r in late], "symbol STRING, last_order TIMESTAMP")
+        late_symbols = [r["symbol"] for r in late]
         newest = max(r["last_order"] for r in late)
         older = (
-            history.where(F.col("symbol").isin([r["symbol"] for r in late]))
+            history.where(F.col("symbol").isin(late_symbols))
             # Day partitions after the newest late order are never read.
             .where(F.col("quote_date") <= F.to_date(F.lit(newest)))
-            .join(F.broadcast(late_df), "symbol")
+            .join(F.broadcast(bounds.where(F.col("symbol").isin(late_symbols)).select("symbol", "last_order")), "symbol")
             .where("quote_time <= last_order")
             .select("symbol", "bid", "offer", "quote_time", "seq")
         )

@@ -46,6 +46,8 @@ def build_session(
         # Delta rebuilds table snapshots with 50 tasks by default: far too many for small logs.
         .config("spark.databricks.delta.snapshotPartitions", str(max(2, shuffle_partitions)))
         .config("spark.sql.streaming.stopTimeout", "120s")
+        # File listing (VACUUM, discovery) defaults to 10,000 parallel tasks: minutes on 2 cores.
+        .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "8")
         .config("spark.ui.enabled", os.environ.get("MARKET_SPREAD_SPARK_UI", "false"))
         .config("spark.driver.memory", os.environ.get("MARKET_SPREAD_DRIVER_MEMORY", "2g"))
         # Tables must stay readable by delta-rs: no deletion vectors, no v2 checkpoints.
