@@ -8,9 +8,9 @@
 
 What executors need: the Delta JARs reach them through `spark.jars` (the driver serves them and
 every executor fetches them before its first task). No project Python code runs on executors: the
-per-batch logic is Spark SQL expressions, and foreachBatch runs on the driver. Executors do start
-plain PySpark workers (a `createDataFrame` of local rows goes through one), so their Python must be
-the driver's minor version; it comes from `PYSPARK_PYTHON` (Spark's own setting, default `python3`).
+per-batch logic is Spark SQL expressions (one-row tables are built from literals, not Python rows),
+and foreachBatch runs on the driver, so executors start no Python worker (tests/test_cluster.py
+checks it). Should one ever be needed, its Python comes from `PYSPARK_PYTHON` (default `python3`).
 """
 from __future__ import annotations
 
