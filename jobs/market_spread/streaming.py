@@ -120,9 +120,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--interval must be > 0 seconds")
     symbols = load_symbols(args.symbols)
     checkpoint = Path(args.checkpoint) if args.checkpoint else lake / lake_mod.CHECKPOINT_SUBDIR
-    for feed in FEEDS:
-        (landing / feed).mkdir(parents=True, exist_ok=True)
-    lake.mkdir(parents=True, exist_ok=True)
+    lake.mkdir(parents=True, exist_ok=True)  # for the lock file; start_query creates the feed folders
 
     lock = WriterLock(lake / LOCK_FILE)
     try:
