@@ -92,7 +92,10 @@ def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
         password_file = home / run.PASSWORD_FILE
         assert password_file.stat().st_mode & 0o777 == 0o600
         password = json.loads(password_file.read_text())[run.USER]
-        assert f"login: admin / {password}" in wait_for("the login banner", lambda: log.read_text(), 30, proc, log)
+        # The banner comes once the DAGs are handled, a moment after the API is healthy.
+        banner = wait_for("the login banner", lambda: "login: admin" in log.read_text() and log.read_text(), 60, proc, log, every=1)
+        assert f"login: admin / {password}" in banner
+        assert banner.count(password) == 1, "the login is printed once"
 
         # No anonymous access, and a wrong password gets no token.
         import urllib.error
@@ -159,6 +162,7 @@ def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
         assert (docs / "index.html").is_file()
     finally:
         # Ctrl-C, as a user would; then nothing of ours may be left.
+        stop_began = time.monotonic()
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
         try:
@@ -169,7 +173,10 @@ def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
         left = ours(home, lake)
         for p in left:
             p.kill()
-        print("timings:", {k: round(v) for k, v in timings.items()}, "shutdown log:", log.read_text()[-600:])
+        timings["shutdown"] = time.monotonic() - stop_began
+        text = log.read_text()
+        print("timings:", {k: round(v) for k, v in timings.items()})
+        print("shutdown log:", text[text.rfind("market-spread-run: stopping ("):][-3000:])
     assert proc.returncode == 0, log.read_text()[-3000:]
     assert left == [], f"processes left running: {[(p.pid, p.info['cmdline']) for p in left]}"
     assert "nothing left running" in log.read_text()

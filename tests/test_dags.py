@@ -302,6 +302,35 @@ def test_supervisor_never_leaves_the_job_behind(tmp_path) -> None:
     assert not orch.pid_alive(pid)
 
 
+SWEEP_SCRIPT = r"""
+import json, subprocess, sys, time
+from market_spread import run
+
+assert run.become_subreaper()
+# One ignores SIGTERM (and so does its child), one is a setsid orphan (re-parented to us), and one
+# starts a new orphan when it is told to stop: that one only exists after the first snapshot.
+subprocess.Popen(["bash", "-c", "trap '' TERM; sleep 300 & wait"])
+subprocess.Popen(["bash", "-c", "setsid sleep 300 &"]).wait()
+subprocess.Popen(["bash", "-c", "trap 'setsid sleep 301 & exit 0' TERM; sleep 300 & wait"])
+time.sleep(1)
+lines = []
+stopped, left = run.sweep(grace=1.0, out=lines.append)
+print(json.dumps({"stopped": stopped, "left": [p.pid for p in left], "lines": lines,
+                  "after": [run.describe(p) for p in run._alive(run.descendants())]}))
+"""
+
+
+def test_sweep_leaves_nothing_not_even_late_orphans() -> None:
+    """What `make run` does last on Ctrl-C: rounds until a snapshot finds nothing alive."""
+    began = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", SWEEP_SCRIPT], capture_output=True, text=True, timeout=60, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["left"] == [] and result["after"] == [], result
+    assert sum(text.split(" ", 2)[2] == "sleep 301" for text in result["stopped"]) == 1, result  # the late orphan
+    assert any("SIGKILL" in line and "trap '' TERM" in line for line in result["lines"]), result
+    assert time.monotonic() - began < 20
+
+
 def _ticker(then):
     calls = {"n": 0}
 

@@ -2,10 +2,12 @@
 
 Airflow standalone (SQLite, LocalExecutor) with `AIRFLOW_HOME=./.airflow`, the DAGs of `./dags`
 unpaused, UI and API on 127.0.0.1:$PORT (default 8080) behind a login, data under `./data`.
-Ctrl-C stops everything this started: first the stream (it finishes the batch in flight, so the
-next start resumes from its checkpoint with nothing to replay), then Airflow, then anything left,
-the Spark JVMs included. This process registers as a child subreaper, so even processes whose
-parent died are re-parented here and cannot escape the final sweep.
+Ctrl-C stops everything this started: first the scheduler (so that no new run starts a job while
+we stop the others: the stream, feed and quality DAGs run every minute), then the jobs (the
+stream finishes the batch in flight, so the next start resumes from its checkpoint with nothing to
+replay), then the rest of Airflow, then anything left, the Spark JVMs included, in rounds until
+nothing is left (each process stopped is logged). This process registers as a child subreaper, so
+even processes whose parent died are re-parented here and cannot escape the final sweep.
 """
 from __future__ import annotations
 
@@ -222,25 +224,136 @@ def _is_cli(proc) -> bool:
     return any("market_spread.cli" in part or part.endswith("/market-spread") for part in cmd[:3])
 
 
-def stop_jobs(grace: float, out: Callable[[str], None] = say, fast: Callable[[], bool] = lambda: False) -> None:
-    """SIGTERM our CLI jobs (the stream ends after its batch in flight) and wait for them."""
+def _alive(procs: list) -> list:
+    """Those still running; a zombie (exited, waiting to be reaped) counts as gone."""
     import psutil
 
-    jobs = [p for p in descendants() if _is_cli(p)]
-    if not jobs:
-        return
-    out(f"stopping {len(jobs)} job(s) (the stream finishes its batch in flight; up to {grace:.0f}s)")
-    for proc in jobs:
+    alive = []
+    for proc in procs:
         try:
-            proc.send_signal(signal.SIGTERM)
-        except psutil.NoSuchProcess:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(proc)
+        except psutil.Error:
             pass
+    return alive
+
+
+def _wait_gone(procs: list, timeout: float) -> list:
+    """Wait until every process has exited (zombies count as exited); returns the survivors.
+
+    Not psutil.wait_procs: most of these are not our children, and for those it waits until the
+    pid disappears, which for a zombie whose parent is busy can be never.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        reap()
+        alive = _alive(procs)
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.2)
+
+
+def describe(proc) -> str:
+    """`pid state command line` (shortened), for the shutdown log."""
+    import psutil
+
+    try:
+        with proc.oneshot():
+            cmd = proc.cmdline()
+            status = proc.status()
+    except psutil.Error:
+        return f"{proc.pid} (gone)"
+    if not cmd:
+        text = f"[{proc.name() if proc.is_running() else '?'}]"
+    else:
+        if cmd[1:2] == ["-c"] and len(cmd) > 2 and "market_spread.cli" in cmd[2]:
+            cmd = ["market-spread", *cmd[3:]]  # orchestration.cli_argv
+        elif Path(cmd[0]).name.startswith("python") and len(cmd) > 1 and cmd[1].endswith("/airflow"):
+            cmd = ["airflow", *cmd[2:]]
+        elif Path(cmd[0]).name == "java":
+            main = next((a for a in cmd if a.startswith("org.apache.")), "")
+            cmd = ["java", main, *([a for a in cmd if a.endswith("pyspark-shell")][:1])]
+        text = " ".join([Path(cmd[0]).name, *cmd[1:]])
+    return f"{proc.pid} {status} {text[:140]}"
+
+
+def _airflow_scheduler(standalone: subprocess.Popen):
+    """The `airflow scheduler` process started by standalone, if it runs."""
+    import psutil
+
+    try:
+        children = psutil.Process(standalone.pid).children()
+    except psutil.Error:
+        return None
+    for child in _alive(children):
+        try:
+            if "scheduler" in child.cmdline()[1:4]:
+                return child
+        except psutil.Error:
+            pass
+    return None
+
+
+def stop_scheduler(standalone: subprocess.Popen, out: Callable[[str], None] = say):
+    """SIGTERM the scheduler first: it schedules and queues nothing more, and it waits for the tasks
+    already running (the jobs, stopped next) before it exits. Returns it (or None)."""
+    import psutil
+
+    scheduler = _airflow_scheduler(standalone)
+    if scheduler is not None:
+        out("stopping the Airflow scheduler (no new runs or tasks)")
+        try:
+            scheduler.send_signal(signal.SIGTERM)
+        except psutil.Error:
+            return None
+    return scheduler
+
+
+def stop_jobs(
+    grace: float,
+    out: Callable[[str], None] = say,
+    fast: Callable[[], bool] = lambda: False,
+    scheduler=None,
+    settle: float = 5.0,
+) -> list:
+    """SIGTERM our CLI jobs (the stream ends after its batch in flight) and wait for them.
+
+    A task still running can start another job meanwhile (a validate that waited for the lake's
+    jobs lock, a task the scheduler had already handed to a worker): new jobs get SIGTERM too.
+    Done when no job runs and the scheduler has exited (it waits for its tasks), or no job has run
+    for `settle` seconds, or after `grace` seconds. Returns the jobs still running.
+    """
+    import psutil
+
+    signalled: set = set()
     deadline = time.monotonic() + grace
+    quiet_since: float | None = None
+    jobs: list = []
     while time.monotonic() < deadline and not fast():
         reap()
-        if not [p for p in jobs if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]:
-            return
+        jobs = _alive([p for p in descendants() if _is_cli(p)])
+        fresh = [p for p in jobs if p not in signalled]
+        if fresh:
+            if not signalled:
+                out(f"stopping {len(fresh)} job(s) (the stream finishes its batch in flight; up to {grace:.0f}s)")
+            else:
+                out(f"stopping {len(fresh)} job(s) started meanwhile")
+            for proc in fresh:
+                out(f"  SIGTERM {describe(proc)}")
+                try:
+                    proc.send_signal(signal.SIGTERM)
+                except psutil.Error:
+                    pass
+                signalled.add(proc)
+        if jobs:
+            quiet_since = None
+        else:
+            now = time.monotonic()
+            quiet_since = quiet_since or now
+            if scheduler is None or not _alive([scheduler]) or now - quiet_since >= settle:
+                return []
         time.sleep(0.5)
+    return jobs
 
 
 def stop_standalone(proc: subprocess.Popen, grace: float) -> None:
@@ -252,43 +365,84 @@ def stop_standalone(proc: subprocess.Popen, grace: float) -> None:
             pass
 
 
-def sweep(grace: float = 10.0) -> int:
-    """Terminate every process still below us (orphans included), then kill what resists."""
+def _kinds(procs: list) -> str:
+    """`3 x airflow worker, 1 x java` style summary of what was stopped."""
+    counts: dict[str, int] = {}
+    for text in procs:
+        words = text.split(" ", 2)[2].split() if text.count(" ") >= 2 else ["?"]
+        kind = " ".join(words[:2]) if words[0] in ("airflow", "market-spread") else words[0]
+        counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(f"{n} x {kind}" for kind, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def sweep(
+    grace: float = 10.0,
+    limit: float = 90.0,
+    out: Callable[[str], None] = say,
+) -> tuple[list[str], list]:
+    """Terminate every process still below us (orphans included), then kill what resists.
+
+    In rounds until a snapshot finds nothing alive: a process can fork after a snapshot, or leave
+    children that are re-parented to us (the subreaper) only once it is gone, so one pass is not
+    enough. SIGTERM first, SIGKILL after `grace` seconds (and for every process that shows up once
+    `limit` seconds have passed). Returns (description of each process stopped, survivors).
+    """
     import psutil
 
-    procs = descendants()
-    for proc in procs:
-        try:
-            proc.send_signal(signal.SIGTERM)
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(procs, timeout=grace)
-    for proc in alive:
-        try:
-            proc.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(alive, timeout=5)
-    reap()
-    return len(procs)
+    stopped: dict = {}
+    started = time.monotonic()
+    rounds = 0
+    while True:
+        reap()
+        procs = _alive(descendants())
+        if not procs:
+            return list(stopped.values()), []
+        if rounds and time.monotonic() - started > limit + grace + 10:
+            return list(stopped.values()), procs
+        rounds += 1
+        for proc in procs:
+            stopped.setdefault(proc, describe(proc))
+        hurry = time.monotonic() - started > limit
+        for proc in procs:
+            try:
+                proc.send_signal(signal.SIGKILL if hurry else signal.SIGTERM)
+            except psutil.Error:
+                pass
+        resisting = _wait_gone(procs, 5.0 if hurry else grace)
+        if resisting:
+            out(f"round {rounds}: SIGKILL to {len(resisting)} process(es) still running after SIGTERM: "
+                + "; ".join(describe(p) for p in resisting))
+            for proc in resisting:
+                try:
+                    proc.kill()
+                except psutil.Error:
+                    pass
+            _wait_gone(resisting, 5.0)
 
 
 def shutdown(proc: subprocess.Popen, out: Callable[[str], None] = say, fast: Callable[[], bool] = lambda: False) -> list:
-    """Stop jobs, then Airflow, then anything left. Returns what is still alive (should be [])."""
+    """Stop the scheduler, then the jobs, then Airflow, then anything left.
+
+    Returns what is still alive (should be []).
+    """
     if not fast():
-        stop_jobs(150.0, out, fast)
+        scheduler = stop_scheduler(proc, out)
+        stop_jobs(150.0, out, fast, scheduler)
         # Let the supervising tasks report their result before Airflow goes away.
-        time.sleep(3)
+        waited = _wait_gone([scheduler], 20.0) if scheduler is not None else []
+        if scheduler is None or waited:
+            time.sleep(3)
     if not fast():
         out("stopping Airflow")
         stop_standalone(proc, 40.0)
-    swept = sweep(3.0 if fast() else 10.0)
-    if swept:
-        out(f"terminated {swept} leftover process(es)")
+    stopped, left = sweep(3.0 if fast() else 10.0, out=out)
+    if stopped:
+        out(f"terminated {len(stopped)} leftover process(es): {_kinds(stopped)}")
     reap()
-    import psutil
-
-    return [p for p in descendants() if p.status() != psutil.STATUS_ZOMBIE]
+    left = _alive(left + [p for p in descendants() if p not in left])
+    for p in left:
+        out(f"still running: {describe(p)}")
+    return left
 
 
 def main() -> int:
