@@ -165,9 +165,12 @@ def batch_ceiling(spark, landing: Path, out: Path, symbols: list[str]) -> int:
     from . import parsing
     from .pipeline import asof_alerts
 
-    raw = spark.read.text(str(landing / "quotes")).withColumn("stream", F.lit("quotes")).unionByName(
-        spark.read.text(str(landing / "orders")).withColumn("stream", F.lit("orders"))
-    ).withColumn("source_file", F.col("_metadata.file_path"))
+    def feed(name: str):
+        # _metadata exists only on the file relation itself: select it before the union.
+        return spark.read.text(str(landing / name)).select(
+            F.lit(name).alias("stream"), "value", F.col("_metadata.file_path").alias("source_file"))
+
+    raw = feed("quotes").unionByName(feed("orders"))
     parsed = parsing.parse_lines(parsing.nonblank_lines(raw), symbols)
     quotes = parsing.valid_quotes(parsed, Decimal("0.05"), Decimal("0.05")).select("symbol", "bid", "offer", "quote_time", "seq")
     alerts = asof_alerts(quotes, parsing.valid_orders(parsed), Decimal("0.05"), Decimal("0.05"), 0)
