@@ -33,6 +33,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--available-now", action="store_true", help="process every file present, then exit 0")
     mode.add_argument("--interval", type=float, help="seconds between micro-batches when running continuously (default 5)")
+    parser.add_argument(
+        "--max-files-per-batch", type=int, metavar="N",
+        help="take at most N new files per feed in one micro-batch (default: all): bounds the size and "
+             "memory of batches when catching up on a backlog",
+    )
     parser.add_argument("--master", help="Spark master URL (default local[*])")
     add_thresholds(parser)
 
@@ -118,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--landing is not a folder: {landing}")
     if args.interval is not None and args.interval <= 0:
         raise UsageError("--interval must be > 0 seconds")
+    if args.max_files_per_batch is not None and args.max_files_per_batch < 1:
+        raise UsageError("--max-files-per-batch must be at least 1")
     symbols = load_symbols(args.symbols)
     checkpoint = Path(args.checkpoint) if args.checkpoint else lake / lake_mod.CHECKPOINT_SUBDIR
     lake.mkdir(parents=True, exist_ok=True)  # for the lock file; start_query creates the feed folders
@@ -151,13 +158,14 @@ def _run_stream(args, landing: Path, lake: Path, checkpoint: Path, symbols: list
         return run_query(
             spark, landing, lake, checkpoint, symbols, args.max_spread, args.max_spread_ratio,
             available_now=args.available_now, interval=args.interval or 5.0, handle_signals=True,
+            max_files_per_batch=args.max_files_per_batch,
         )
     finally:
         spark.stop()
 
 
 def start_query(spark, landing: Path, lake: Path, checkpoint: Path, symbols: list[str], max_spread, max_spread_ratio,
-                available_now: bool, interval: float, on_batch=None):
+                available_now: bool, interval: float, on_batch=None, max_files_per_batch: int | None = None):
     """Start the streaming query; returns (query, busy flag). No lock: callers hold the lake's lock."""
     from pyspark.sql import functions as F
 
@@ -168,9 +176,11 @@ def start_query(spark, landing: Path, lake: Path, checkpoint: Path, symbols: lis
     lake_mod.ensure_tables(spark, lake)
 
     def feed(name: str):
+        reader = spark.readStream.format("text").option("pathGlobFilter", "*.jsonl")  # files land renamed in
+        if max_files_per_batch:
+            reader = reader.option("maxFilesPerTrigger", max_files_per_batch)
         return (
-            spark.readStream.format("text")
-            .option("pathGlobFilter", "*.jsonl")  # files land under another name and are renamed in
+            reader
             .load(str(landing / name))
             .select(F.lit(name).alias("stream"), F.col("value"), F.col("_metadata.file_path").alias("source_file"))
         )
@@ -203,7 +213,8 @@ def start_query(spark, landing: Path, lake: Path, checkpoint: Path, symbols: lis
 
 
 def run_query(spark, landing: Path, lake: Path, checkpoint: Path, symbols: list[str], max_spread, max_spread_ratio,
-              available_now: bool = True, interval: float = 5.0, handle_signals: bool = False, on_batch=None) -> int:
+              available_now: bool = True, interval: float = 5.0, handle_signals: bool = False, on_batch=None,
+              max_files_per_batch: int | None = None) -> int:
     """Run the stream until it is done (available-now) or asked to stop; returns the exit code."""
     stop_requested = threading.Event()
 
@@ -218,7 +229,7 @@ def run_query(spark, landing: Path, lake: Path, checkpoint: Path, symbols: list[
     from pyspark.errors import StreamingQueryException
 
     query, busy = start_query(spark, landing, lake, checkpoint, symbols, max_spread, max_spread_ratio,
-                              available_now, interval, on_batch)
+                              available_now, interval, on_batch, max_files_per_batch)
     try:
         return _supervise(query, busy, stop_requested)
     except StreamingQueryException as exc:
