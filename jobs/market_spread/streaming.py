@@ -233,8 +233,7 @@ def run_query(spark, landing: Path, lake: Path, checkpoint: Path, symbols: list[
     try:
         return _supervise(query, busy, stop_requested)
     except StreamingQueryException as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-        print(f"market-spread stream: error: the query failed: {first}", file=sys.stderr, flush=True)
+        print(f"market-spread stream: error: {failure_line(exc)}", file=sys.stderr, flush=True)
         return 1
     finally:
         for s, handler in previous.items():
@@ -253,7 +252,18 @@ def _supervise(query, busy: threading.Event, stop_requested: threading.Event) ->
         query.awaitTermination(0.5)
     error = query.exception()
     if error is not None:
-        print(f"market-spread stream: error: the query failed: {error}", file=sys.stderr, flush=True)
+        print(f"market-spread stream: error: {failure_line(error)}", file=sys.stderr, flush=True)
         return 1
     print("market-spread stream: stopped", flush=True)
     return 0
+
+
+def failure_line(error: BaseException) -> str:
+    """One line for a failed query: Spark's first line, or the cause itself when it is a full disk
+    (buried under the stack traces otherwise)."""
+    text = str(error).strip()
+    first = text.splitlines()[0] if text else repr(error)
+    if "No space left on device" in text:
+        return ("no space left on device while writing the lake or its checkpoint; free some space and start "
+                "the stream again: the interrupted batch is replayed, nothing is lost or doubled")
+    return f"the query failed: {first}"
