@@ -1,0 +1,267 @@
+"""Helpers of the reliability campaigns: pre-generated feeds landed a few files at a time, the
+`stream` command as a process group whose memory is sampled, kills aimed at the instants a new file
+appears in a Delta log or in the checkpoint, and exact accounting of what the lake holds."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import psutil
+
+from market_spread.generate import Generator, write_atomically, write_backlog
+
+CLI = [sys.executable, "-m", "market_spread.cli"]
+FULL = os.environ.get("MARKET_SPREAD_RELIABILITY", "").lower() == "full"
+TABLES_WITH_LOGS = ("quotes", "symbol_state", "alerts", "quarantine", "batch_metrics")
+
+
+def symbols_file(folder: Path, symbols: list[str]) -> Path:
+    path = folder / "symbols.txt"
+    path.write_text("\n".join(symbols) + "\n")
+    return path
+
+
+def bad_lines(rng: random.Random, n: int, tag: str) -> list[str]:
+    """Lines that must go to quarantine, each one different (so a doubled row can be told apart)."""
+    kinds = [
+        lambda i: f"not json {tag} {i}",
+        lambda i: f'{{"symbol": "NOPE", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 2, "seq": {i}, "t": "{tag}"}}',
+        lambda i: f'{{"symbol": "AAPL", "transact_time": "yesterday {tag} {i}", "bid": 1, "offer": 2}}',
+        lambda i: f'[{i}, "{tag}"]',
+    ]
+    return [rng.choice(kinds)(i) for i in range(n)]
+
+
+def make_source(source: Path, symbols: list[str], seed: int, quotes: int, orders: int, files: int,
+                bad_per_file: int = 2) -> list[tuple[str, Path]]:
+    """Write the whole feed once (so an uninterrupted run can see the very same files); every file
+    also carries a few bad lines, so that each micro-batch writes the quarantine too. Returns the
+    files in landing order: quotes of pair k one step ahead of the orders of pair k, so that every
+    quote lands strictly earlier than the orders it affects (contract 5.2 and 5.8)."""
+    write_backlog(source, Generator(symbols, seed=seed, wide_share=0.4), quotes, orders, files, f"s{seed}")
+    rng = random.Random(seed)
+    for feed in ("quotes", "orders"):
+        for path in sorted((source / feed).glob("*.jsonl")):
+            lines = path.read_text().splitlines()
+            for bad in bad_lines(rng, bad_per_file, f"{feed}/{path.name}"):
+                lines.insert(rng.randrange(len(lines) + 1), bad)
+            write_atomically(path.parent, path.name, lines)
+    q = sorted((source / "quotes").glob("*.jsonl"))
+    o = sorted((source / "orders").glob("*.jsonl"))
+    order: list[tuple[str, Path]] = []
+    for k in range(len(q)):
+        order.append(("quotes", q[k]))
+        if k:
+            order.append(("orders", o[k - 1]))
+    order.append(("orders", o[-1]))
+    return order
+
+
+class Lander:
+    """Lands pre-generated files into a landing folder atomically (copied aside, renamed in)."""
+
+    def __init__(self, files: list[tuple[str, Path]], landing: Path):
+        self.pending = list(files)
+        self.landing = landing
+        self.lines = 0
+        for feed in ("quotes", "orders"):
+            (landing / feed).mkdir(parents=True, exist_ok=True)
+
+    def land(self, n: int) -> int:
+        done = 0
+        while self.pending and done < n:
+            feed, path = self.pending.pop(0)
+            temp = self.landing / feed / f".{path.name}.tmp"
+            shutil.copy(path, temp)
+            os.replace(temp, self.landing / feed / path.name)
+            self.lines += sum(1 for line in path.read_text().splitlines() if line.strip())
+            done += 1
+        return done
+
+    def land_all(self) -> None:
+        self.land(len(self.pending))
+
+
+class Job:
+    """A `market-spread` command in a session (process group) of its own, its output in a file and
+    the resident memory of its whole tree (driver + Spark JVM) sampled every 0.2 s."""
+
+    def __init__(self, args: list[str], log: Path):
+        self.log = log
+        self.out = open(log, "ab")
+        self.proc = subprocess.Popen(CLI + args, stdout=self.out, stderr=subprocess.STDOUT, start_new_session=True)
+        self.peak_rss = 0
+        self._done = threading.Event()
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+        self._sampler.start()
+
+    def _tree_rss(self) -> int:
+        total = 0
+        try:
+            root = psutil.Process(self.proc.pid)
+            for p in [root, *root.children(recursive=True)]:
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:
+                    pass
+        except psutil.Error:
+            pass
+        return total
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.2):
+            self.peak_rss = max(self.peak_rss, self._tree_rss())
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the whole group at once, then wait until none of its processes is left."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        self._finish()
+        deadline = time.monotonic() + 30
+        while group_members(self.proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not group_members(self.proc.pid), f"processes left in the killed group: {group_members(self.proc.pid)}"
+
+    def wait(self, timeout: float) -> int:
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"{self.log.name}: still running after {timeout}s\n{self.tail()}") from None
+        self._finish()
+        return code
+
+    def _finish(self) -> None:
+        self._done.set()
+        self._sampler.join()
+        self.out.close()
+
+    def tail(self, chars: int = 3000) -> str:
+        return self.log.read_bytes()[-chars:].decode("utf-8", "replace")
+
+
+def wait_for_lock(job: Job, lake: Path, timeout: float = 120) -> None:
+    """Wait until the stream holds the lake's writer lock (taken before Spark starts)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and job.alive():
+        try:
+            if json.loads((lake / "_stream.lock").read_text() or "{}").get("pid") == job.proc.pid:
+                return
+        except (FileNotFoundError, ValueError):
+            pass
+        time.sleep(0.005)
+    raise AssertionError(f"the stream did not take the lake's lock:\n{job.tail()}")
+
+
+def group_members(pgid: int) -> list[int]:
+    out = []
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p.pid)
+        except (ProcessLookupError, psutil.Error):
+            pass
+    return out
+
+
+def _entries(folder: Path) -> set[str]:
+    try:
+        return set(os.listdir(folder))
+    except FileNotFoundError:
+        return set()
+
+
+def kill_when_new_file(job: Job, folder: Path, committed_only: bool, timeout: float, poll: float = 0.005,
+                       kill: bool = True) -> str | None:
+    """Poll `folder` every `poll` s; SIGKILL the job's group the moment a new entry appears in it
+    (`committed_only`: a log version `N.json` or a checkpoint file `N`, i.e. just after a commit;
+    otherwise any entry, typically a temporary file: in the middle of the commit). Returns the name
+    seen, or None if the job ended by itself."""
+    seen = _entries(folder)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        new = _entries(folder) - seen
+        if committed_only:
+            new = {n for n in new if n.split(".")[0].isdigit() and (n.endswith(".json") or n.isdigit())}
+        if new:
+            if kill:
+                os.killpg(job.proc.pid, signal.SIGKILL)
+                job.kill()
+            return sorted(new)[0]
+        if not job.alive():
+            return None
+        time.sleep(poll)
+    job.kill()
+    raise AssertionError(f"no new file in {folder} within {timeout}s\n{job.tail()}")
+
+
+def batch_ids(folder: Path) -> set[int]:
+    return {int(n) for n in _entries(folder) if n.isdigit()}
+
+
+def txn_versions(table: Path, app_id: str) -> set[int]:
+    """The micro-batch ids recorded by the stream's idempotent writes (Delta `txn` actions)."""
+    out = set()
+    for path in (table / "_delta_log").glob("*.json"):
+        for line in path.read_text().splitlines():
+            if '"txn"' in line:
+                txn = json.loads(line)["txn"]
+                if txn.get("appId") == app_id:
+                    out.add(int(txn["version"]))
+    return out
+
+
+def in_flight(lake: Path) -> tuple[int | None, list[str]]:
+    """After a kill: the batch started (offsets/N) but not committed (no commits/N), if any, and
+    the tables that had already committed their part of it. That batch is run again on restart."""
+    checkpoint = lake / "_checkpoints" / "stream"
+    offsets, commits = batch_ids(checkpoint / "offsets"), batch_ids(checkpoint / "commits")
+    pending = sorted(offsets - commits)
+    if not pending:
+        return None, []
+    batch = pending[-1]
+    app_id = json.loads((checkpoint / "metadata").read_text())["id"]
+    written = [t for t in TABLES_WITH_LOGS if batch in txn_versions(lake / t, app_id)]
+    return batch, written
+
+
+def readable_with_delta_rs(lake: Path) -> dict[str, int]:
+    """Row counts read without Spark (delta-rs): the tables stay readable after every kill."""
+    from deltalake import DeltaTable
+
+    return {t: DeltaTable(str(lake / t)).to_pyarrow_table().num_rows for t in TABLES_WITH_LOGS if (lake / t / "_delta_log").is_dir()}
+
+
+def diff_rows(got: list[dict], want: list[dict]) -> tuple[int, int]:
+    """(rows lost, rows doubled or extra) between two lists of comparable rows, as multisets."""
+    g = Counter(json.dumps(r, default=str, sort_keys=True) for r in got)
+    w = Counter(json.dumps(r, default=str, sort_keys=True) for r in want)
+    return sum((w - g).values()), sum((g - w).values())
+
+
+KEYS = {
+    "alerts": ("order_id", "order_seq", "order_time"),        # one alert per order
+    "quotes": ("symbol", "quote_time", "seq"),                # one history row per quote
+    "quarantine": ("stream", "file", "raw"),                  # one row per bad source line
+    "symbol_state": ("symbol",),                              # one row per symbol
+}
+
+
+def duplicates_by_key(table: str, table_rows: list[dict]) -> int:
+    keys = Counter(tuple(str(r[k]) for k in KEYS[table]) for r in table_rows)
+    return sum(n - 1 for n in keys.values() if n > 1)
