@@ -6,11 +6,18 @@ Ctrl-C stops everything this started: first the scheduler (so that no new run st
 we stop the others: the stream, feed and quality DAGs run every minute), then the jobs (the
 stream finishes the batch in flight, so the next start resumes from its checkpoint with nothing to
 replay), then the rest of Airflow, then anything left, the Spark JVMs included, in rounds until
-nothing is left (each process stopped is logged). This process registers as a child subreaper, so
-even processes whose parent died are re-parented here and cannot escape the final sweep.
+nothing is left (each process stopped is logged).
+
+What counts as "started by us" is tracked two ways, so nothing can slip out of the final sweep:
+this process registers as a child subreaper (a process whose parent died, even one that called
+setsid, is re-parented here and stays in our tree), and every process started for this run
+inherits the environment variable MARKET_SPREAD_RUN_ID with a value unique to it (Airflow's
+components, workers and task processes, the CLI jobs and their Spark JVMs all pass the environment
+on), which the sweep also looks for in /proc, in case something ever leaves the tree.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -30,6 +37,7 @@ from . import orchestration
 PROJECT_ROOT = orchestration.PROJECT_ROOT
 USER = "admin"
 PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"  # Airflow 3.3's default name
+RUN_MARKER = "MARKET_SPREAD_RUN_ID"  # in the environment of every process started for one run
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -196,13 +204,38 @@ def start_standalone(env: dict[str, str], log_path: Path) -> subprocess.Popen:
         )
 
 
-def descendants() -> list:
+def new_run_id() -> str:
+    return f"{os.getpid()}-{secrets.token_hex(8)}"
+
+
+def marked(run_id: str | None) -> list:
+    """Processes (other than this one) whose environment carries RUN_MARKER=run_id."""
+    import psutil
+
+    if not run_id:
+        return []
+    found = []
+    for proc in psutil.process_iter():
+        if proc.pid == os.getpid():
+            continue
+        try:
+            if proc.environ().get(RUN_MARKER) == run_id:
+                found.append(proc)
+        except psutil.Error:  # gone, a zombie, or not ours to read
+            pass
+    return found
+
+
+def descendants(run_id: str | None = None) -> list:
+    """Every process below this one, plus (given run_id) every process marked with it."""
     import psutil
 
     try:
-        return psutil.Process().children(recursive=True)
+        procs = psutil.Process().children(recursive=True)
     except psutil.NoSuchProcess:
-        return []
+        procs = []
+    known = {p.pid for p in procs}
+    return procs + [p for p in marked(run_id) if p.pid not in known]
 
 
 def reap() -> None:
@@ -214,6 +247,50 @@ def reap() -> None:
             return
         if pid == 0:
             return
+
+
+def leftovers_of_dead_runs(home: Path) -> list:
+    """Processes of an earlier run on this AIRFLOW_HOME whose launcher is gone (killed with -9,
+    say): a stale scheduler or stream would fight the new one over the database and the lake."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter():
+        if proc.pid == os.getpid():
+            continue
+        try:
+            env = proc.environ()
+        except psutil.Error:
+            continue
+        run_id = env.get(RUN_MARKER, "")
+        if not run_id or env.get("AIRFLOW_HOME") != str(home):
+            continue
+        launcher = run_id.split("-", 1)[0]
+        try:
+            alive = launcher.isdigit() and any("market-spread-run" in part for part in psutil.Process(int(launcher)).cmdline())
+        except psutil.Error:
+            alive = False
+        if not alive:
+            found.append(proc)
+    return found
+
+
+def stop_leftovers_of_dead_runs(home: Path, out: Callable[[str], None] = say) -> int:
+    import psutil
+
+    stale = _alive(leftovers_of_dead_runs(home))
+    if stale:
+        out(f"stopping {len(stale)} process(es) left by an earlier run on {home} whose launcher is gone:")
+        for p in stale:
+            out(f"  {describe(p)}")
+        for p in stale:
+            with contextlib.suppress(psutil.Error):
+                p.terminate()
+        for p in _wait_gone(stale, 15.0):
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        _wait_gone(stale, 5.0)
+    return len(stale)
 
 
 def _is_cli(proc) -> bool:
@@ -315,6 +392,7 @@ def stop_jobs(
     fast: Callable[[], bool] = lambda: False,
     scheduler=None,
     settle: float = 5.0,
+    run_id: str | None = None,
 ) -> list:
     """SIGTERM our CLI jobs (the stream ends after its batch in flight) and wait for them.
 
@@ -331,7 +409,7 @@ def stop_jobs(
     jobs: list = []
     while time.monotonic() < deadline and not fast():
         reap()
-        jobs = _alive([p for p in descendants() if _is_cli(p)])
+        jobs = _alive([p for p in descendants(run_id) if _is_cli(p)])
         fresh = [p for p in jobs if p not in signalled]
         if fresh:
             if not signalled:
@@ -379,8 +457,10 @@ def sweep(
     grace: float = 10.0,
     limit: float = 90.0,
     out: Callable[[str], None] = say,
+    run_id: str | None = None,
 ) -> tuple[list[str], list]:
-    """Terminate every process still below us (orphans included), then kill what resists.
+    """Terminate every process still below us (orphans included) or marked with run_id, then kill
+    what resists.
 
     In rounds until a snapshot finds nothing alive: a process can fork after a snapshot, or leave
     children that are re-parented to us (the subreaper) only once it is gone, so one pass is not
@@ -394,7 +474,7 @@ def sweep(
     rounds = 0
     while True:
         reap()
-        procs = _alive(descendants())
+        procs = _alive(descendants(run_id))
         if not procs:
             return list(stopped.values()), []
         if rounds and time.monotonic() - started > limit + grace + 10:
@@ -420,14 +500,19 @@ def sweep(
             _wait_gone(resisting, 5.0)
 
 
-def shutdown(proc: subprocess.Popen, out: Callable[[str], None] = say, fast: Callable[[], bool] = lambda: False) -> list:
+def shutdown(
+    proc: subprocess.Popen,
+    out: Callable[[str], None] = say,
+    fast: Callable[[], bool] = lambda: False,
+    run_id: str | None = None,
+) -> list:
     """Stop the scheduler, then the jobs, then Airflow, then anything left.
 
     Returns what is still alive (should be []).
     """
     if not fast():
         scheduler = stop_scheduler(proc, out)
-        stop_jobs(150.0, out, fast, scheduler)
+        stop_jobs(150.0, out, fast, scheduler, run_id=run_id)
         # Let the supervising tasks report their result before Airflow goes away.
         waited = _wait_gone([scheduler], 20.0) if scheduler is not None else []
         if scheduler is None or waited:
@@ -435,11 +520,11 @@ def shutdown(proc: subprocess.Popen, out: Callable[[str], None] = say, fast: Cal
     if not fast():
         out("stopping Airflow")
         stop_standalone(proc, 40.0)
-    stopped, left = sweep(3.0 if fast() else 10.0, out=out)
+    stopped, left = sweep(3.0 if fast() else 10.0, out=out, run_id=run_id)
     if stopped:
         out(f"terminated {len(stopped)} leftover process(es): {_kinds(stopped)}")
     reap()
-    left = _alive(left + [p for p in descendants() if p not in left])
+    left = _alive(left + [p for p in descendants(run_id) if p not in left])
     for p in left:
         out(f"still running: {describe(p)}")
     return left
@@ -452,6 +537,7 @@ def main() -> int:
     start_paused = os.environ.get("MARKET_SPREAD_START_PAUSED", "").strip().lower() in orchestration.TRUE_WORDS
     dags = PROJECT_ROOT / "dags"
     os.umask(0o077)  # everything written below (.airflow, data/) is readable by its owner only
+    stop_leftovers_of_dead_runs(home)
     if not port_free(port):
         say(f"error: port {port} on 127.0.0.1 is in use: stop what holds it or run `make run PORT=8081`")
         return 1
@@ -476,6 +562,7 @@ def main() -> int:
 
     log_path = home / "logs" / "standalone.log"
     env = airflow_env(home, port, dags)
+    run_id = env[RUN_MARKER] = new_run_id()
     if start_paused:
         env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] = "True"
     say(f"starting Airflow standalone on http://127.0.0.1:{port} (AIRFLOW_HOME={home}; log {log_path})")
@@ -517,7 +604,7 @@ def main() -> int:
             time.sleep(1)
     finally:
         say("stopping (Ctrl-C again to hurry)")
-        left = shutdown(proc, fast=lambda: stopping["count"] > 1)
+        left = shutdown(proc, fast=lambda: stopping["count"] > 1, run_id=run_id)
         if left:
             say(f"error: still running: {[p.pid for p in left]}")
             exit_code = exit_code or 1
