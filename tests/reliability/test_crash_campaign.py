@@ -1,0 +1,160 @@
+"""Crash campaign (contract 5.6 and 5.7): a continuous `stream` over feeds that keep landing is
+SIGKILLed (driver and Spark JVM together) N times at the dangerous instants -- the moment a new file
+appears in the Delta log of each table or in the checkpoint's offsets/ and commits/ -- and at purely
+random ones, restarted each time; `maintain` runs beside the live stream and, between a kill and the
+restart, over the half-written lake. At the end the lake must equal an uninterrupted run over the
+same files: nothing lost, nothing doubled, batch_metrics adding up.
+
+N = 5 by default; MARKET_SPREAD_RELIABILITY=full runs 24 kills (every window three times) and more
+maintenance."""
+from __future__ import annotations
+
+import random
+import shutil
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from campaign import (
+    FULL, Job, Lander, diff_rows, duplicates_by_key, in_flight, kill_when_new_file, make_source,
+    readable_with_delta_rs, symbols_file, wait_for_lock,
+)
+from lakeutil import SYMBOLS, comparable_tables, metrics_totals, rows, stream
+
+TABLE_WINDOWS = ["quotes", "symbol_state", "alerts", "quarantine", "batch_metrics"]
+CHECKPOINT_WINDOWS = ["offsets", "commits"]
+
+
+def _plan(rng: random.Random, kills: int) -> list[str]:
+    if kills <= 5:
+        # The default run: both checkpoint windows, two table logs drawn at random, one random instant.
+        tables = rng.sample(TABLE_WINDOWS, 2)
+        return ["offsets", tables[0], "commits", tables[1], "random"][:kills]
+    every = TABLE_WINDOWS + CHECKPOINT_WINDOWS + ["random"]
+    plan: list[str] = []
+    while len(plan) < kills:
+        plan += rng.sample(every, len(every))
+    return plan[:kills]
+
+
+def _folder(lake: Path, window: str) -> Path:
+    if window in CHECKPOINT_WINDOWS:
+        return lake / "_checkpoints" / "stream" / window
+    return lake / window / "_delta_log"
+
+
+@pytest.mark.slow
+def test_crash_campaign_loses_and_doubles_nothing(spark, tmp_path):
+    began = time.monotonic()
+    kills = 24 if FULL else 5
+    rng = random.Random(20261123)
+    symbols = symbols_file(tmp_path, SYMBOLS)
+    source = tmp_path / "source"
+    files = make_source(source, SYMBOLS, seed=23, quotes=120 * (2 * kills + 4), orders=120 * (2 * kills + 4),
+                        files=2 * kills + 4)
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    lander = Lander(files, landing)
+    stream_args = ["stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols)]
+    # Maintenance: beside the live stream (vacuum only), and over the lake of a killed stream, before
+    # the restart (compaction of a half-written batch, then its replay).
+    # (The exclusive run costs a whole JVM start and a compaction: in the full campaign only.)
+    beside = {1, 9, 17} if FULL else {1}
+    exclusive = {4, 12, 20} if FULL else set()
+
+    plan = _plan(rng, kills)
+    by_window: Counter[str] = Counter()
+    replayed: list[tuple[int, list[str]]] = []
+    peak_rss = peak_maintain_rss = 0
+    maintained = []
+    for i, window in enumerate(plan):
+        lander.land(rng.randint(2, 4))
+        job = Job([*stream_args, "--interval", "0.5"], tmp_path / f"stream-{i:02d}.log")
+        side = None
+        if i in beside:
+            wait_for_lock(job, lake)
+            side = Job(["maintain", "--lake", str(lake), "--retain-hours", "1", "--master", "local[1]"],
+                       tmp_path / f"maintain-beside-{i:02d}.log")
+        if window == "random":
+            # A random instant once the stream has started a batch: inside the writes or between batches.
+            kill_when_new_file(job, _folder(lake, "offsets"), committed_only=False, timeout=300, kill=False)
+            time.sleep(rng.uniform(0, 4))
+            assert job.alive(), job.tail()
+            job.kill()
+            seen = "random"
+        else:
+            committed = i % 2 == 0
+            seen = kill_when_new_file(job, _folder(lake, window), committed_only=committed, timeout=300)
+            assert seen is not None, f"the stream ended by itself before the kill:\n{job.tail()}"
+            seen = f"{window} ({'after' if committed else 'during'} commit: {seen})"
+        peak_rss = max(peak_rss, job.peak_rss)
+        by_window[window] += 1
+        batch, written = in_flight(lake)
+        if batch is not None:
+            replayed.append((batch, written))
+        readable_with_delta_rs(lake)  # every table stays readable after every kill
+        print(f"kill {i + 1}/{kills}: {seen}; batch in flight: {batch} (tables already written: {written or 'none'})",
+              flush=True)
+        if side is not None:
+            code = side.wait(600)
+            assert code == 0, side.tail()
+            peak_maintain_rss = max(peak_maintain_rss, side.peak_rss)
+            assert "compaction skipped" in side.tail(100_000), side.tail()  # it ran beside the live stream
+            maintained.append("beside the live stream")
+        if i in exclusive:
+            alone = Job(["maintain", "--lake", str(lake), "--retain-hours", "1", "--master", "local[1]"],
+                        tmp_path / f"maintain-alone-{i:02d}.log")
+            assert alone.wait(600) == 0, alone.tail()
+            assert "optimize:" in alone.tail(100_000), alone.tail()
+            peak_maintain_rss = max(peak_maintain_rss, alone.peak_rss)
+            maintained.append("exclusive, over a killed stream's lake")
+
+    lander.land_all()
+    drain = Job([*stream_args, "--available-now"], tmp_path / "drain.log")
+    assert drain.wait(900) == 0, drain.tail()
+    peak_rss = max(peak_rss, drain.peak_rss)
+
+    # The uninterrupted run over the very same files.
+    clean = tmp_path / "clean"
+    shutil.copytree(landing, clean / "landing")
+    assert stream(spark, clean / "landing", clean / "lake") == 0
+
+    got, want = comparable_tables(spark, lake), comparable_tables(spark, clean / "lake")
+    lost = doubled = 0
+    for table in want:
+        t_lost, t_doubled = diff_rows(got[table], want[table])
+        lost, doubled = lost + t_lost, doubled + t_doubled
+        assert duplicates_by_key(table, got[table]) == 0, f"{table}: duplicated keys"
+        assert (t_lost, t_doubled) == (0, 0), f"{table}: {t_lost} rows lost, {t_doubled} doubled"
+        assert got[table] == want[table], table
+    metrics = rows(spark, lake, "batch_metrics", drop=())
+    assert len({m["batch_id"] for m in metrics}) == len(metrics), "a batch_metrics row written twice"
+    totals, clean_totals = metrics_totals(spark, lake), metrics_totals(spark, clean / "lake")
+    assert totals["alerts"] == len(got["alerts"])
+    assert totals["quotes"] == len(got["quotes"])
+    assert totals["quarantined"] == len(got["quarantine"])
+    assert totals["quotes"] + totals["orders"] + totals["quarantined"] == lander.lines
+    for key in ("quotes", "orders", "alerts", "quarantined"):
+        assert totals[key] == clean_totals[key], key
+    assert len(got["alerts"]) > 0 and len(got["quarantine"]) > 0, "the campaign must exercise every table"
+
+    partial = [f"{b}:{'+'.join(w)}" for b, w in replayed if w]
+    report = "\n".join([
+        "crash campaign report",
+        f"  kills survived:       {kills} (SIGKILL of driver + JVM group, restarted each time)",
+        "  kills by window:      " + ", ".join(f"{w} {n}" for w, n in sorted(by_window.items())),
+        f"  batches replayed:     {len(replayed)} in flight at a kill, {len(partial)} of them with tables already "
+        f"written ({', '.join(partial) or 'none'})",
+        f"  maintenance runs:     {len(maintained)} ({'; '.join(maintained) or 'none'})",
+        f"  lines tried:          {lander.lines} in {len(files)} files ({totals['quotes']} quotes, "
+        f"{totals['orders']} orders, {totals['quarantined']} quarantined), {totals['batches']} batches",
+        f"  alerts:               {totals['alerts']}",
+        f"  rows lost:            {lost}",
+        f"  duplicates:           {doubled}",
+        f"  peak memory:          {peak_rss / 2**20:.0f} MB (stream: driver + JVM), "
+        f"{peak_maintain_rss / 2**20:.0f} MB (maintain)",
+        f"  duration:             {time.monotonic() - began:.0f} s",
+    ])
+    (tmp_path / "crash-campaign-report.txt").write_text(report + "\n")
+    print("\n" + report + f"\n  (written to {tmp_path / 'crash-campaign-report.txt'})")
