@@ -42,8 +42,9 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest -ra -m "not slow" tests
 
+# The full campaigns (24 kills, 1M-line file, 10 MB lines, disk full); budget 30 minutes (see README).
 reliability: setup
-	$(PY) -m pytest -ra -s tests/reliability tests/test_stream_cli.py
+	MARKET_SPREAD_RELIABILITY=full $(PY) -m pytest -ra -s tests/reliability tests/test_stream_cli.py
 
 bench: setup
 	$(VENV)/bin/market-spread bench
