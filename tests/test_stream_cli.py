@@ -85,7 +85,11 @@ def test_one_writer_per_lake_graceful_stop_and_the_missing_checkpoint_guard(tmp_
     assert _log_versions(lake / "batch_metrics" / "_delta_log") == versions, "the refused run wrote nothing"
 
 
+# The crash campaign (tests/reliability) aims at the same windows and more in every run; this older,
+# fixed-instant version runs only in `make reliability` to keep `make test` within its budget.
 @pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("MARKET_SPREAD_RELIABILITY", "").lower() != "full",
+                    reason="fixed-instant kills: the crash campaign covers them; runs in make reliability")
 def test_kill_9_at_chosen_instants_loses_and_doubles_nothing(spark, tmp_path):
     """Land files while a continuous stream runs; SIGKILL driver and JVM together just after a
     commit of the quote history, of the state, of the alerts, and of the checkpoint (inside one
