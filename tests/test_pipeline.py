@@ -252,3 +252,12 @@ def test_tables_are_readable_without_spark_by_delta_rs(spark, tmp_path):
         assert arrow.num_rows == spark.read.format("delta").load(str(lake / table)).count() > 0, table
     alerts = DeltaTable(str(lake / "alerts")).to_pyarrow_table()
     assert str(alerts.schema.field("price").type) == "decimal128(18, 8)"
+
+
+def test_a_relative_lake_path_creates_the_tables_where_the_user_is(spark, tmp_path, monkeypatch):
+    # Delta's SQL reads `delta.`path`` as a path only when absolute; `--lake data/lake` must work.
+    from market_spread import lake as lake_mod
+
+    monkeypatch.chdir(tmp_path)
+    lake_mod.ensure_tables(spark, "data/lake")
+    assert all(lake_mod.is_delta_table(tmp_path / "data" / "lake" / name) for name in lake_mod.TABLES)

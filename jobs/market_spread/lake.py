@@ -43,7 +43,9 @@ CHECKPOINT_SUBDIR = "_checkpoints/stream"
 
 
 def table_path(lake: str | Path, table: str) -> str:
-    return str(Path(lake) / table)
+    # Absolute: Delta's SQL takes `delta.`path`` as a path only when it is absolute (a relative
+    # `--lake data/lake` otherwise fails with "schema spark_catalog.delta cannot be found").
+    return str(Path(lake).expanduser().absolute() / table)
 
 
 def is_delta_table(path: str | Path) -> bool:
