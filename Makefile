@@ -44,7 +44,7 @@ test-fast: setup
 
 # The full campaigns (24 kills, 1M-line file, 10 MB lines, disk full); budget 30 minutes (see README).
 reliability: setup
-	MARKET_SPREAD_RELIABILITY=full $(PY) -m pytest -ra -s tests/reliability tests/test_stream_cli.py
+	MARKET_SPREAD_RELIABILITY=full $(PY) -m pytest -ra -s tests/reliability
 
 bench: setup
 	$(VENV)/bin/market-spread bench

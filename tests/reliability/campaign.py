@@ -93,7 +93,7 @@ class Lander:
 
 class Job:
     """A `market-spread` command in a session (process group) of its own, its output in a file and
-    the resident memory of its whole tree (driver + Spark JVM) sampled every 0.2 s."""
+    the memory of its whole tree (driver + Spark JVM; proportional set size) sampled every 0.2 s."""
 
     def __init__(self, args: list[str], log: Path):
         self.log = log
@@ -110,7 +110,10 @@ class Job:
             root = psutil.Process(self.proc.pid)
             for p in [root, *root.children(recursive=True)]:
                 try:
-                    total += p.memory_info().rss
+                    # PSS, not RSS: when the JVM forks a helper (chmod, readlink) the child shares
+                    # the JVM's pages until it execs, and summing RSS counted them twice (4.2 GB
+                    # measured for a 2 GB JVM).
+                    total += p.memory_full_info().pss
                 except psutil.Error:
                     pass
         except psutil.Error:
