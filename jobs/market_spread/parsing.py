@@ -115,12 +115,17 @@ _UNIVERSES: dict[tuple[int, tuple[str, ...]], DataFrame] = {}
 
 
 def _universe(spark, symbols: list[str]) -> DataFrame:
-    """The symbol universe as a one-column local table, built once per session and list."""
+    """The symbol universe as a one-column table, built once per session and list.
+
+    One string literal split and exploded in the JVM: cheap to analyse, and unlike
+    `createDataFrame` over Python rows it starts no Python worker on the executors."""
     key = (id(spark), tuple(symbols))
     if key not in _UNIVERSES:
         if len(_UNIVERSES) > 8:
             _UNIVERSES.clear()
-        _UNIVERSES[key] = spark.createDataFrame([(s,) for s in sorted(set(symbols))], "_universe_symbol string")
+        # A symbol never holds a newline: the symbol file is read line by line.
+        joined = F.lit("\n".join(sorted(set(symbols))))
+        _UNIVERSES[key] = spark.range(1).select(F.explode(F.split(joined, "\n")).alias("_universe_symbol"))
     return _UNIVERSES[key]
 
 
