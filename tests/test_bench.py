@@ -14,7 +14,7 @@ import pytest
 from market_spread import bench
 from market_spread.cli import UsageError
 
-TINY = bench.Plan(events=4_000, files=2, rates=(200,), rate_seconds=2, past_batches=(2, 4),
+TINY = bench.Plan(events=4_000, files=2, files_per_batch=1, rates=(200,), rate_seconds=2, past_batches=(2, 4),
                   symbol_counts=(350,), reference_events=4_000)
 
 
@@ -25,6 +25,10 @@ def test_throughput_stream_ceiling_and_reference_agree(spark, tmp_path):
     assert result["alerts_agree"], result
     assert set(result["phases_ms"]) == set(bench.PHASES)
     assert result["phases_ms"]["parse"] > 0 and result["phases_ms"]["merge"] > 0
+    assert result["batches"] == 2, "one file pair per batch: the backlog is several batches"
+    assert result["spark_jobs_per_batch"] > 0
+    own = result["stream_command"]
+    assert own["events"] == TINY.events and own["batches"] == 2 and own["events_per_s"] > 0
 
 
 def test_growth_takes_one_file_pair_per_batch(spark, tmp_path):
@@ -32,6 +36,7 @@ def test_growth_takes_one_file_pair_per_batch(spark, tmp_path):
     assert len(result["batch_seconds"]) == TINY.past_batches[-1]
     assert set(result["batch_seconds_at"]) == {"2", "4"}
     assert result["growth_ratio"] > 0
+    assert result["median_spark_jobs"] > 0 and result["median_batch_seconds"] > 0
 
 
 def test_results_summary_and_plots_are_written(tmp_path):

@@ -34,6 +34,7 @@ from .options import PROJECT_ROOT
 class Plan:
     events: int  # backlog for throughput
     files: int
+    files_per_batch: int | None  # None: one batch takes every file, as `stream` does by default
     rates: tuple[int, ...]  # events/s for the latency runs
     rate_seconds: float
     past_batches: tuple[int, ...]  # checkpoints of the batch-growth run
@@ -43,8 +44,9 @@ class Plan:
 
 # Quick: small enough for a few minutes; growth keeps 10 and 20 batches so that each window of
 # 10 batches holds one of Delta's log checkpoints (every 10th commit), as in the full run.
-QUICK = Plan(100_000, 4, (1_000, 10_000), 12, (10, 20), (350, 3_000), 100_000)
-FULL = Plan(2_000_000, 40, (1_000, 10_000, 50_000), 60, (100, 500, 1_000), (350, 3_000, 30_000), 2_000_000)
+# The quick backlog is cut into 3 batches, so that its throughput is that of several batches.
+QUICK = Plan(120_000, 6, 2, (1_000, 10_000), 12, (10, 20), (350, 3_000), 120_000)
+FULL = Plan(2_000_000, 40, None, (1_000, 10_000, 50_000), 60, (100, 1_000, 10_000), (350, 3_000, 30_000), 2_000_000)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -144,16 +146,18 @@ def throughput(spark, work: Path, plan: Plan) -> dict:
     _say("throughput: warm-up run (20,000 events, not timed)")
     _stream(spark, warm / "landing", warm / "lake", symbols)
     batches: list = []
-    _say("throughput: stream --available-now")
+    _say("throughput: stream --available-now (in this process)")
     start = time.perf_counter()
-    _stream(spark, landing, lake, symbols, on_batch=batches.append)
+    _stream(spark, landing, lake, symbols, on_batch=batches.append, max_files_per_batch=plan.files_per_batch)
     seconds = time.perf_counter() - start
     events = sum(b.input_lines for b in batches)
     phases = {k: sum(b.phases_ms.get(k, 0) for b in batches) for k in PHASES}
     _say("throughput: time per phase, summed over batches (ms): "
          + ", ".join(f"{PHASES[k]} {v:,}" for k, v in phases.items()))
     alerts = sum(b.alerts for b in batches)
-    _say(f"throughput: {events:,} events in {seconds:.1f}s = {events / seconds:,.0f} events/s, {alerts:,} alerts")
+    _say(f"throughput: {events:,} events in {seconds:.1f}s = {events / seconds:,.0f} events/s, {alerts:,} alerts, "
+         f"{statistics.median([b.spark_jobs or 0 for b in batches]):.0f} Spark jobs per batch (median)")
+    own = stream_command(work / "tp-cli", landing, symbols, plan.files_per_batch)
 
     _say("ceiling: one plain Spark batch job over the same files")
     start = time.perf_counter()
@@ -172,10 +176,46 @@ def throughput(spark, work: Path, plan: Plan) -> dict:
     return {
         "events": events, "seconds": round(seconds, 2), "throughput_events_per_s": round(events / seconds),
         "alerts": alerts, "batches": len(batches), "phases_ms": phases,
+        "spark_jobs_per_batch": statistics.median([b.spark_jobs or 0 for b in batches]),
+        "stream_command_events_per_s": own["events_per_s"], "stream_command": own,
         "batch_ceiling_events_per_s": round(events / ceiling_s), "ceiling_alerts": ceiling_alerts,
         "reference_events_per_s": round(ref_total / ref_s), "reference_alerts": len(result.alerts),
         "alerts_agree": alerts == ceiling_alerts == len(result.alerts),
     }
+
+
+def stream_command(work: Path, landing: Path, symbols: list[str], files_per_batch: int | None) -> dict:
+    """Throughput as users run it: `market-spread stream --available-now` in a process of its own.
+
+    Its JVM is cold. The JVM's start is left out: the time is that of its batches, from the
+    batch_metrics table it wrote (started_at to finished_at of each batch, summed)."""
+    import subprocess
+    import sys
+
+    from deltalake import DeltaTable
+
+    lake = work / "lake"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    (work / "symbols.txt").write_text("\n".join(symbols) + "\n")
+    argv = [sys.executable, "-m", "market_spread.cli", "stream", "--landing", str(landing), "--lake", str(lake),
+            "--symbols", str(work / "symbols.txt"), "--available-now"]
+    if files_per_batch:
+        argv += ["--max-files-per-batch", str(files_per_batch)]
+    _say("throughput: the stream command in a process of its own")
+    began = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
+    wall = time.perf_counter() - began
+    if done.returncode != 0:
+        raise RuntimeError(f"stream command failed ({done.returncode}): {done.stderr[-2000:]}")
+    metrics = DeltaTable(str(lake / "batch_metrics")).to_pyarrow_table().to_pylist()
+    events = sum(m["input_lines"] for m in metrics)
+    batch_s = sum((m["finished_at"] - m["started_at"]).total_seconds() for m in metrics)
+    out = {"events": events, "batches": len(metrics), "batch_seconds": round(batch_s, 2),
+           "wall_seconds": round(wall, 2), "events_per_s": round(events / batch_s) if batch_s else None}
+    _say(f"throughput: stream command: {events:,} events in {len(metrics)} batches, {batch_s:.1f}s of batches "
+         f"({wall:.1f}s with the JVM's start) = {out['events_per_s']:,} events/s")
+    return out
 
 
 def batch_ceiling(spark, landing: Path, out: Path, symbols: list[str]) -> int:
@@ -281,10 +321,12 @@ def growth(spark, work: Path, plan: Plan) -> dict:
     _say(f"growth: writing {total} file pairs of 2,000 events")
     write_backlog(landing, gen, 1_000 * total, 1_000 * total, total, "g")
     durations: list[float] = []
+    jobs: list[int] = []
 
     def on_batch(result) -> None:
         durations.append(result.seconds)
-        if len(durations) % 50 == 0 or len(durations) in plan.past_batches:
+        jobs.append(result.spark_jobs or 0)
+        if len(durations) % 500 == 0 or len(durations) in plan.past_batches:
             _say(f"growth: {len(durations)}/{total} batches, last 10 average {statistics.mean(durations[-10:]):.2f}s")
 
     _stream(spark, landing, lake, symbols, on_batch=on_batch, max_files_per_batch=1)
@@ -292,7 +334,9 @@ def growth(spark, work: Path, plan: Plan) -> dict:
     at = {str(n): round(statistics.mean(durations[max(1, n - 10):n]), 3) for n in plan.past_batches if n <= len(durations)}
     first, last = plan.past_batches[0], plan.past_batches[-1]
     return {"batch_seconds_at": at, "batch_seconds": [round(d, 3) for d in durations], "first": first, "last": last,
-            "growth_ratio": round(at[str(last)] / at[str(first)], 3)}
+            "growth_ratio": round(at[str(last)] / at[str(first)], 3),
+            "median_batch_seconds": round(statistics.median(durations[1:] or durations), 3),
+            "median_spark_jobs": statistics.median(jobs[1:] or jobs)}
 
 
 def symbols_scaling(spark, work: Path, plan: Plan) -> dict:
@@ -371,24 +415,34 @@ def plots(results: dict, out: Path) -> list[str]:
 
 
 def targets(results: dict) -> list[tuple[str, str, bool]]:
-    """The issue's targets against the figures of this run: (target, measured, met)."""
+    """The targets of the performance issue against the figures of this run: (target, measured, met)."""
     out = []
     tp = results.get("throughput")
     if tp:
         ev, ref, ceil = tp["throughput_events_per_s"], tp["reference_events_per_s"], tp["batch_ceiling_events_per_s"]
-        out += [("throughput >= 150,000 events/s", f"{ev:,}", ev >= 150_000),
-                (">= 2x the reference", f"{ev / ref:.2f}x", ev >= 2 * ref),
-                (">= 50 % of the batch ceiling", f"{100 * ev / ceil:.0f} %", 2 * ev >= ceil)]
-    at10k = (results.get("latency_ms") or {}).get("10000")
-    if at10k:
-        p99, behind = at10k.get("p99"), at10k.get("files_behind", 0)
-        out.append(("p99 latency <= 3 s at 10,000 events/s",
-                    f"{p99} ms" + (f", {behind} file pairs behind" if behind else ""),
-                    p99 is not None and p99 <= 3000 and not behind))
+        out += [(">= 2x the event-at-a-time reference", f"{ev / ref:.2f}x", ev >= 2 * ref),
+                (">= 70 % of the Spark batch ceiling", f"{100 * ev / ceil:.0f} %", 10 * ev >= 7 * ceil)]
+        own = tp.get("stream_command_events_per_s")
+        if own:
+            out.append(("stream command (own process) >= 2x the reference", f"{own / ref:.2f}x", own >= 2 * ref))
     g = results.get("batch_time_growth") or {}
+    if g.get("median_batch_seconds") is not None:
+        out.append(("median 2,000-event micro-batch <= 1.0 s", f"{g['median_batch_seconds']} s",
+                    g["median_batch_seconds"] <= 1.0))
+    for rate, limit in (("1000", 2000), ("10000", 3000)):
+        at = (results.get("latency_ms") or {}).get(rate)
+        if at:
+            p99, behind = at.get("p99"), at.get("files_behind", 0)
+            out.append((f"p99 latency <= {limit // 1000} s at {int(rate):,} events/s",
+                        f"{p99} ms" + (f", {behind} file pairs behind" if behind else ""),
+                        p99 is not None and p99 <= limit and not behind))
+    at50 = (results.get("latency_ms") or {}).get("50000")
+    if at50:
+        out.append(("keeps up at 50,000 events/s", f"{at50.get('files_behind', 0)} file pairs behind",
+                    not at50.get("files_behind")))
     if g.get("growth_ratio") is not None:
-        out.append((f"batch time after {g.get('last', 'the last')} batches <= 1.2x that after {g.get('first', 'the first')}",
-                    f"{g['growth_ratio']}x", g["growth_ratio"] <= 1.2))
+        out.append((f"batch time after {g.get('last', 'the last')} batches <= 1.1x that after {g.get('first', 'the first')}",
+                    f"{g['growth_ratio']}x", g["growth_ratio"] <= 1.1))
     return out
 
 
@@ -409,9 +463,9 @@ def limits(results: dict) -> list[str]:
     if g.get("batch_seconds"):
         floor = statistics.median(g["batch_seconds"][1:] or g["batch_seconds"])
         out.append(
-            f"Latency: even a micro-batch of only 2,000 events takes {floor:.1f} s (median of the growth run), "
-            "mostly Delta commits and the MERGE; a landed file waits for the batch in flight and then for its own, "
-            "so p99 is several batch times.")
+            f"Latency: even a micro-batch of only 2,000 events takes {floor:.1f} s (median of the growth run, "
+            f"{g.get('median_spark_jobs', '?')} Spark jobs each), mostly Delta commits and the MERGE; a landed file "
+            "waits for the batch in flight and then for its own, so p99 is several batch times.")
     return out
 
 
@@ -424,10 +478,12 @@ def summary_markdown(results: dict, command: str) -> str:
     if tp:
         lines += ["| system | events/s |", "| --- | --- |",
                   f"| stream --available-now (every Delta commit included) | {tp['throughput_events_per_s']:,} |",
+                  f"| stream command in its own process (batch time from batch_metrics) | {tp.get('stream_command_events_per_s') or 0:,} |",
                   f"| Spark batch ceiling (one plain batch job) | {tp['batch_ceiling_events_per_s']:,} |",
                   f"| reference, event at a time (Wallaroo's way) | {tp['reference_events_per_s']:,} |", "",
                   f"{tp['events']:,} events in {tp['batches']} micro-batch(es); alerts agree across the three: "
-                  f"{tp['alerts_agree']}. Time per phase (ms): {tp['phases_ms']}.", ""]
+                  f"{tp['alerts_agree']}. Time per phase (ms): {tp['phases_ms']}. Spark jobs per batch (median): "
+                  f"{tp.get('spark_jobs_per_batch')}.", ""]
     lat = results.get("latency_ms")
     if lat:
         lines += ["| input rate (events/s) | p50 ms | p95 ms | p99 ms | file pairs measured | file pairs behind at the end |",
@@ -437,7 +493,8 @@ def summary_markdown(results: dict, command: str) -> str:
         lines.append("")
     if results.get("batch_time_growth"):
         g = results["batch_time_growth"]
-        lines += [f"Batch time after N batches (s): {g['batch_seconds_at']}; ratio last/first {g['growth_ratio']}.", ""]
+        lines += [f"Batch time after N batches (s): {g['batch_seconds_at']}; ratio last/first {g['growth_ratio']}; "
+                  f"median 2,000-event batch {g.get('median_batch_seconds')} s, {g.get('median_spark_jobs')} Spark jobs.", ""]
     if results.get("symbols_scaling"):
         lines += [f"Batch time (s, 20k events) by number of symbols: {results['symbols_scaling']}.", ""]
     lines += [f"Peak memory of the job: {results['peak_memory_mb']} MB.", ""]
