@@ -111,8 +111,12 @@ def checkpoint_has_progress(checkpoint: Path) -> bool:
 
 
 def lake_has_batches(lake: Path) -> bool:
-    """True once any batch has been committed to the lake (beyond the tables' creation)."""
-    return any((lake / name / "_delta_log" / f"{1:020d}.json").exists() for name in lake_mod.TABLES)
+    """True once any batch has been committed to the lake: a product table past version 0 (its
+    CREATE). From the log listing, not from `00000000000000000001.json`, which Delta's log
+    clean-up deletes once a checkpoint covers it."""
+    from .deltalog import latest_version
+
+    return any((latest_version(lake / name) or 0) > 0 for name in lake_mod.TABLES)
 
 
 def run(args: argparse.Namespace) -> int:
