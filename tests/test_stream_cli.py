@@ -2,12 +2,15 @@
 (contract 5.7). Exactly-once through kill -9 is the crash campaign's (tests/reliability)."""
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from market_spread.generate import Generator, write_backlog
 from lakeutil import SYMBOLS
@@ -135,3 +138,59 @@ def test_latest_version_from_the_log_listing(tmp_path):
     assert latest_version(tmp_path / "t") == 20
     (log / f"{21:020d}.{24:020d}.compacted.json").write_text("")
     assert latest_version(tmp_path / "t") == 24
+
+
+def test_lock_record_of_a_reused_pid_is_stale(tmp_path):
+    """After a reboot a recorded pid may name an unrelated live process: it must not block the lake."""
+    import json
+    import socket
+
+    from market_spread.orchestration import live_stream
+    from market_spread.processes import process_start_time
+    from market_spread.streaming import LOCK_FILE, LakeBusy, WriterLock
+
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    lock_path = lake / LOCK_FILE
+    unrelated = subprocess.Popen(["sleep", "60"])
+    try:
+        started = process_start_time(unrelated.pid)
+        assert started is not None
+
+        def write(**record):
+            lock_path.write_text(json.dumps({"host": socket.gethostname(), "since": "2026-01-01T00:00:00+00:00",
+                                             **record}))
+
+        # The recorded processes, really alive: the probe sees a live stream, a new writer waits then refuses.
+        write(pid=unrelated.pid, pid_started=started, jvm_pid=unrelated.pid, jvm_started=started)
+        assert live_stream(lake) is not None
+        lock = WriterLock(lock_path)
+        with pytest.raises(LakeBusy, match="Spark JVM"):
+            lock.acquire(wait_for_jvm_s=0.5)
+
+        # The same pids with another start time: reused pids of unrelated processes.
+        write(pid=unrelated.pid, pid_started=started - 3600, jvm_pid=unrelated.pid, jvm_started=started - 3600)
+        assert live_stream(lake) is None
+        began = time.monotonic()
+        lock.acquire(wait_for_jvm_s=30)
+        assert time.monotonic() - began < 5, "a stale record must not make the writer wait"
+        record = json.loads(lock_path.read_text())
+        assert record["pid"] == os.getpid() and record["host"] == socket.gethostname()
+        assert abs(record["pid_started"] - process_start_time()) < 1
+        lock.release()
+
+        # An older record without start times: the process started after the record was written.
+        lock_path.write_text(json.dumps({"pid": unrelated.pid, "jvm_pid": unrelated.pid,
+                                         "since": "2020-01-01T00:00:00+00:00"}))
+        assert live_stream(lake) is None
+        lock.acquire(wait_for_jvm_s=0.5)
+        lock.release()
+
+        # Another host's record: we hold the flock, so its driver is gone; the probe stays careful.
+        write(host="some-other-host", pid=unrelated.pid, pid_started=started, jvm_pid=unrelated.pid, jvm_started=started)
+        assert live_stream(lake) is not None
+        lock.acquire(wait_for_jvm_s=0.5)
+        lock.release()
+    finally:
+        unrelated.kill()
+        unrelated.wait()

@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .processes import pid_alive
+from .processes import record_alive
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 VAR_PREFIX = "market_spread_"
@@ -329,10 +329,13 @@ def live_stream(lake: Path) -> dict[str, Any] | None:
     """The lock record of the stream (or maintain) writing this lake, if its driver or JVM lives.
 
     Reads the record only (never takes the lock), so probing cannot make a starting stream fail.
+    A process counts only if it is the recorded one (same start time, see processes.record_alive):
+    a pid reused after a restart does not. A record of another host counts as live (it cannot be
+    checked here; callers only wait or skip compaction on it, and `maintain` takes the flock anyway).
     """
     info = read_stream_lock(lake)
-    pids = [int(p) for p in (info.get("pid"), info.get("jvm_pid")) if isinstance(p, int) or str(p or "").isdigit()]
-    return info if any(pid_alive(p) for p in pids) else None
+    alive = record_alive(info, "pid", "pid_started") or record_alive(info, "jvm_pid", "jvm_started")
+    return info if alive else None
 
 
 def last_batch(lake: Path) -> dict[str, Any] | None:

@@ -6,7 +6,6 @@ import fcntl
 import json
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import IO
 
 from . import lake as lake_mod
-from .processes import pid_alive
+from .processes import process_start_time, record_alive, this_host
 from .options import add_lake, add_symbols, add_thresholds, load_symbols
 
 FEEDS = ("quotes", "orders")
@@ -53,6 +52,11 @@ class WriterLock:
     The kernel drops the lock when the holder dies, even by SIGKILL. The Spark JVM outlives its
     Python driver by a moment (it exits when its stdin closes), so the lock file also names the JVM's
     pid and a new writer waits for that JVM to be gone before it writes.
+
+    Each process is recorded as host, pid and start time (psutil's create_time): after a reboot or a
+    container restart a recorded pid may belong to an unrelated process, which must not block the
+    lake. A record of another host is stale here: we hold the flock, so its driver is gone, and its
+    JVM exits with its driver (on a host whose pids we cannot check anyway).
     """
 
     path: Path
@@ -71,10 +75,16 @@ class WriterLock:
         handle.seek(0)
         previous = _read_json(handle.read())
         jvm = previous.get("jvm_pid")
+
+        def jvm_alive() -> bool:
+            if not jvm or previous.get("host", this_host()) != this_host():
+                return False
+            return record_alive(previous, "jvm_pid", "jvm_started")
+
         deadline = time.monotonic() + wait_for_jvm_s
-        while jvm and pid_alive(int(jvm)) and time.monotonic() < deadline:
+        while jvm_alive() and time.monotonic() < deadline:
             time.sleep(0.2)
-        if jvm and pid_alive(int(jvm)):
+        if jvm_alive():
             handle.close()
             raise LakeBusy(f"the Spark JVM (pid {jvm}) of a previous stream on this lake is still running")
         self.handle = handle
@@ -82,7 +92,10 @@ class WriterLock:
 
     def record(self, **extra: object) -> None:
         assert self.handle is not None
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "since": datetime.now(timezone.utc).isoformat(), **extra}
+        info = {"pid": os.getpid(), "pid_started": process_start_time(), "host": this_host(),
+                "since": datetime.now(timezone.utc).isoformat(), **extra}
+        if isinstance(extra.get("jvm_pid"), int):
+            info["jvm_started"] = process_start_time(int(extra["jvm_pid"]))
         self.handle.seek(0)
         self.handle.truncate()
         self.handle.write(json.dumps(info))
