@@ -530,6 +530,57 @@ def test_maintain_beside_a_live_stream_only_vacuums(small_lake: Path) -> None:
         holder.wait(10)
 
 
+def test_maintain_applies_quote_retention_only_with_the_writer_lock(spark, tmp_path) -> None:
+    import datetime as dt
+
+    from market_spread import lake as lake_mod
+    from market_spread.maintenance import quote_cutoff
+
+    lake = tmp_path / "lake"
+    lake_mod.ensure_tables(spark, lake)
+    today = dt.datetime.now(dt.timezone.utc).date()
+    days = [today - dt.timedelta(days=n) for n in (0, 2, 40, 400)]
+    quotes = " UNION ALL ".join(
+        f"SELECT 'AAPL' AS symbol, CAST(1.1 AS DECIMAL(18,8)) AS bid, CAST(1.2 AS DECIMAL(18,8)) AS offer, "
+        f"TIMESTAMP'{d} 14:30:00' AS quote_time, {i}L AS seq, 0L AS batch_id, false AS should_reject_trades, "
+        f"DATE'{d}' AS quote_date" for i, d in enumerate(days)
+    )
+    spark.sql(quotes).write.format("delta").mode("append").save(lake_mod.table_path(lake, "quotes"))
+    assert quote_cutoff(30, today) == today - dt.timedelta(days=30)
+
+    def kept() -> list:
+        return sorted(r[0] for r in spark.read.format("delta").load(lake_mod.table_path(lake, "quotes"))
+                      .select("quote_date").collect())
+
+    argv = [*orch.cli_argv("maintain"), "--lake", str(lake), "--tables", "quotes", "--master", "local[1]"]
+    env = dict(os.environ, MARKET_SPREAD_QUOTE_RETENTION_DAYS="30")  # from the environment, as the DAG may set it
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import time
+            from pathlib import Path
+            from market_spread.streaming import WriterLock
+            lock = WriterLock(Path({str(lake)!r}) / "_stream.lock")
+            lock.acquire()  # kept referenced: the flock lives as long as the handle
+            print("locked", flush=True)
+            time.sleep(600)
+        """)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert "retention skipped: a stream holds the lake" in proc.stdout
+        assert kept() == sorted(days)
+    finally:
+        holder.send_signal(signal.SIGTERM)
+        holder.wait(10)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "retention 30 days: 2 rows before" in proc.stdout
+    assert kept() == sorted(days[:2])
+
+
 DAG_TEST_SCRIPT = r"""
 import json, sys
 from pathlib import Path
