@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import fcntl
 import json
 import logging
 import os
@@ -27,7 +26,7 @@ import time
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from .processes import record_alive
 
@@ -36,8 +35,11 @@ VAR_PREFIX = "market_spread_"
 ENV_PREFIX = "MARKET_SPREAD_"
 # Same file as market_spread.streaming.LOCK_FILE (not imported: that module pulls in pyspark).
 STREAM_LOCK_FILE = "_stream.lock"
-# Serialises the lake's other writers (validate writes quality_results, maintain rewrites files).
-JOBS_LOCK_FILE = "_jobs.lock"
+# The Airflow pool (1 slot) that serialises the lake's other writers: validate appends
+# quality_results, maintain rewrites files; two JVMs committing to one Delta table on a local file
+# system can overwrite each other's commit. A pool slot, not a lock awaited inside a worker slot.
+LAKE_JOBS_POOL = "lake_jobs"
+LAKE_JOBS_POOL_DESCRIPTION = "market-spread: validate and maintain write the lake one at a time"
 HOLD_VARIABLE = "market_spread_stream_hold"
 EXIT_LAKE_BUSY = 3  # market_spread.streaming.EXIT_LAKE_BUSY
 START_DATE = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -594,40 +596,6 @@ def active_hold(lookup: Callable[[str], str | None] | None = None, now: float | 
     return reason if until > (time.time() if now is None else now) else None
 
 
-@contextlib.contextmanager
-def lake_jobs_lock(lake: Path, wait_seconds: float, logger: Logger, name: str) -> Iterator[None]:
-    """One of quality/maintenance at a time: both write the lake from their own JVM, and two JVMs
-    committing to one Delta table on a local file system can overwrite each other's commit."""
-    lake.mkdir(parents=True, exist_ok=True)
-    path = lake / JOBS_LOCK_FILE
-    with open(path, "a+", encoding="utf-8") as handle:
-        deadline = time.monotonic() + wait_seconds
-        announced = False
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    handle.seek(0)
-                    raise TimeoutError(f"{path} still held after {wait_seconds:.0f}s by {handle.read().strip() or 'unknown'}")
-                if not announced:
-                    handle.seek(0)
-                    logger(f"waiting for {path} (held by {handle.read().strip() or 'unknown'})")
-                    announced = True
-                time.sleep(2)
-        handle.seek(0)
-        handle.truncate()
-        handle.write(json.dumps({"job": name, "pid": os.getpid(), "since": datetime.now(timezone.utc).isoformat()}))
-        handle.flush()
-        try:
-            yield
-        finally:
-            handle.seek(0)
-            handle.truncate()
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def data_docs_location(docs: Path) -> str:
     index = docs / "index.html"
     if not index.is_file():
@@ -760,8 +728,7 @@ def quality_task() -> str:
     ):
         if value:
             args += [flag, value]
-    with lake_jobs_lock(settings.lake, 3600, logger, "validate"):
-        rc = run_job(cli_argv("validate", *args), logger, timeout=3600, env=child_env(settings, "validate"))
+    rc = run_job(cli_argv("validate", *args), logger, timeout=3600, env=child_env(settings, "validate"))
     docs = data_docs_location(settings.docs)
     logger(f"Data Docs: {docs}")
     if rc == 1:
@@ -807,15 +774,14 @@ def hold_stream_task() -> str:
 
 
 def maintain_task() -> str:
-    """Task of market_spread_maintenance: `market-spread maintain` under the lake's jobs lock."""
+    """Task of market_spread_maintenance: `market-spread maintain` (in the lake_jobs pool)."""
     logger = _task_logger()
     settings = resolve_settings()
     args = ["--lake", str(settings.lake), "--retain-hours", str(settings.retain_hours),
             "--quote-retention-days", str(settings.quote_retention_days)]
     if settings.master:
         args += ["--master", settings.master]
-    with lake_jobs_lock(settings.lake, 3600, logger, "maintain"):
-        rc = run_job(cli_argv("maintain", *args), logger, timeout=4 * 3600, env=child_env(settings, "maintain"))
+    rc = run_job(cli_argv("maintain", *args), logger, timeout=4 * 3600, env=child_env(settings, "maintain"))
     if rc != 0:
         raise RuntimeError(f"maintain exited with code {rc}")
     return "maintained"

@@ -38,7 +38,75 @@ def configure(parser: argparse.ArgumentParser) -> None:
              "memory of batches when catching up on a backlog",
     )
     parser.add_argument("--master", help="Spark master URL (default local[*])")
+    parser.add_argument(
+        "--progress-every", type=_at_least_one, default=1, metavar="N",
+        help="print one summary line per N batches (and at least every minute while batches run) instead of "
+             "one per batch (default 1); per-batch figures are in the batch_metrics table",
+    )
     add_thresholds(parser)
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1: {text!r}")
+    return value
+
+
+class ProgressSummary:
+    """on_batch for a long-running stream: one line per `every` batches, or sooner when `max_seconds`
+    have passed since the first batch not yet reported (also when no batch follows: a timer), so a
+    supervisor's log stays bounded yet sees every batch within a minute (its stall check needs it).
+
+    The line keeps the per-batch line's shape (`batch N: ... in S.SSs`, the newest batch's id and
+    time) so the Airflow health check reads both.
+    """
+
+    def __init__(self, every: int, max_seconds: float = 60.0, out=None) -> None:
+        self.every, self.max_seconds = every, max_seconds
+        self.out = out or (lambda line: print(line, flush=True))
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self.count, self.first, self.last, self.seconds = 0, None, None, 0.0
+        self.totals = {"lines": 0, "quotes": 0, "orders": 0, "alerts": 0, "quarantined": 0}
+
+    def __call__(self, result) -> None:
+        with self._lock:
+            self.count += 1
+            self.first = result.batch_id if self.first is None else self.first
+            self.last, self.seconds = result, float(getattr(result, "seconds", 0.0))
+            self.totals["lines"] += int(getattr(result, "input_lines", 0))
+            for key in ("quotes", "orders", "alerts", "quarantined"):
+                self.totals[key] += int(getattr(result, key, 0))
+            due = self.count >= self.every or self.max_seconds <= 0
+            if not due and self._timer is None:
+                self._timer = threading.Timer(self.max_seconds, self.flush)
+                self._timer.daemon = True
+                self._timer.start()
+        if due:
+            self.flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if not self.count:
+                return
+            t = self.totals
+            line = (
+                f"batch {self.last.batch_id}: {self.count} batches ({self.first}-{self.last.batch_id}): "
+                f"{t['lines']} lines, {t['quotes']} quotes, {t['orders']} orders, {t['alerts']} alerts, "
+                f"{t['quarantined']} quarantined; last in {self.seconds:.2f}s"
+            )
+            self._reset()
+        self.out(line)
 
 
 class LakeBusy(Exception):
@@ -171,13 +239,16 @@ def _run_stream(args, landing: Path, lake: Path, checkpoint: Path, symbols: list
 
     spark = build_session("market-spread-stream", master=args.master)
     lock.record(jvm_pid=spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    summary = ProgressSummary(args.progress_every) if args.progress_every > 1 else None
     try:
         return run_query(
             spark, landing, lake, checkpoint, symbols, args.max_spread, args.max_spread_ratio,
             available_now=args.available_now, interval=args.interval or 5.0, handle_signals=True,
-            max_files_per_batch=args.max_files_per_batch,
+            max_files_per_batch=args.max_files_per_batch, on_batch=summary,
         )
     finally:
+        if summary is not None:
+            summary.flush()  # the batches since the last line
         spark.stop()
 
 
