@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from .processes import record_alive
+from .processes import pid_alive, record_alive  # pid_alive: kept importable from here for callers
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 VAR_PREFIX = "market_spread_"
