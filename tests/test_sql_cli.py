@@ -52,6 +52,11 @@ REFUSED = [
     "CACHE TABLE alerts",
     "SELECT 1; DELETE FROM alerts",
     "/* a comment first */ DELETE FROM alerts",
+    "EXECUTE IMMEDIATE 'DELETE FROM alerts'",
+    "CALL system.some_procedure()",
+    "TRUNCATE TABLE alerts",
+    "SELECT reflect('java.lang.System', 'setProperty', 'market.spread', 'x')",
+    "SELECT * FROM alerts WHERE order_id IN (SELECT java_method('java.lang.System', 'getProperty', 'user.dir'))",
 ]
 
 
@@ -86,6 +91,7 @@ def test_sql_is_read_only_decided_from_the_parsed_plan(spark, tmp_path):
         assert err.getvalue().count("\n") == 1 and err.getvalue().startswith("market-spread sql: error:"), statement
         assert out.getvalue() == ""
     assert spark.conf.get("spark.sql.shuffle.partitions") == "2"  # SET refused, session untouched
+    assert spark._jvm.java.lang.System.getProperty("market.spread") is None  # reflect() refused before it ran
     assert _lake_state(spark, lake) == before, "a refused statement changed the lake"
 
     for statement in ("SELECT count(*) AS n FROM alerts", "WITH a AS (SELECT * FROM alerts) SELECT count(*) AS n FROM a",

@@ -77,7 +77,11 @@ WRITE_TRAITS = frozenset({
     "org.apache.spark.sql.catalyst.plans.logical.V2WriteCommand",
     "org.apache.spark.sql.execution.command.RunnableCommand",
     "org.apache.spark.sql.delta.commands.DeltaCommand",
+    "org.apache.spark.sql.catalyst.plans.logical.ExecutableDuringAnalysis",
 })
+# Plain logical nodes that run other statements or code: EXECUTE IMMEDIATE '<any SQL>', CALL.
+RUNS_OTHER_CODE = frozenset({"UnresolvedExecuteImmediate", "ExecuteImmediateQuery", "ExecuteImmediateCommands",
+                             "Call", "UnresolvedProcedure"})
 
 
 class NotReadOnly(Exception):
@@ -144,11 +148,35 @@ def _check_plan(plan, root: bool) -> None:
         node = todo.pop()
         node_name = _simple(node.getClass().getName())
         # Delta's RESTORE is a bare logical node: the name rule catches such statements too.
-        if _class_names(node.getClass()) & WRITE_TRAITS or node_name.endswith(("Command", "Statement")):
+        if (_class_names(node.getClass()) & WRITE_TRAITS or node_name.endswith(("Command", "Statement"))
+                or node_name in RUNS_OTHER_CODE):
             raise NotReadOnly(f"sql is read-only: {node_name} would change the lake or the session; only queries "
                               "(SELECT, WITH, VALUES, SHOW, DESCRIBE, EXPLAIN) run")
         children = node.children()
         todo.extend(children.apply(i) for i in range(children.size()))
+
+
+def _seq(seq) -> list:
+    return [seq.apply(i) for i in range(seq.size())]
+
+
+def check_no_reflection(analyzed) -> None:
+    """Refuse reflect()/java_method()/try_reflect(): they call static JVM methods from a query.
+
+    Walks the analyzed plan (after spark.sql, which only analyses a query), its expressions and the
+    plans of its subqueries."""
+    plans, seen = [analyzed], 0
+    while plans and seen < 10_000:
+        plan = plans.pop()
+        seen += 1
+        plans.extend(_seq(plan.children()))
+        plans.extend(_seq(plan.subqueries()))
+        expressions = _seq(plan.expressions())
+        while expressions:
+            expression = expressions.pop()
+            if _simple(expression.getClass().getName()) == "CallMethodViaReflection":
+                raise NotReadOnly("sql is read-only: reflect/java_method calls JVM methods; not allowed in a query")
+            expressions.extend(_seq(expression.children()))
 
 
 def execute(spark, lake: str, query: str, fmt: str = "table", out=sys.stdout, err=sys.stderr) -> int:
@@ -168,7 +196,11 @@ def execute(spark, lake: str, query: str, fmt: str = "table", out=sys.stdout, er
         return 1
     try:
         df = spark.sql(query)
+        check_no_reflection(df._jdf.queryExecution().analyzed())
         rows = [tuple(r) for r in df.collect()]
+    except NotReadOnly as exc:
+        print(f"market-spread sql: error: {exc}", file=err)
+        return 2
     except (AnalysisException, ParseException) as exc:
         first = str(exc).strip().splitlines()[0]
         print(f"market-spread sql: error: {first}", file=err)
