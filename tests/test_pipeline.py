@@ -54,6 +54,61 @@ def test_late_orders_are_checked_against_history_not_newer_state(spark, tmp_path
     assert late.late_symbols == 1
 
 
+def test_late_orders_find_a_quote_days_older_than_the_lookback_window(spark, tmp_path):
+    """The history read for late orders starts a day before them; a symbol with no quote in that
+    window is looked up further back, so the answer is the same as with an unbounded read."""
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    land(landing, "quotes", [
+        quote("MSFT", "2026-11-10T14:00:00Z", "10.00", "10.50"),  # wide, 13 days before the late order
+        quote("IBM", "2026-11-22T20:00:00Z", "100.00", "109.00"),  # wide, inside the window
+        quote("IBM", "2026-11-23T09:00:00Z", "100.00", "100.01"),  # tight, after IBM's late order
+        quote("MSFT", "2026-11-23T15:00:00Z", "10.00", "10.01"),  # tight: the state, newer than the order
+    ])
+    assert stream(spark, landing, lake) == 0
+    land(landing, "orders", [
+        order("msft-late", "MSFT", "2026-11-23T12:00:00Z"),
+        order("ibm-late", "IBM", "2026-11-23T08:00:00Z"),
+        order("msft-now", "MSFT", "2026-11-23T16:00:00Z"),
+    ])
+    assert stream(spark, landing, lake) == 0
+    alerts = alerts_by_order(spark, lake)
+    assert set(alerts) == {"msft-late", "ibm-late"}
+    assert alerts["msft-late"]["quote_time"] == ts("2026-11-10T14:00:00Z")
+    assert alerts["ibm-late"]["quote_time"] == ts("2026-11-22T20:00:00Z")
+
+
+def test_commits_carry_the_batch_and_a_replay_skips_what_a_table_already_holds(spark, tmp_path):
+    """Exactly once without Delta's txn tags: each commit names its batch in userMetadata, and a
+    batch at or below a table's last committed batch is not written again (not even when the
+    commit that says so is gone from the log: the rows say it too)."""
+    import json
+
+    from market_spread import lake as lake_mod
+
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    _generated(landing, files=1, seed=5)
+    assert stream(spark, landing, lake) == 0
+    log = (lake / "alerts" / "_delta_log")
+    actions = [json.loads(l) for f in sorted(log.glob("*.json")) for l in f.read_text().splitlines()]
+    assert not [a for a in actions if "txn" in a], "no Delta txn actions: no per-write transaction look-up"
+    assert lake_mod.newest_tagged_batch(lake / "alerts") == 0
+    assert lake_mod.committed_batches(spark, lake)["alerts"] == 0
+
+    before = comparable_tables(spark, lake)
+    batch = spark.read.text(str(landing / "quotes")).selectExpr("'quotes' AS stream", "value", "'q' AS source_file") \
+        .unionByName(spark.read.text(str(landing / "orders")).selectExpr("'orders' AS stream", "value", "'o' AS source_file"))
+    # Batch 0 again, as Spark replays it after a crash: nothing doubles.
+    result = pipeline.process_batch(batch, 0, str(lake), SYMBOLS, D("0.05"), D("0.05"))
+    assert "alerts" in result.skipped and "batch_metrics" in result.skipped
+    assert comparable_tables(spark, lake) == before
+    # The same when the log no longer has the tagged commit (Delta's log clean-up): the rows decide.
+    for f in log.glob("*.json"):
+        text = f.read_text().replace('"userMetadata"', '"userMetadataGone"')
+        f.write_text(text)
+    assert lake_mod.newest_tagged_batch(lake / "alerts") is None
+    assert lake_mod.committed_batches(spark, lake)["alerts"] == 0
+
+
 def test_a_late_quote_enters_history_but_never_overwrites_newer_state(spark, tmp_path):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     land(landing, "quotes", [quote("IBM", T.format(5), "100.00", "100.01")])
@@ -261,3 +316,26 @@ def test_a_relative_lake_path_creates_the_tables_where_the_user_is(spark, tmp_pa
     monkeypatch.chdir(tmp_path)
     lake_mod.ensure_tables(spark, "data/lake")
     assert all(lake_mod.is_delta_table(tmp_path / "data" / "lake" / name) for name in lake_mod.TABLES)
+
+
+def test_archive_moves_processed_landing_files_out_and_changes_no_answer(spark, tmp_path):
+    """--archive (cleanSource=archive): files leave the landing folder once their batch is committed,
+    so its listing stays small over days; the tables are those of a run without it."""
+    from decimal import Decimal
+
+    from market_spread import lake as lake_mod
+    from market_spread.streaming import run_query
+
+    plain, archived = tmp_path / "plain", tmp_path / "archived"
+    for root in (plain, archived):
+        _generated(root / "landing", files=2, seed=13)
+    assert stream(spark, plain / "landing", plain / "lake") == 0
+    lake = archived / "lake"
+    for _ in range(2):  # a second run commits the sources of the first (Spark archives then)
+        assert run_query(spark, archived / "landing", lake, lake / lake_mod.CHECKPOINT_SUBDIR, list(SYMBOLS),
+                         Decimal("0.05"), Decimal("0.05"), available_now=True, archive=archived / "archive") == 0
+    moved = sorted(p.name for p in (archived / "archive").rglob("*.jsonl"))
+    assert moved, "processed files are moved to the archive"
+    left = sorted(p.name for p in (archived / "landing").rglob("*.jsonl"))
+    assert not set(moved) & set(left)
+    assert comparable_tables(spark, lake) == comparable_tables(spark, plain / "lake")

@@ -1,6 +1,7 @@
 """The lake: Delta table names, schemas and locations (contract section 4)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -28,15 +29,25 @@ SCHEMAS: dict[str, str] = {
     "batch_metrics": (
         "batch_id BIGINT, started_at TIMESTAMP, finished_at TIMESTAMP, quotes BIGINT, orders BIGINT, "
         "alerts BIGINT, quarantined BIGINT, input_lines BIGINT, late_symbols BIGINT, "
-        "parse_ms BIGINT, check_ms BIGINT, write_ms BIGINT, merge_ms BIGINT"
+        "parse_ms BIGINT, check_ms BIGINT, write_ms BIGINT, merge_ms BIGINT, spark_jobs BIGINT"
     ),
 }
+# Columns added after a table's first release: ensure_tables adds them to older lakes.
+ADDED_COLUMNS: dict[str, dict[str, str]] = {"batch_metrics": {"spark_jobs": "BIGINT"}}
 
 # The quote history is partitioned by day so that checks of late orders read only the days they need.
 PARTITIONS: dict[str, list[str]] = {"quotes": ["quote_date"]}
 
-# Written to every table so that delta-rs can read it: no deletion vectors, no column mapping.
-TABLE_PROPERTIES = {"delta.enableDeletionVectors": "false"}
+# Written to every table. No deletion vectors, no column mapping: delta-rs must read the tables.
+# Bounded growth at one commit a second: commit files older than a week go at the next
+# checkpoint (Delta's default keeps 30 days: millions of files), a checkpoint every 10 commits
+# (Delta's default, stated so that it cannot drift) keeps the log replay of a snapshot short.
+TABLE_PROPERTIES = {
+    "delta.enableDeletionVectors": "false",
+    "delta.logRetentionDuration": "interval 7 days",
+    "delta.checkpointRetentionDuration": "interval 2 days",
+    "delta.checkpointInterval": "10",
+}
 
 TABLES = tuple(SCHEMAS)
 CHECKPOINT_SUBDIR = "_checkpoints/stream"
@@ -66,6 +77,7 @@ def ensure_tables(spark: SparkSession, lake: str | Path) -> None:
     for name, schema in SCHEMAS.items():
         path = table_path(lake, name)
         if is_delta_table(path):
+            _upgrade(spark, name, path)
             continue
         partition = f"PARTITIONED BY ({', '.join(PARTITIONS[name])})" if name in PARTITIONS else ""
         spark.sql(
@@ -80,3 +92,95 @@ def register_views(spark: SparkSession, lake: str | Path) -> list[str]:
     for name in names:
         spark.read.format("delta").load(table_path(lake, name)).createOrReplaceTempView(name)
     return names
+
+
+def _upgrade(spark: SparkSession, name: str, path: str) -> None:
+    """Bring a table made by an earlier release up to date: properties, then added columns."""
+    from delta.tables import DeltaTable
+
+    have = DeltaTable.forPath(spark, path).detail().first()["properties"] or {}
+    missing = {k: v for k, v in TABLE_PROPERTIES.items() if have.get(k) != v}
+    if missing:
+        props = ", ".join(f"'{k}' = '{v}'" for k, v in missing.items())
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({props})")
+    _add_missing_columns(spark, name, path)
+
+
+def _add_missing_columns(spark: SparkSession, name: str, path: str) -> None:
+    added = ADDED_COLUMNS.get(name)
+    if not added:
+        return
+    present = set(spark.read.format("delta").load(path).columns)
+    missing = {c: t for c, t in added.items() if c not in present}
+    if missing:
+        columns = ", ".join(f"{c} {t}" for c, t in missing.items())
+        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
+
+
+# Every commit of the stream carries this in its commitInfo.userMetadata, with the batch id: on a
+# restart, the newest tagged commit of a table says which batch last wrote it (see pipeline.py).
+BATCH_TAG = "market-spread"
+
+
+def batch_tag(batch_id: int) -> str:
+    return json.dumps({"writer": BATCH_TAG, "batch_id": batch_id}, separators=(",", ":"))
+
+
+def tagged_batch(user_metadata: object) -> int | None:
+    """The batch id of a commit's userMetadata written by `batch_tag`, or None."""
+    if not isinstance(user_metadata, str) or BATCH_TAG not in user_metadata:
+        return None
+    try:
+        value = json.loads(user_metadata)
+    except ValueError:
+        return None
+    if isinstance(value, dict) and value.get("writer") == BATCH_TAG and isinstance(value.get("batch_id"), int):
+        return value["batch_id"]
+    return None
+
+
+def newest_tagged_batch(table: str | Path, look_back: int = 200) -> int | None:
+    """The batch of the newest stream commit still in the table's log, read without Spark.
+
+    Commits are scanned newest first (maintenance commits carry no tag and are passed over). Old
+    commit files may be gone after Delta's log clean-up; callers also read the rows (see
+    `committed_batches`), so an empty answer here is never taken alone as "nothing written".
+    """
+    log = Path(table) / "_delta_log"
+    if not log.is_dir():
+        return None
+    versions = sorted((int(p.name[:20]) for p in log.glob("[0-9]" * 20 + ".json")), reverse=True)
+    for version in versions[:look_back]:
+        try:
+            text = (log / f"{version:020d}.json").read_text(encoding="utf-8")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if '"commitInfo"' not in line:
+                continue
+            info = json.loads(line).get("commitInfo", {})
+            batch = tagged_batch(info.get("userMetadata"))
+            if batch is not None:
+                return batch
+    return None
+
+
+def committed_batches(spark: SparkSession, lake: str | Path, tables: tuple[str, ...] = TABLES) -> dict[str, int]:
+    """Per table, the highest micro-batch whose write is committed (-1 for none).
+
+    The larger of the newest tagged commit in the log and the highest `batch_id` among the rows:
+    the log survives row deletions (quote retention), the rows survive log clean-up. Read once when
+    a stream starts; after that the stream itself is the only writer (the lake's lock).
+    """
+    from pyspark.sql import functions as F
+
+    out: dict[str, int] = {}
+    for name in tables:
+        path = table_path(lake, name)
+        if not is_delta_table(path):
+            out[name] = -1
+            continue
+        from_rows = spark.read.format("delta").load(path).agg(F.max("batch_id")).first()[0]
+        candidates = [b for b in (newest_tagged_batch(path), from_rows) if b is not None]
+        out[name] = max(candidates, default=-1)
+    return out

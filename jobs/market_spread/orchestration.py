@@ -306,7 +306,7 @@ CHILD_RUNTIME_VARS = frozenset(ENV_PREFIX + n for n in (
 # The flags of the commands the DAGs run (tests/test_config.py checks this against the parsers):
 # their variables reach the job, and only those of its own command.
 COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
-    "stream": ("--available-now", "--checkpoint", "--interval", "--lake", "--landing", "--master",
+    "stream": ("--archive", "--available-now", "--checkpoint", "--interval", "--lake", "--landing", "--master",
                "--max-files-per-batch", "--max-spread", "--max-spread-ratio", "--progress-every", "--symbols"),
     "generate": ("--duration", "--files", "--landing", "--orders", "--profile", "--quotes", "--rate", "--seed",
                  "--start", "--symbols", "--tick", "--wide-share"),

@@ -1,54 +1,43 @@
 """One micro-batch: parse both feeds, check every order as of its time, write the lake exactly once.
 
-Writes, in this order, each a Delta commit made idempotent by the session settings
-`spark.databricks.delta.write.txnAppId/txnVersion` (= query id, batch id): quarantine, quote
-history, alerts, the symbol_state MERGE, and last batch_metrics. When Spark replays a batch after a
-crash, commits that already happened are skipped by Delta and the missing ones are made.
+Writes: quarantine, quote history, alerts and the symbol_state MERGE side by side, then
+batch_metrics last (a metrics row means every other write of the batch is in). Each commit carries
+the batch id in its commitInfo.userMetadata (`lake.batch_tag`).
+
+Exactly once without Delta's txn tags: Spark replays only the batch that was in flight when a run
+died (its offsets are logged, its commit is not). When a stream starts, `lake.committed_batches`
+reads, per table, the last batch that wrote it; a write of a batch at or below that mark is
+skipped. After that the stream is the lake's only writer (the lock), so it keeps the marks in
+memory. Delta's own `txnAppId/txnVersion` did the same, but every tagged commit read the table's
+whole set of transactions (a state reconstruction, several Spark jobs) on every batch.
 
 A replay reads the lake as the interrupted attempt left it (state or history may already hold this
 batch's quotes). The answers do not change: every candidate quote an order may need is still there
 (history holds every earlier quote; the batch's own quotes are re-read from its files), and the
 choice among candidates is a total order over their own fields (rules.quote_key), not over time of
-arrival.
+arrival. The state MERGE only ever moves a symbol to a higher quote key, so running it twice is
+harmless too.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal
-from typing import Callable, Iterator
+from typing import Callable
 
 from delta.tables import DeltaTable
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 
 from . import lake as lake_mod
 from . import parsing
 from .rules import quote_key_sql, reject_sql
 
-TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
-TXN_VERSION = "spark.databricks.delta.write.txnVersion"
-
-
-@contextlib.contextmanager
-def idempotent_write(spark: SparkSession, app_id: str, version: int) -> Iterator[None]:
-    """Tag the next Delta commit with (app_id, version) so that a replay of it is skipped.
-
-    The settings stick to the session until unset: unset them at once, or a later, unrelated write
-    would be skipped as a duplicate.
-    """
-    spark.conf.set(TXN_APP_ID, app_id)
-    spark.conf.set(TXN_VERSION, str(version))
-    try:
-        yield
-    finally:
-        spark.conf.unset(TXN_APP_ID)
-        spark.conf.unset(TXN_VERSION)
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 @dataclass
@@ -61,13 +50,16 @@ class BatchResult:
     quarantined: int = 0
     late_symbols: int = 0
     seconds: float = 0.0
+    spark_jobs: int | None = None  # Spark jobs the batch ran (None where the count is not available)
     phases_ms: dict[str, int] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)  # the landing files this batch took
+    skipped: list[str] = field(default_factory=list)  # tables already written by an earlier attempt
 
     def progress_line(self) -> str:
         return (
             f"batch {self.batch_id}: {self.input_lines} lines, {self.quotes} quotes, {self.orders} orders, "
             f"{self.alerts} alerts, {self.quarantined} quarantined in {self.seconds:.2f}s"
+            + (f" (replayed; already written: {', '.join(self.skipped)})" if self.skipped else "")
         )
 
 
@@ -79,19 +71,34 @@ class BatchProcessor:
     symbols: list[str]  # the universe
     max_spread: Decimal
     max_spread_ratio: Decimal
-    app_id_source: Callable[[], str]  # the query id, known once the query has started
     on_batch: Callable[[BatchResult], None] = print
+    # Per table, the last batch committed; read from the lake at the first batch of this process.
+    committed: dict[str, int] | None = None
+    state: "StateCache | None" = None  # the state table's quotes in memory, likewise
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        spark = batch_df.sparkSession
+        if self.committed is None:
+            self.committed = lake_mod.committed_batches(spark, self.lake)
+        if self.state is None:
+            self.state = StateCache.load(spark, self.lake)
         result = process_batch(
-            batch_df, batch_id, self.lake, self.symbols, self.max_spread, self.max_spread_ratio,
-            self.app_id_source(),
+            batch_df, batch_id, self.lake, self.symbols, self.max_spread, self.max_spread_ratio, self.committed,
+            self.state,
         )
         self.on_batch(result)
 
 
 def _ms(start: float) -> int:
     return int((time.perf_counter() - start) * 1000)
+
+
+def spark_jobs_so_far(spark: SparkSession) -> int | None:
+    """Jobs submitted so far in this driver (job ids are allocated in sequence), if reachable."""
+    try:
+        return int(spark.sparkContext._jsc.sc().dagScheduler().nextJobId())
+    except Exception:  # noqa: BLE001 - a diagnostic only: never fail a batch over it
+        return None
 
 
 def process_batch(
@@ -101,19 +108,26 @@ def process_batch(
     symbols: list[str],
     max_spread: Decimal,
     max_spread_ratio: Decimal,
-    app_id: str,
+    committed: dict[str, int] | None = None,
+    state: StateCache | None = None,
 ) -> BatchResult:
+    """Process one micro-batch. `committed` (table -> last batch written) and `state` are updated
+    in place; None reads them from the lake (a one-off call, e.g. in tests)."""
     spark = batch_df.sparkSession
+    if committed is None:
+        committed = lake_mod.committed_batches(spark, lake)
     t0 = time.perf_counter()
+    jobs0 = spark_jobs_so_far(spark)
     started_at = datetime.now(timezone.utc)
     result = BatchResult(batch_id)
     path = lambda name: lake_mod.table_path(lake, name)  # noqa: E731
 
     lines = parsing.nonblank_lines(batch_df)
-    # Everything below reads the parsed batch several times: parse each input line once.
-    parsed = parsing.parse_lines(lines, symbols).persist(StorageLevel.MEMORY_AND_DISK)
-    cached: list[DataFrame] = [parsed]
+    # Everything below reads the parsed batch several times: parse each input line once. Kept
+    # deserialised: serialising the cached columns costs more than the memory it saves.
+    parsed = parsing.parse_lines(lines, symbols).persist(StorageLevel.MEMORY_AND_DISK_DESER)
     try:
+        # One job: parses and caches the batch and counts it.
         groups = parsed.groupBy("stream", F.col("reason").isNull().alias("valid")).agg(
             F.count(F.lit(1)).alias("n"), F.collect_set("source_file").alias("files")
         ).collect()
@@ -128,15 +142,15 @@ def process_batch(
         orders = parsing.valid_orders(parsed)
 
         t1 = time.perf_counter()
-        alerts = None
+        alerts, observed = None, Observation(f"alerts-{batch_id}")
         if result.orders:
             alerts, result.late_symbols = check_orders(
-                spark, lake, quotes, orders, max_spread, max_spread_ratio, batch_id
+                spark, lake, quotes, orders, max_spread, max_spread_ratio, batch_id,
+                state.df if state is not None else None,
             )
-            alerts = alerts.persist(StorageLevel.MEMORY_AND_DISK)
-            cached.append(alerts)
-            result.alerts = alerts.count()
-        result.phases_ms["check"] = _ms(t1)
+            # Counted while it is written: no separate job computes the as-of check twice.
+            alerts = alerts.observe(observed, F.count(F.lit(1)).alias("n"))
+        result.phases_ms["check"] = _ms(t1)  # planning, and the look-up of late symbols
 
         t2 = time.perf_counter()
         writes: dict[str, Callable[[], None]] = {}
@@ -154,33 +168,56 @@ def process_batch(
             )
             writes["quotes"] = lambda: _append(history, path("quotes"))
             writes["symbol_state"] = lambda: merge_state(spark, lake, quotes, batch_id)
-        if result.alerts:
+        if alerts is not None:
             writes["alerts"] = lambda: _append(alerts, path("alerts"))
-        # The writes go to four different tables and share one (app id, batch id) tag, so they run
-        # side by side: a small commit is mostly waiting, and they would otherwise queue.
-        with idempotent_write(spark, app_id, batch_id):
+        for table in [t for t in writes if committed.get(t, -1) >= batch_id]:
+            del writes[table]  # a replay: this table already holds the batch
+            result.skipped.append(table)
+        spark.conf.set(USER_METADATA, lake_mod.batch_tag(batch_id))
+        try:
+            # Four different tables: side by side, since a small commit is mostly waiting.
             _run_all(writes, result.phases_ms)
+        finally:
+            spark.conf.unset(USER_METADATA)
+        for table in writes:
+            committed[table] = batch_id
+        if state is not None and result.quotes:
+            state.fold(quotes)  # before the cached batch it is computed from goes
+        if "alerts" in writes:
+            result.alerts = int(observed.get.get("n", 0))
+        elif alerts is not None:  # written by the interrupted attempt: count what it wrote
+            result.alerts = (
+                spark.read.format("delta").load(path("alerts")).where(F.col("batch_id") == batch_id).count()
+            )
         result.phases_ms["write"] = _ms(t2)
         result.phases_ms.setdefault("merge", 0)
 
         result.seconds = time.perf_counter() - t0
+        jobs1 = spark_jobs_so_far(spark)
+        # The metrics commit's own job is counted too: one more.
+        result.spark_jobs = None if jobs0 is None or jobs1 is None else jobs1 - jobs0 + 1
         values = (
             batch_id, started_at, datetime.now(timezone.utc), result.quotes, result.orders,
             result.alerts, result.quarantined, result.input_lines, result.late_symbols,
             result.phases_ms["parse"], result.phases_ms["check"], result.phases_ms["write"],
-            result.phases_ms["merge"],
+            result.phases_ms["merge"], result.spark_jobs,
         )
-        metrics = literal_row(spark, lake_mod.SCHEMAS["batch_metrics"], values)
-        # Last: a metrics row means every other write of the batch is in.
         t3 = time.perf_counter()
-        with idempotent_write(spark, app_id, batch_id):
-            _append(metrics, path("batch_metrics"))
+        if committed.get("batch_metrics", -1) < batch_id:
+            metrics = literal_row(spark, lake_mod.SCHEMAS["batch_metrics"], values)
+            spark.conf.set(USER_METADATA, lake_mod.batch_tag(batch_id))
+            try:
+                _append(metrics, path("batch_metrics"))
+            finally:
+                spark.conf.unset(USER_METADATA)
+            committed["batch_metrics"] = batch_id
+        else:
+            result.skipped.append("batch_metrics")
         result.phases_ms["commit_metrics"] = _ms(t3)
         result.seconds = time.perf_counter() - t0
         return result
     finally:
-        for df in cached:
-            df.unpersist()
+        parsed.unpersist()
 
 
 def literal_row(spark: SparkSession, schema: str, values: tuple) -> DataFrame:
@@ -222,6 +259,7 @@ def check_orders(
     max_spread: Decimal,
     max_spread_ratio: Decimal,
     batch_id: int,
+    state_quotes: DataFrame | None = None,
 ) -> tuple[DataFrame, int]:
     """Alerts for the batch's orders, each checked against the quote current at its time.
 
@@ -233,34 +271,103 @@ def check_orders(
     bounds = orders.groupBy("symbol").agg(
         F.min("order_time").alias("first_order"), F.max("order_time").alias("last_order")
     )
-    state = spark.read.format("delta").load(lake_mod.table_path(lake, "symbol_state"))
-    state_quotes = state.select("symbol", "bid", "offer", "quote_time", "seq")
+    if state_quotes is None:
+        state_quotes = read_state_quotes(spark, lake)
     late = (
         bounds.join(state_quotes.select("symbol", "quote_time"), "symbol")
         .where("quote_time > first_order")
-        .select("symbol", "last_order")
+        .select("symbol", "first_order", "last_order")
         .collect()
     )
     candidates = (
-        quotes.select("symbol", "bid", "offer", "quote_time", "seq")
+        quotes.select(*STATE_QUOTE_COLUMNS)
         .unionByName(state_quotes)
         .join(F.broadcast(bounds.select("symbol")), "symbol", "left_semi")
     )
     if late:
-        history = spark.read.format("delta").load(lake_mod.table_path(lake, "quotes"))
-        late_symbols = [r["symbol"] for r in late]
-        newest = max(r["last_order"] for r in late)
-        older = (
-            history.where(F.col("symbol").isin(late_symbols))
-            # Day partitions after the newest late order are never read.
-            .where(F.col("quote_date") <= F.to_date(F.lit(newest)))
-            .join(F.broadcast(bounds.where(F.col("symbol").isin(late_symbols)).select("symbol", "last_order")), "symbol")
-            .where("quote_time <= last_order")
-            .select("symbol", "bid", "offer", "quote_time", "seq")
+        candidates = candidates.unionByName(late_history(spark, lake, late))
+    return asof_alerts(candidates, orders, max_spread, max_spread_ratio, batch_id), len(late)
+
+
+# How far before its first late order a symbol's history is read first (see late_history).
+LATE_LOOKBACK_DAYS = 1
+
+
+def late_history(spark: SparkSession, lake: str, late: list) -> DataFrame:
+    """The history quotes that late orders (older than their symbol's state) may be checked against.
+
+    Read with a lower time bound: from the day before a symbol's first late order. A symbol that
+    has a quote at or before its first late order inside that window needs nothing older (every
+    one of its late orders is at or after that quote). Only the symbols without one (no quote for a
+    day or more) are looked up further back, and only then is the older history read.
+    """
+    history = spark.read.format("delta").load(lake_mod.table_path(lake, "quotes"))
+    spans = {r["symbol"]: (r["first_order"], r["last_order"]) for r in late}
+    # Dates in Spark (the session's UTC), not in Python: collected timestamps are in local time.
+    floor = F.date_sub(F.to_date(F.lit(min(f for f, _ in spans.values()))), LATE_LOOKBACK_DAYS)
+    ceiling = F.to_date(F.lit(max(l for _, l in spans.values())))
+    span_rows = spark.range(1).select(F.explode(F.array(*[
+        F.struct(F.lit(s).alias("symbol"), F.lit(f).alias("first_order"), F.lit(l).alias("last_order"))
+        for s, (f, l) in spans.items()
+    ])).alias("b")).select("b.*")
+
+    def upto_last_order(frame: DataFrame) -> DataFrame:
+        return frame.join(F.broadcast(span_rows), "symbol").where("quote_time <= last_order")
+
+    recent = upto_last_order(
+        history.where(F.col("symbol").isin(list(spans)))
+        # Day partitions outside [floor, ceiling] are never read.
+        .where((F.col("quote_date") >= floor) & (F.col("quote_date") <= ceiling))
+    )
+    covered = {r["symbol"] for r in recent.where("quote_time <= first_order").select("symbol").distinct().collect()}
+    result = recent.select(*STATE_QUOTE_COLUMNS)
+    uncovered = [s for s in spans if s not in covered]
+    if uncovered:
+        older = upto_last_order(
+            history.where(F.col("symbol").isin(uncovered)).where(F.col("quote_date") < floor)
         )
-        candidates = candidates.unionByName(older)
+        result = result.unionByName(older.select(*STATE_QUOTE_COLUMNS))
+    return result
+
 
     return asof_alerts(candidates, orders, max_spread, max_spread_ratio, batch_id), len(late)
+
+
+STATE_QUOTE_COLUMNS = ("symbol", "bid", "offer", "quote_time", "seq")
+
+
+def read_state_quotes(spark: SparkSession, lake: str) -> DataFrame:
+    return spark.read.format("delta").load(lake_mod.table_path(lake, "symbol_state")).select(*STATE_QUOTE_COLUMNS)
+
+
+@dataclass
+class StateCache:
+    """The symbol_state table's quotes, kept in memory between batches.
+
+    Read from the table once, when the stream starts; after each batch folded with the batch's
+    newest quote per symbol by the same rule as the MERGE (rules.quote_key). The stream is the
+    table's only writer (the lake's lock), so the copy equals the table after every batch, and the
+    as-of check does not rebuild a Delta snapshot (several Spark jobs) to read 3,000 rows."""
+
+    df: DataFrame
+
+    @classmethod
+    def load(cls, spark: SparkSession, lake: str) -> "StateCache":
+        return cls(read_state_quotes(spark, lake).persist(StorageLevel.MEMORY_AND_DISK_DESER))
+
+    def fold(self, quotes: DataFrame) -> None:
+        """Fold a batch's valid quotes in; computed (and cached) lazily by the next batch's check."""
+        merged = self.df.unionByName(quotes.select(*STATE_QUOTE_COLUMNS)).groupBy("symbol").agg(
+            F.max_by(F.struct(*STATE_QUOTE_COLUMNS[1:]), F.expr(quote_key_sql())).alias("q")
+        ).select("symbol", "q.bid", "q.offer", "q.quote_time", "q.seq")
+        new = merged.persist(StorageLevel.MEMORY_AND_DISK_DESER)
+        # The new copy is computed from the old: materialise it before letting the old one go.
+        new.count()
+        self.df.unpersist()
+        self.df = new
+
+    def release(self) -> None:
+        self.df.unpersist()
 
 
 def asof_alerts(candidates: DataFrame, orders: DataFrame, max_spread: Decimal, max_spread_ratio: Decimal,
@@ -317,20 +424,23 @@ ORDER_SOURCES = ("order_id", "account", "side", "qty", "price", "order_time", "s
 def merge_state(spark: SparkSession, lake: str, quotes: DataFrame, batch_id: int) -> None:
     """Upsert the newest quote per symbol; an older quote (by rules.quote_key) never overwrites.
 
-    Call inside `idempotent_write`: the MERGE takes its txn tag from the session settings."""
+    The source is at most one row per symbol, computed from the cached batch: broadcast to the
+    join with the target, and not materialised again by Delta (the session sets
+    `merge.materializeSource=none`: the source is deterministic, the update time a literal)."""
+    updated_at = datetime.now(timezone.utc)
     newest = (
         quotes.groupBy("symbol")
         .agg(F.max_by(F.struct("bid", "offer", "quote_time", "seq", "should_reject_trades"), F.expr(quote_key_sql())).alias("q"))
         .select(
             "symbol", "q.bid", "q.offer", "q.quote_time", "q.seq", "q.should_reject_trades",
-            F.current_timestamp().alias("updated_at"), F.lit(batch_id).cast("bigint").alias("batch_id"),
+            F.lit(updated_at).cast("timestamp").alias("updated_at"), F.lit(batch_id).cast("bigint").alias("batch_id"),
         )
     )
     target = DeltaTable.forPath(spark, lake_mod.table_path(lake, "symbol_state"))
     columns = {c: f"s.{c}" for c in newest.columns}
     (
         target.alias("t")
-        .merge(newest.alias("s"), "t.symbol = s.symbol")
+        .merge(F.broadcast(newest).alias("s"), "t.symbol = s.symbol")
         .whenMatchedUpdate(condition=f"{quote_key_sql('s.')} > {quote_key_sql('t.')}", set=columns)
         .whenNotMatchedInsert(values=columns)
         .execute()

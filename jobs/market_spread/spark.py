@@ -53,6 +53,16 @@ def build_session(
         # Tables must stay readable by delta-rs: no deletion vectors, no v2 checkpoints.
         .config("spark.databricks.delta.properties.defaults.enableDeletionVectors", "false")
         .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
+        # The state MERGE's source is a deterministic aggregate of the cached batch: materialising
+        # it again (Delta's default for any source that is not a plain Delta scan) is a wasted job.
+        # Delta also refuses a cached source, because a cached *Delta table* is not pinned to a
+        # version; the cache here holds parsed landing text, never a Delta table.
+        .config("spark.databricks.delta.merge.materializeSource", "none")
+        .config("spark.databricks.delta.merge.materializeCachedSource", "false")
+        .config("spark.databricks.delta.merge.failSourceCachedAfterMaterialization", "false")
+        # A table of few files (the state table: rewritten by every MERGE) keeps its file list in
+        # the version's .crc, so reading it needs no state reconstruction (Spark jobs over the log).
+        .config("spark.databricks.delta.allFilesInCrc.enabled", os.environ.get("MARKET_SPREAD_ALL_FILES_IN_CRC", "true"))
         .config("spark.sql.streaming.fileSource.cleaner.numThreads", "1")
         .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")

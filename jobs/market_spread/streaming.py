@@ -37,6 +37,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="take at most N new files per feed in one micro-batch (default: all): bounds the size and "
              "memory of batches when catching up on a backlog",
     )
+    parser.add_argument(
+        "--archive", metavar="DIR",
+        help="move each landing file here once its micro-batch is committed (Spark's cleanSource=archive), "
+             "so the landing folder, and its listing at every trigger, stays small (default: leave files in place)",
+    )
     parser.add_argument("--master", help="Spark master URL (default local[*])")
     parser.add_argument(
         "--progress-every", type=_at_least_one, default=1, metavar="N",
@@ -245,6 +250,7 @@ def _run_stream(args, landing: Path, lake: Path, checkpoint: Path, symbols: list
             spark, landing, lake, checkpoint, symbols, args.max_spread, args.max_spread_ratio,
             available_now=args.available_now, interval=args.interval or 5.0, handle_signals=True,
             max_files_per_batch=args.max_files_per_batch, on_batch=summary,
+            archive=Path(args.archive) if args.archive else None,
         )
     finally:
         if summary is not None:
@@ -253,7 +259,8 @@ def _run_stream(args, landing: Path, lake: Path, checkpoint: Path, symbols: list
 
 
 def start_query(spark, landing: Path, lake: Path, checkpoint: Path, symbols: list[str], max_spread, max_spread_ratio,
-                available_now: bool, interval: float, on_batch=None, max_files_per_batch: int | None = None):
+                available_now: bool, interval: float, on_batch=None, max_files_per_batch: int | None = None,
+                archive: Path | None = None):
     """Start the streaming query; returns (query, busy flag). No lock: callers hold the lake's lock."""
     from pyspark.sql import functions as F
 
@@ -267,6 +274,9 @@ def start_query(spark, landing: Path, lake: Path, checkpoint: Path, symbols: lis
         reader = spark.readStream.format("text").option("pathGlobFilter", "*.jsonl")  # files land renamed in
         if max_files_per_batch:
             reader = reader.option("maxFilesPerTrigger", max_files_per_batch)
+        if archive is not None:
+            # Spark moves a file only after the batch that read it is committed: a replay still finds it.
+            reader = reader.option("cleanSource", "archive").option("sourceArchiveDir", str(archive.absolute() / name))
         return (
             reader
             .load(str(landing / name))
@@ -274,18 +284,11 @@ def start_query(spark, landing: Path, lake: Path, checkpoint: Path, symbols: lis
         )
 
     busy = threading.Event()
-    query_id: list[str] = []
-
-    def app_id() -> str:
-        if not query_id:
-            # The query id lives in the checkpoint and survives restarts: a stable txnAppId.
-            query_id.append(json.loads((checkpoint / "metadata").read_text())["id"])
-        return query_id[0]
 
     def print_progress(result) -> None:
         print(result.progress_line(), flush=True)
 
-    processor = BatchProcessor(str(lake), symbols, max_spread, max_spread_ratio, app_id, on_batch or print_progress)
+    processor = BatchProcessor(str(lake), symbols, max_spread, max_spread_ratio, on_batch or print_progress)
 
     def guarded(batch_df, batch_id):
         busy.set()
@@ -302,7 +305,7 @@ def start_query(spark, landing: Path, lake: Path, checkpoint: Path, symbols: lis
 
 def run_query(spark, landing: Path, lake: Path, checkpoint: Path, symbols: list[str], max_spread, max_spread_ratio,
               available_now: bool = True, interval: float = 5.0, handle_signals: bool = False, on_batch=None,
-              max_files_per_batch: int | None = None) -> int:
+              max_files_per_batch: int | None = None, archive: Path | None = None) -> int:
     """Run the stream until it is done (available-now) or asked to stop; returns the exit code."""
     stop_requested = threading.Event()
 
@@ -317,7 +320,7 @@ def run_query(spark, landing: Path, lake: Path, checkpoint: Path, symbols: list[
     from pyspark.errors import StreamingQueryException
 
     query, busy = start_query(spark, landing, lake, checkpoint, symbols, max_spread, max_spread_ratio,
-                              available_now, interval, on_batch, max_files_per_batch)
+                              available_now, interval, on_batch, max_files_per_batch, archive)
     try:
         return _supervise(query, busy, stop_requested)
     except StreamingQueryException as exc:

@@ -217,15 +217,17 @@ def batch_ids(folder: Path) -> set[int]:
     return {int(n) for n in _entries(folder) if n.isdigit()}
 
 
-def txn_versions(table: Path, app_id: str) -> set[int]:
-    """The micro-batch ids recorded by the stream's idempotent writes (Delta `txn` actions)."""
+def tagged_batches(table: Path) -> set[int]:
+    """The micro-batch ids recorded in the commits of the stream (commitInfo.userMetadata)."""
+    from market_spread.lake import tagged_batch
+
     out = set()
     for path in (table / "_delta_log").glob("*.json"):
         for line in path.read_text().splitlines():
-            if '"txn"' in line:
-                txn = json.loads(line)["txn"]
-                if txn.get("appId") == app_id:
-                    out.add(int(txn["version"]))
+            if '"commitInfo"' in line:
+                batch = tagged_batch(json.loads(line)["commitInfo"].get("userMetadata"))
+                if batch is not None:
+                    out.add(batch)
     return out
 
 
@@ -238,8 +240,7 @@ def in_flight(lake: Path) -> tuple[int | None, list[str]]:
     if not pending:
         return None, []
     batch = pending[-1]
-    app_id = json.loads((checkpoint / "metadata").read_text())["id"]
-    written = [t for t in TABLES_WITH_LOGS if batch in txn_versions(lake / t, app_id)]
+    written = [t for t in TABLES_WITH_LOGS if batch in tagged_batches(lake / t)]
     return batch, written
 
 

@@ -1,0 +1,96 @@
+"""Profile small micro-batches: time per phase and Spark jobs per batch.
+
+    .venv/bin/python tools/profile_batches.py [--pairs 12] [--events 2000] [--symbols 3000]
+
+Lands PAIRS file pairs of EVENTS events each, runs the stream (available-now, one pair per batch)
+and prints, per batch, its wall time, phases and the number of Spark jobs it ran. Used to measure
+performance changes one at a time on the same machine in the same run.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from decimal import Decimal
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "jobs"))
+
+
+def jobs_so_far(spark) -> int:
+    # Job ids are allocated in sequence by the DAG scheduler: the count of jobs ever submitted.
+    return spark.sparkContext._jsc.sc().dagScheduler().nextJobId()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pairs", type=int, default=12)
+    parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--symbols", type=int, default=3000)
+    parser.add_argument("--work", default=None)
+    parser.add_argument("--jobs", action="store_true", help="list each batch's Spark jobs")
+    args = parser.parse_args()
+
+    from market_spread.generate import Generator, write_backlog
+    from market_spread.lake import CHECKPOINT_SUBDIR
+    from market_spread.spark import build_session
+    from market_spread.streaming import _supervise, start_query
+    import threading
+
+    symbols = [f"S{i:05d}" for i in range(args.symbols)]
+    work = Path(args.work or tempfile.mkdtemp(prefix="profile-"))
+    shutil.rmtree(work, ignore_errors=True)
+    landing, lake = work / "landing", work / "lake"
+    gen = Generator(symbols, seed=7, profile="wallaroo", wide_share=0.05)
+    half = args.events // 2
+    write_backlog(landing, gen, half * args.pairs, half * args.pairs, args.pairs, "p")
+
+    spark = build_session("profile", master="local[*]")
+    rows = []
+    last = [jobs_so_far(spark), time.perf_counter()]
+
+    def on_batch(result) -> None:
+        now_jobs, now = jobs_so_far(spark), time.perf_counter()
+        rows.append((result, now_jobs - last[0], now - last[1]))
+        print(f"batch {result.batch_id}: {result.seconds:.2f}s in batch, {now - last[1]:.2f}s since last, "
+              f"{now_jobs - last[0]} jobs, {result.input_lines} lines, {result.alerts} alerts; {result.phases_ms}",
+              flush=True)
+        if args.jobs:
+            store = spark.sparkContext._jsc.sc().statusStore()
+            for job_id in range(last[0], now_jobs):
+                try:
+                    data = store.job(job_id)
+                    took = (data.completionTime().get().getTime() - data.submissionTime().get().getTime())
+                    stage = store.lastStageAttempt(data.stageIds().head())
+                    frames = [l.strip() for l in stage.details().splitlines()
+                              if ("delta" in l or "market_spread" in l or "python" in l.lower()) and "Logging" not in l]
+                    where = " < ".join(f.split("(")[0].split(".")[-2] + "." + f.split("(")[0].split(".")[-1] for f in frames[:4])
+                    desc = data.description()
+                    desc = desc.get() if desc.isDefined() else ""
+                    # The stream prefixes its own query id and batch: keep what follows.
+                    desc = " ".join(desc.split("\n")[3:] if desc.startswith("\nid =") else desc.split("\n"))
+                    print(f"   job {job_id}: {took:5d} ms  {data.stageIds().size()} st  {stage.name()[:50]} | {desc[:110]} {where[:100]}")
+                except Exception as exc:  # noqa: BLE001 - evicted from the store
+                    print(f"   job {job_id}: ? {str(exc)[:120]}")
+        last[0], last[1] = now_jobs, now
+
+    start = time.perf_counter()
+    query, busy = start_query(spark, landing, lake, lake / CHECKPOINT_SUBDIR, symbols, Decimal("0.05"),
+                              Decimal("0.05"), True, 1.0, on_batch, 1)
+    _supervise(query, busy, threading.Event())
+    total = time.perf_counter() - start
+    steady = rows[2:] or rows
+    print(f"\n{len(rows)} batches in {total:.1f}s; steady state (batches 2+): median batch "
+          f"{statistics.median(r[0].seconds for r in steady):.2f}s, median between batches "
+          f"{statistics.median(r[2] for r in steady):.2f}s, median jobs {statistics.median(r[1] for r in steady)}")
+    keys = sorted({k for r in steady for k in r[0].phases_ms})
+    print("median phases (ms): " + ", ".join(f"{k} {statistics.median(r[0].phases_ms.get(k, 0) for r in steady):.0f}" for k in keys))
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
