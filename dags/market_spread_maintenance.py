@@ -31,7 +31,8 @@ def market_spread_maintenance() -> None:
     def hold_stream() -> str:
         return orchestration.hold_stream_task()
 
-    @task(task_id="maintain")
+    # One slot shared with validate: the two lake jobs never write the lake at the same time.
+    @task(task_id="maintain", pool=orchestration.LAKE_JOBS_POOL)
     def maintain() -> str:
         return orchestration.maintain_task()
 

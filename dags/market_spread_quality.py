@@ -21,7 +21,8 @@ from market_spread import orchestration
     doc_md=__doc__,
 )
 def market_spread_quality() -> None:
-    @task(task_id="validate")
+    # One slot shared with maintain: the two lake jobs never write the lake at the same time.
+    @task(task_id="validate", pool=orchestration.LAKE_JOBS_POOL)
     def validate() -> str:
         return orchestration.quality_task()
 

@@ -190,16 +190,72 @@ def test_dags_point_at_the_cluster_through_configuration(services, monkeypatch):
 def test_no_secrets_in_the_compose_file(services):
     for name, service in services.items():
         for key, value in _env(service).items():
+            if key.endswith(("_FILE", "_CMD")) and "/run/secrets/" in value:
+                continue  # a path to a secret file, not a secret
             if SECRET_NAME.search(key) and key != "AIRFLOW__CORE__AUTH_MANAGER":
                 assert VAR.fullmatch(value), f"{name}: {key} must come from .env as ${{VAR}}, not be written here"
             if "://" in value and "@" in value:
                 password = re.search(r"://[^:/@]+:(.*)@", value).group(1)
                 assert VAR.fullmatch(password), f"{name}: {key} holds a literal password"
-    # Required secrets fail loudly when .env lacks them, instead of running with an empty password.
+    # Required secrets fail loudly when .env lacks them, instead of running with an empty password:
+    # interpolated ones through ${VAR:?...}, file secrets through airflow-init's check of every file.
     text = COMPOSE.read_text()
-    for var in ("POSTGRES_PASSWORD", "AIRFLOW_ADMIN_PASSWORD", "AIRFLOW_FERNET_KEY", "AIRFLOW_JWT_SECRET", "AIRFLOW_API_SECRET_KEY"):
+    for var in ("AIRFLOW_JWT_SECRET", "AIRFLOW_API_SECRET_KEY"):
         uses = [m for m in VAR.finditer(text) if m.group(1) == var]
         assert uses and all(m.group(2) == ":?" for m in uses), f"{var} must be required (${{{var}:?…}})"
+    assert '[ -s "$$secret" ] ||' in services["airflow-init"]["command"][1]
+
+
+FILE_SECRETS = {"postgres_password": "POSTGRES_PASSWORD", "airflow_fernet_key": "AIRFLOW_FERNET_KEY",
+                "airflow_admin_password": "AIRFLOW_ADMIN_PASSWORD"}
+
+
+def test_passwords_reach_containers_as_files_not_environment(compose, services):
+    declared = compose.get("secrets") or {}
+    assert {name: spec.get("environment") for name, spec in declared.items()} == FILE_SECRETS
+    for name, service in services.items():
+        for key, value in _env(service).items():
+            for var in FILE_SECRETS.values():
+                assert f"${{{var}" not in value, f"{name}: {key} puts {var} into the container's environment"
+            assert "postgresql" not in value or "/run/secrets/postgres_password" in value, f"{name}: {key}"
+    assert _env(services["postgres"])["POSTGRES_PASSWORD_FILE"] == "/run/secrets/postgres_password"
+    assert "postgres_password" in services["postgres"]["secrets"]
+    for name in AIRFLOW_SERVICES:
+        env, secrets = _env(services[name]), services[name].get("secrets") or []
+        assert "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN" not in env and "AIRFLOW__CORE__FERNET_KEY" not in env, name
+        assert "/run/secrets/postgres_password" in env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD"], name
+        assert env["AIRFLOW__CORE__FERNET_KEY_CMD"] == "cat /run/secrets/airflow_fernet_key", name
+        assert {"postgres_password", "airflow_fernet_key"} <= set(secrets), name
+    init = _env(services["airflow-init"])
+    assert "_AIRFLOW_WWW_USER_PASSWORD" not in init
+    assert init["_AIRFLOW_WWW_USER_PASSWORD_CMD"] == "cat /run/secrets/airflow_admin_password"
+
+
+def test_spark_rpc_is_authenticated_with_a_secret_generated_once(compose, services):
+    assert "spark-auth" in (compose.get("volumes") or {})
+    init = services["airflow-init"]["command"][1]
+    # Generated only when absent (a restart keeps it, so running executors stay valid), never readable by others.
+    assert "if [ ! -s /opt/spark-auth/spark-defaults.conf ]; then" in init and "umask 077" in init
+    assert "spark.authenticate true" in init and "spark.authenticate.secret" in init and "secrets.token_hex" in init
+    assert "chmod 0600 /opt/spark-auth/spark-defaults.conf" in init
+    assert _mounts(services["airflow-init"])["/opt/spark-auth"] == "spark-auth"
+    # Master, workers and the driver (in the scheduler) read it as their spark-defaults.conf.
+    for name in [*SPARK_SERVICES, "airflow-scheduler"]:
+        assert _env(services[name])["SPARK_CONF_DIR"] == "/opt/spark-auth", name
+        mounts = {item.split(":")[1]: item for item in services[name]["volumes"]}
+        assert mounts["/opt/spark-auth"] == "spark-auth:/opt/spark-auth:ro", name
+    for name in SPARK_SERVICES:
+        assert services[name]["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully", name
+    assert "spark.authenticate.secret" not in yaml.safe_dump({k: v for k, v in services.items() if k != "airflow-init"})
+
+
+def test_no_recursive_chown_of_the_lake_on_every_start(services):
+    init = services["airflow-init"]["command"][1]
+    for line in init.splitlines():
+        if "chown -R" in line:
+            # Only where a folder's own owner is wrong: once on a fresh volume, not on every start.
+            assert line.strip().startswith("if [ \"$$(stat -c %u:%g") and "!= \"50000:0\" ]; then" in line, line
+    assert "airflow pools set lake_jobs 1" in init
 
 
 def _env_example() -> dict[str, str]:
@@ -213,7 +269,7 @@ def _env_example() -> dict[str, str]:
 
 
 def test_env_example_covers_every_variable_with_placeholders_only():
-    used = {m.group(1) for m in VAR.finditer(COMPOSE.read_text())}
+    used = {m.group(1) for m in VAR.finditer(COMPOSE.read_text())} | set(FILE_SECRETS.values())
     example = _env_example()
     assert used - set(example) == set(), f"not in .env.example: {sorted(used - set(example))}"
     assert set(example) - used == set(), f"unused in docker-compose.yaml: {sorted(set(example) - used)}"

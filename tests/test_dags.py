@@ -88,14 +88,17 @@ for dag_id, d in bag.dags.items():
         "tags": sorted(d.tags or []),
         "max_active_runs": d.max_active_runs,
         "catchup": d.catchup,
-        "tasks": {t.task_id: {"owner": t.owner, "retries": t.retries, "teardown": t.is_teardown} for t in d.tasks},
+        "tasks": {t.task_id: {"owner": t.owner, "retries": t.retries, "teardown": t.is_teardown, "pool": t.pool}
+                  for t in d.tasks},
         "timetable": type(d.timetable).__name__,
         "schedule": getattr(d.timetable, "expression", None),
     }
 stats = {Path(s.file).name: s.duration.total_seconds() if hasattr(s.duration, "total_seconds") else s.duration
          for s in bag.dagbag_stats}
+NATIVE = ("pyspark", "py4j", "pyarrow", "deltalake", "great_expectations", "polars")
+native = sorted({m.split(".")[0] for m in sys.modules if m.split(".")[0] in NATIVE})
 print(json.dumps({"files": result, "import_errors": {k: str(v) for k, v in bag.import_errors.items()},
-                  "dags": dags_info, "stats": stats}))
+                  "dags": dags_info, "stats": stats, "native": native}))
 """
 
 
@@ -118,6 +121,17 @@ def test_every_dag_file_imports_fast_without_io(integrity: dict) -> None:
         assert info["io"] == [], f"{name} does I/O at import: {info['io']}"
     for name, seconds in integrity["stats"].items():
         assert seconds < 2.0, f"DagBag parsed {name} in {seconds:.2f}s"
+    # Parsing loads no Spark, Arrow, delta-rs or GX: the DAG processor stays small and fast.
+    assert integrity["native"] == [], f"DAG files load native libraries at parse time: {integrity['native']}"
+
+
+def test_lake_jobs_share_one_pool(integrity: dict) -> None:
+    pools = {(dag_id, task_id): t["pool"] for dag_id, info in integrity["dags"].items() for task_id, t in info["tasks"].items()}
+    assert pools[("market_spread_quality", "validate")] == orch.LAKE_JOBS_POOL
+    assert pools[("market_spread_maintenance", "maintain")] == orch.LAKE_JOBS_POOL
+    assert pools[("market_spread_stream", "supervise_stream")] != orch.LAKE_JOBS_POOL
+    compose = (ROOT / "docker-compose.yaml").read_text()
+    assert f"airflow pools set {orch.LAKE_JOBS_POOL} 1" in compose  # the compose deployment creates it too
 
 
 def test_dags_have_tags_owner_retries(integrity: dict) -> None:
@@ -414,24 +428,6 @@ def test_run_job_logs_every_line() -> None:
     assert lines[-2:] == ["a", "b"]
 
 
-def test_jobs_lock_serialises(tmp_path) -> None:
-    lake = tmp_path / "lake"
-    with orch.lake_jobs_lock(lake, 1, lambda _: None, "first"):
-        holder = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(f"""
-                from pathlib import Path
-                from market_spread import orchestration as o
-                try:
-                    with o.lake_jobs_lock(Path({str(lake)!r}), 1, print, "second"):
-                        print("got it")
-                except TimeoutError as e:
-                    print("timeout", e)
-            """)],
-            capture_output=True, text=True, timeout=60,
-        )
-    assert "timeout" in holder.stdout and '"job": "first"' in holder.stdout
-
-
 # --------------------------------------------------------------------------------------------
 # Maintenance helpers
 
@@ -530,6 +526,57 @@ def test_maintain_beside_a_live_stream_only_vacuums(small_lake: Path) -> None:
         holder.wait(10)
 
 
+def test_maintain_applies_quote_retention_only_with_the_writer_lock(spark, tmp_path) -> None:
+    import datetime as dt
+
+    from market_spread import lake as lake_mod
+    from market_spread.maintenance import quote_cutoff
+
+    lake = tmp_path / "lake"
+    lake_mod.ensure_tables(spark, lake)
+    today = dt.datetime.now(dt.timezone.utc).date()
+    days = [today - dt.timedelta(days=n) for n in (0, 2, 40, 400)]
+    quotes = " UNION ALL ".join(
+        f"SELECT 'AAPL' AS symbol, CAST(1.1 AS DECIMAL(18,8)) AS bid, CAST(1.2 AS DECIMAL(18,8)) AS offer, "
+        f"TIMESTAMP'{d} 14:30:00' AS quote_time, {i}L AS seq, 0L AS batch_id, false AS should_reject_trades, "
+        f"DATE'{d}' AS quote_date" for i, d in enumerate(days)
+    )
+    spark.sql(quotes).write.format("delta").mode("append").save(lake_mod.table_path(lake, "quotes"))
+    assert quote_cutoff(30, today) == today - dt.timedelta(days=30)
+
+    def kept() -> list:
+        return sorted(r[0] for r in spark.read.format("delta").load(lake_mod.table_path(lake, "quotes"))
+                      .select("quote_date").collect())
+
+    argv = [*orch.cli_argv("maintain"), "--lake", str(lake), "--tables", "quotes", "--master", "local[1]"]
+    env = dict(os.environ, MARKET_SPREAD_QUOTE_RETENTION_DAYS="30")  # from the environment, as the DAG may set it
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import time
+            from pathlib import Path
+            from market_spread.streaming import WriterLock
+            lock = WriterLock(Path({str(lake)!r}) / "_stream.lock")
+            lock.acquire()  # kept referenced: the flock lives as long as the handle
+            print("locked", flush=True)
+            time.sleep(600)
+        """)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert "retention skipped: a stream holds the lake" in proc.stdout
+        assert kept() == sorted(days)
+    finally:
+        holder.send_signal(signal.SIGTERM)
+        holder.wait(10)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "retention 30 days: 2 rows before" in proc.stdout
+    assert kept() == sorted(days[:2])
+
+
 DAG_TEST_SCRIPT = r"""
 import json, sys
 from pathlib import Path
@@ -599,3 +646,38 @@ def test_quality_dag_validates_the_lake(dag_runs: dict) -> None:
     # The lake above is synthetic but consistent: its alerts are valid no_market_data rejections.
     assert run == {"state": "success", "tasks": {"validate": "success"}}, log[-6000:]
     assert (dag_runs["_docs"] / "index.html").is_file()
+
+
+def test_stream_task_log_is_one_summary_per_n_batches() -> None:
+    from types import SimpleNamespace
+
+    from market_spread.streaming import ProgressSummary
+
+    lines: list[str] = []
+    summary = ProgressSummary(every=20, max_seconds=3600, out=lines.append)
+    for b in range(45):
+        summary(SimpleNamespace(batch_id=b, input_lines=3, quotes=1, orders=2, alerts=1, quarantined=0, seconds=0.5))
+    summary.flush()
+    assert lines == [
+        "batch 19: 20 batches (0-19): 60 lines, 20 quotes, 40 orders, 20 alerts, 0 quarantined; last in 0.50s",
+        "batch 39: 20 batches (20-39): 60 lines, 20 quotes, 40 orders, 20 alerts, 0 quarantined; last in 0.50s",
+        "batch 44: 5 batches (40-44): 15 lines, 5 quotes, 10 orders, 5 alerts, 0 quarantined; last in 0.50s",
+    ]
+    # The supervisor's health check counts the batches a summary stands for.
+    health = orch.StreamHealth(Path("/nonexistent"), 300)
+    for line in lines:
+        assert health.observe_line(line)
+    assert (health.batches, health.last_batch_id) == (45, 44)
+    assert health.observe_line("batch 45: 3 lines, 1 quotes, 2 orders, 1 alerts, 0 quarantined in 0.40s")
+    assert health.batches == 46
+    # A batch that no other follows is still reported within max_seconds, so the stall check never starves.
+    slow: list[str] = []
+    summary = ProgressSummary(every=20, max_seconds=0.3, out=slow.append)
+    summary(SimpleNamespace(batch_id=7, input_lines=1, quotes=1, orders=0, alerts=0, quarantined=0, seconds=9.0))
+    assert slow == []
+    time.sleep(1.0)
+    assert slow == ["batch 7: 1 batches (7-7): 1 lines, 1 quotes, 0 orders, 0 alerts, 0 quarantined; last in 9.00s"]
+
+    argv = orch.stream_argv(orch.Settings())
+    assert argv[argv.index("--progress-every") + 1] == "20"
+    assert orch.resolve_settings(lambda name: "5" if name == "market_spread_progress_every" else None).progress_every == 5

@@ -202,6 +202,35 @@ def test_incremental_runs_failed_run_keeps_mark_full_revalidates(spark, first_ru
         (-1, 2, 4, True), (-1, 6, 8, False), (2, 3, 1, True), (3, 5, 2, False), (3, 6, 3, False)]
 
 
+def test_orphan_alerts_are_held_only_while_their_batch_can_finish(spark, first_run, symbols_file, tmp_path, capsys):
+    """A batch whose batch_metrics row never comes must not stop the high-water mark for good."""
+    lake = copy_lake(first_run[0], tmp_path / "lake")
+    docs = tmp_path / "docs"
+    append(spark, lake, "alerts", [alert("O-9", 9)])  # version 3: batch 9 never writes its metrics
+
+    # Within the grace period it may still be a batch in flight: held back, the run passes.
+    code, out = validate(lake, docs, symbols_file, capsys=capsys)
+    assert code == 0, out
+    assert "held back from version 3" in out and "alerts high-water mark: version 2" in out
+
+    # Grace 0: it can no longer finish; validated, named as orphans, the run fails.
+    code, out = validate(lake, docs, symbols_file, "--orphan-grace-seconds", "0", capsys=capsys)
+    assert code == 1, out
+    assert "(1 alert(s) appended after version 2 up to version 3)" in out
+    assert "validated as orphans" in out
+    assert "CRITICAL alerts_have_a_batch_metrics_row, 1 unexpected: orphan alerts: batch(es) [9]" in out
+    assert "result: FAILED" in out
+
+    # A later batch commits its metrics: batch 9 cannot finish any more, whatever the grace period.
+    append(spark, lake, "alerts", [alert("O-10", 10)])  # version 4
+    append(spark, lake, "batch_metrics", metrics({10: 1}))
+    code, out = validate(lake, docs, symbols_file, capsys=capsys)
+    assert code == 1, out
+    assert "held back" not in out
+    assert "(2 alert(s) appended after version 2 up to version 4)" in out  # moved on to the newest version
+    assert "orphan alerts: batch(es) [9]" in out
+
+
 def test_lake_from_the_pipeline_passes_and_thresholds_are_parameters(spark, symbols_file, tmp_path, capsys):
     from lakeutil import land, order, quote, stream  # the pipeline's own test helpers
 

@@ -17,6 +17,11 @@ So `maintain` takes the lake's writer lock (the one `stream` holds, `LAKE/_strea
   that it writes no commit at all: it only deletes files that no snapshot references and that were
   removed more than `--retain-hours` ago, which a concurrent append never touches.
 The Airflow maintenance DAG therefore asks the stream to stop for a short window first.
+
+Quote history retention (`--quote-retention-days N`, default 0: keep everything) deletes the
+`quotes` rows of days before today (UTC) minus N: a DELETE is a commit like OPTIMIZE's, so it runs
+only while `maintain` holds the writer lock, and is skipped (and said so) beside a live stream. The
+deleted files leave the disk at a later VACUUM, once older than `--retain-hours`.
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ import argparse
 import random
 import sys
 import time
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -57,6 +63,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--attempts", type=_attempts, default=5, help="tries per operation on Delta write conflicts (default 5)"
     )
+    parser.add_argument(
+        "--quote-retention-days", type=_days, default=0, metavar="N",
+        help="delete quote history rows of days before today (UTC) minus N; 0 keeps everything (default 0)",
+    )
     parser.add_argument("--master", help="Spark master URL (default local[*])")
 
 
@@ -68,6 +78,28 @@ def _hours(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError("must be >= 1 hour")
     return value
+
+
+def _days(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of days: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be >= 0 days (0 keeps everything)")
+    return value
+
+
+def quote_cutoff(days: int, today: date | None = None) -> date:
+    """The first quote_date kept: today (UTC) minus `days`."""
+    today = today or datetime.now(timezone.utc).date()
+    return today - timedelta(days=days)
+
+
+def expire_quotes(spark: Any, path: str, cutoff: date) -> int:
+    """DELETE the quote history before `cutoff` (a partition predicate: whole files go); rows deleted."""
+    rows = spark.sql(f"DELETE FROM delta.`{path}` WHERE quote_date < DATE'{cutoff.isoformat()}'").collect()
+    return int(rows[0]["num_affected_rows"]) if rows and "num_affected_rows" in rows[0].asDict() else 0
 
 
 def _attempts(text: str) -> int:
@@ -186,6 +218,17 @@ def run(args: argparse.Namespace) -> int:
         for table in known:
             path = lake_mod.table_path(lake, table)
             try:
+                if table == "quotes" and args.quote_retention_days:
+                    cutoff = quote_cutoff(args.quote_retention_days)
+                    if exclusive:
+                        deleted_rows = with_conflict_retries(
+                            lambda: expire_quotes(spark, path, cutoff), args.attempts, f"{table}: retention"
+                        )
+                        print(f"maintain: quotes: retention {args.quote_retention_days} days: {deleted_rows} rows "
+                              f"before {cutoff} deleted", flush=True)
+                    else:
+                        print("maintain: quotes: retention skipped: a stream holds the lake (a DELETE is a commit)",
+                              flush=True)
                 if exclusive:
                     began = time.monotonic()
                     removed, added = with_conflict_retries(lambda: optimize(spark, path), args.attempts, f"{table}: optimize")

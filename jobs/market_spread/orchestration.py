@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import fcntl
 import json
 import logging
 import os
@@ -27,17 +26,20 @@ import time
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-from .processes import pid_alive
+from .processes import pid_alive, record_alive  # pid_alive: kept importable from here for callers
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 VAR_PREFIX = "market_spread_"
 ENV_PREFIX = "MARKET_SPREAD_"
 # Same file as market_spread.streaming.LOCK_FILE (not imported: that module pulls in pyspark).
 STREAM_LOCK_FILE = "_stream.lock"
-# Serialises the lake's other writers (validate writes quality_results, maintain rewrites files).
-JOBS_LOCK_FILE = "_jobs.lock"
+# The Airflow pool (1 slot) that serialises the lake's other writers: validate appends
+# quality_results, maintain rewrites files; two JVMs committing to one Delta table on a local file
+# system can overwrite each other's commit. A pool slot, not a lock awaited inside a worker slot.
+LAKE_JOBS_POOL = "lake_jobs"
+LAKE_JOBS_POOL_DESCRIPTION = "market-spread: validate and maintain write the lake one at a time"
 HOLD_VARIABLE = "market_spread_stream_hold"
 EXIT_LAKE_BUSY = 3  # market_spread.streaming.EXIT_LAKE_BUSY
 START_DATE = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -103,6 +105,8 @@ class Settings:
     # Before its first batch a job starts a JVM, recovers and takes the whole backlog: more slack.
     startup_seconds: float = field(default=900.0, metadata={"parse": _positive(float)})
     stop_timeout: float = field(default=180.0, metadata={"parse": _positive(float)})
+    # One summary line per this many batches in the task log (per-batch figures: batch_metrics).
+    progress_every: int = field(default=20, metadata={"parse": _positive(int)})
     # The demo feed
     feed_enabled: bool = field(default=True, metadata={"parse": _bool})
     feed_rate: float = field(default=20.0, metadata={"parse": _positive(float)})
@@ -112,6 +116,8 @@ class Settings:
     retain_hours: int = field(default=168, metadata={"parse": _positive(int)})
     maintenance_window: bool = field(default=True, metadata={"parse": _bool})
     maintenance_min_files: int = field(default=32, metadata={"parse": _non_negative_int})
+    # Quote history kept by maintain, in days; 0 keeps everything.
+    quote_retention_days: int = field(default=0, metadata={"parse": _non_negative_int})
 
 
 def resolve_settings(lookup: Callable[[str], str | None] | None = None) -> Settings:
@@ -283,10 +289,44 @@ class Job:
         return rc
 
 
-def child_env(settings: Settings) -> dict[str, str]:
-    """The jobs' environment: a Spark master set by Variable reaches every command (build_session
-    reads MARKET_SPREAD_MASTER), not only those with a --master flag."""
-    env = dict(os.environ)
+# What a job needs of the task's environment to run Python, Java and Spark. Nothing else reaches it:
+# the Airflow services' environment holds the metadata database URL, the Fernet, JWT and API keys.
+CHILD_BASE_VARS = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "JAVA_HOME", "VIRTUAL_ENV",
+    "PYTHONPATH", "HADOOP_HOME", "HADOOP_CONF_DIR", "JAVA_TOOL_OPTIONS",
+})
+CHILD_BASE_PREFIXES = ("LC_", "SPARK_", "PYSPARK_")
+# MARKET_SPREAD_* variables read by code rather than by a flag (spark.py, cluster.py, the pipeline's
+# write threads, and the run id make run's final sweep looks for).
+CHILD_RUNTIME_VARS = frozenset(ENV_PREFIX + n for n in (
+    "MASTER", "JARS", "SHUFFLE_PARTITIONS", "SPARK_UI", "SPARK_LOG_LEVEL", "DRIVER_MEMORY", "DRIVER_HOST",
+    "DRIVER_BIND_ADDRESS", "DRIVER_PORT", "BLOCK_MANAGER_PORT", "EXECUTOR_MEMORY", "EXECUTOR_CORES",
+    "CORES_MAX", "EVENT_LOG_DIR", "WRITE_THREADS", "RUN_ID",
+))
+# The flags of the commands the DAGs run (tests/test_config.py checks this against the parsers):
+# their variables reach the job, and only those of its own command.
+COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
+    "stream": ("--archive", "--available-now", "--checkpoint", "--interval", "--lake", "--landing", "--master",
+               "--max-files-per-batch", "--max-spread", "--max-spread-ratio", "--progress-every", "--symbols"),
+    "generate": ("--duration", "--files", "--landing", "--orders", "--profile", "--quotes", "--rate", "--seed",
+                 "--start", "--symbols", "--tick", "--wide-share"),
+    "validate": ("--docs", "--expectations", "--full", "--lake", "--max-spread", "--max-spread-ratio",
+                 "--orphan-grace-seconds", "--symbols"),
+    "maintain": ("--attempts", "--lake", "--master", "--quote-retention-days", "--retain-hours", "--tables"),
+}
+
+
+def child_env(settings: Settings, command: str, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a `command` job: the base variables, Spark's and Java's, the runtime
+    MARKET_SPREAD_* ones and the variables of that command's flags; nothing else. A Spark master
+    set by Variable reaches every command (build_session reads MARKET_SPREAD_MASTER)."""
+    from .cli import env_names  # standard library only: cheap
+
+    environ = dict(os.environ if environ is None else environ)
+    wanted = set(CHILD_BASE_VARS) | set(CHILD_RUNTIME_VARS)
+    for flag in COMMAND_FLAGS[command]:
+        wanted.update(env_names(flag, command))
+    env = {k: v for k, v in environ.items() if k in wanted or k.startswith(CHILD_BASE_PREFIXES)}
     if settings.master:
         env[f"{ENV_PREFIX}MASTER"] = settings.master
     return env
@@ -329,10 +369,13 @@ def live_stream(lake: Path) -> dict[str, Any] | None:
     """The lock record of the stream (or maintain) writing this lake, if its driver or JVM lives.
 
     Reads the record only (never takes the lock), so probing cannot make a starting stream fail.
+    A process counts only if it is the recorded one (same start time, see processes.record_alive):
+    a pid reused after a restart does not. A record of another host counts as live (it cannot be
+    checked here; callers only wait or skip compaction on it, and `maintain` takes the flock anyway).
     """
     info = read_stream_lock(lake)
-    pids = [int(p) for p in (info.get("pid"), info.get("jvm_pid")) if isinstance(p, int) or str(p or "").isdigit()]
-    return info if any(pid_alive(p) for p in pids) else None
+    alive = record_alive(info, "pid", "pid_started") or record_alive(info, "jvm_pid", "jvm_started")
+    return info if alive else None
 
 
 def last_batch(lake: Path) -> dict[str, Any] | None:
@@ -378,7 +421,8 @@ def _oldest_landing_file_after(landing: Path, since: float) -> float | None:
     return oldest
 
 
-PROGRESS_LINE = re.compile(r"^batch (?P<batch>\d+):.*?(?: in (?P<seconds>[0-9.]+)s)?\s*$")
+# `batch N: ... in S.SSs` per batch, or `batch N: K batches (M-N): ...; last in S.SSs` per summary.
+PROGRESS_LINE = re.compile(r"^batch (?P<batch>\d+):(?: (?P<count>\d+) batches \()?.*?(?: in (?P<seconds>[0-9.]+)s)?\s*$")
 
 
 @dataclass
@@ -409,7 +453,7 @@ class StreamHealth:
             return False
         now = time.time() if now is None else now
         took = float(match.group("seconds") or 0.0)
-        self.batches += 1
+        self.batches += int(match.group("count") or 1)
         self.last_batch_id = int(match.group("batch"))
         self.last_progress = max(self.last_progress, now - took)
         self.pending_since = None
@@ -455,7 +499,8 @@ class StreamOutcome:
 
 
 def stream_argv(settings: Settings) -> list[str]:
-    args = ["--landing", str(settings.landing), "--lake", str(settings.lake), "--interval", f"{settings.interval:g}"]
+    args = ["--landing", str(settings.landing), "--lake", str(settings.lake), "--interval", f"{settings.interval:g}",
+            "--progress-every", str(settings.progress_every)]
     for flag, value in (
         ("--symbols", settings.symbols),
         ("--master", settings.master),
@@ -488,7 +533,7 @@ def supervise_stream(
     settings.lake.mkdir(parents=True, exist_ok=True)
     health = StreamHealth(settings.landing, settings.stall_seconds, settings.startup_seconds)
     argv = argv or stream_argv(settings)
-    job = Job(argv, child_env(settings))
+    job = Job(argv, child_env(settings, "stream"))
     logger(f"started stream pid {job.pid}: {show(argv)}")
     next_stop_check = time.monotonic() + stop_check_every
     next_health_check = time.monotonic() + health_check_every
@@ -549,40 +594,6 @@ def active_hold(lookup: Callable[[str], str | None] | None = None, now: float | 
     except (ValueError, AttributeError, TypeError):
         return f"{HOLD_VARIABLE} is set"
     return reason if until > (time.time() if now is None else now) else None
-
-
-@contextlib.contextmanager
-def lake_jobs_lock(lake: Path, wait_seconds: float, logger: Logger, name: str) -> Iterator[None]:
-    """One of quality/maintenance at a time: both write the lake from their own JVM, and two JVMs
-    committing to one Delta table on a local file system can overwrite each other's commit."""
-    lake.mkdir(parents=True, exist_ok=True)
-    path = lake / JOBS_LOCK_FILE
-    with open(path, "a+", encoding="utf-8") as handle:
-        deadline = time.monotonic() + wait_seconds
-        announced = False
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    handle.seek(0)
-                    raise TimeoutError(f"{path} still held after {wait_seconds:.0f}s by {handle.read().strip() or 'unknown'}")
-                if not announced:
-                    handle.seek(0)
-                    logger(f"waiting for {path} (held by {handle.read().strip() or 'unknown'})")
-                    announced = True
-                time.sleep(2)
-        handle.seek(0)
-        handle.truncate()
-        handle.write(json.dumps({"job": name, "pid": os.getpid(), "since": datetime.now(timezone.utc).isoformat()}))
-        handle.flush()
-        try:
-            yield
-        finally:
-            handle.seek(0)
-            handle.truncate()
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def data_docs_location(docs: Path) -> str:
@@ -689,7 +700,7 @@ def feed_task() -> str:
     ]
     if settings.symbols:
         args += ["--symbols", settings.symbols]
-    rc = run_job(cli_argv("generate", *args), logger, timeout=settings.feed_seconds + 120, env=child_env(settings))
+    rc = run_job(cli_argv("generate", *args), logger, timeout=settings.feed_seconds + 120, env=child_env(settings, "generate"))
     if rc != 0:
         raise RuntimeError(f"generate exited with code {rc}")
     return f"landed {settings.feed_seconds:g}s of feed at {settings.feed_rate:g} events/s"
@@ -717,8 +728,7 @@ def quality_task() -> str:
     ):
         if value:
             args += [flag, value]
-    with lake_jobs_lock(settings.lake, 3600, logger, "validate"):
-        rc = run_job(cli_argv("validate", *args), logger, timeout=3600, env=child_env(settings))
+    rc = run_job(cli_argv("validate", *args), logger, timeout=3600, env=child_env(settings, "validate"))
     docs = data_docs_location(settings.docs)
     logger(f"Data Docs: {docs}")
     if rc == 1:
@@ -764,14 +774,14 @@ def hold_stream_task() -> str:
 
 
 def maintain_task() -> str:
-    """Task of market_spread_maintenance: `market-spread maintain` under the lake's jobs lock."""
+    """Task of market_spread_maintenance: `market-spread maintain` (in the lake_jobs pool)."""
     logger = _task_logger()
     settings = resolve_settings()
-    args = ["--lake", str(settings.lake), "--retain-hours", str(settings.retain_hours)]
+    args = ["--lake", str(settings.lake), "--retain-hours", str(settings.retain_hours),
+            "--quote-retention-days", str(settings.quote_retention_days)]
     if settings.master:
         args += ["--master", settings.master]
-    with lake_jobs_lock(settings.lake, 3600, logger, "maintain"):
-        rc = run_job(cli_argv("maintain", *args), logger, timeout=4 * 3600, env=child_env(settings))
+    rc = run_job(cli_argv("maintain", *args), logger, timeout=4 * 3600, env=child_env(settings, "maintain"))
     if rc != 0:
         raise RuntimeError(f"maintain exited with code {rc}")
     return "maintained"

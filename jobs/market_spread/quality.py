@@ -39,7 +39,11 @@ DOCS_SITE = "market_spread"
 KEEP_DOCS_RUNS = 20  # validation results kept per suite in the GX store (and so in Data Docs)
 PARAMS_VIEW = "quality_params"
 METRICS_VIEW = "quality_batch_metrics"
-SMALL_ROWS = 1_000_000  # below this a slice is validated on one partition: task overhead dominates
+SMALL_ROWS = 1_000_000
+# How long alerts of a batch without a batch_metrics row may wait for that row: long enough for a
+# batch in flight (a few seconds to minutes), short enough that a batch that never finishes is
+# reported as orphaned within one quality schedule or two instead of holding the mark back forever.
+DEFAULT_ORPHAN_GRACE_S = 600.0  # below this a slice is validated on one partition: task overhead dominates
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,6 +194,7 @@ class _AlertSlice:
     rows: int
     notes: list[str]
     metrics: DataFrame  # batch_metrics rows of the validated batches
+    orphans: list[int] = field(default_factory=list)  # validated batches with no batch_metrics row
 
 
 def _max_batch(df: DataFrame) -> int | None:
@@ -205,8 +210,32 @@ def _profile(df: DataFrame) -> tuple[int, list[int]]:
     return int(row[0]), sorted(int(b) for b in row[1])
 
 
-def _slice_alerts(spark: SparkSession, lake: str, from_version: int | None) -> _AlertSlice:
-    """The alerts appended after `from_version`, with the batch_metrics rows they must add up to."""
+def commit_time(table: str | Path, version: int) -> float | None:
+    """When `version` of the table was committed (epoch seconds): its commitInfo timestamp, else the
+    commit file's modification time; None when the file is gone (cleaned up after a checkpoint)."""
+    import json
+
+    path = Path(table) / "_delta_log" / f"{version:020d}.json"
+    try:
+        with open(path, encoding="utf-8") as log:
+            for line in log:
+                info = json.loads(line).get("commitInfo") if line.strip() else None
+                if isinstance(info, dict) and isinstance(info.get("timestamp"), (int, float)):
+                    return info["timestamp"] / 1000.0
+        return path.stat().st_mtime
+    except (OSError, ValueError):
+        return None
+
+
+def _slice_alerts(spark: SparkSession, lake: str, from_version: int | None,
+                  orphan_grace_s: float = DEFAULT_ORPHAN_GRACE_S, now: float | None = None) -> _AlertSlice:
+    """The alerts appended after `from_version`, with the batch_metrics rows they must add up to.
+
+    Alerts of the newest batch are held back while its batch_metrics row can still come (the batch
+    is in flight): no later batch has a metrics row and their commit is younger than
+    `orphan_grace_s`. Past that they are validated, and reported as orphans.
+    """
+    import time as time_mod
     from pyspark.sql import functions as F
 
     alerts_path = lake_mod.table_path(lake, "alerts")
@@ -251,6 +280,18 @@ def _slice_alerts(spark: SparkSession, lake: str, from_version: int | None) -> _
             # metrics is a real loss and is left to the count check.
             in_flight = has_top is None and (newest_metrics is None or top_batch > newest_metrics)
         lowest = from_version if from_version is not None else 0
+        if in_flight:
+            committed = commit_time(alerts_path, to_version)
+            age = (time_mod.time() if now is None else now) - committed if committed is not None else None
+            if age is None or age >= orphan_grace_s:
+                # The batch cannot be in flight any more: validate its rows (the count check and the
+                # orphan check fail on them) rather than hold the mark back for good.
+                in_flight = False
+                notes.append(
+                    f"alerts of batch {top_batch} have had no batch_metrics row for "
+                    + ("longer than the log keeps" if age is None else f"{age:.0f}s")
+                    + f" (grace {orphan_grace_s:g}s): validated as orphans"
+                )
         if in_flight and to_version > lowest:
             # The newest batch's metrics are not committed yet (the stream is mid-batch): leave its
             # alerts to the next run rather than report a mismatch that is about to resolve itself.
@@ -269,7 +310,11 @@ def _slice_alerts(spark: SparkSession, lake: str, from_version: int | None) -> _
         low = F.lit(True) if base_batch is None else F.col("batch_id") > base_batch
         cond = cond | (low & (F.col("batch_id") <= top_batch))
     metrics = metrics_all.where(cond)
-    return _AlertSlice(new, from_version, to_version, rows, notes, metrics)
+    orphans: list[int] = []
+    if batch_ids:
+        counted = {int(r[0]) for r in metrics_all.where(F.col("batch_id").isin(batch_ids)).select("batch_id").distinct().collect()}
+        orphans = [b for b in batch_ids if b not in counted]
+    return _AlertSlice(new, from_version, to_version, rows, notes, metrics, orphans)
 
 
 def _next_mark(before: int | None, to_version: int, passed: bool) -> int | None:
@@ -479,6 +524,7 @@ def validate_lake(
     max_spread_ratio: Decimal = DEFAULT_MAX_SPREAD_RATIO,
     expectations_dir: str | Path | None = None,
     suites: dict[str, LoadedSuite] | None = None,
+    orphan_grace_s: float = DEFAULT_ORPHAN_GRACE_S,
 ) -> Summary:
     """Validate the lake, write Data Docs and quality_results; the caller decides what to do on failure.
 
@@ -505,7 +551,7 @@ def validate_lake(
     results_path = ensure_results_table(spark, lake)
     mark_before = high_water_mark(lake)
 
-    alerts = _slice_alerts(spark, str(lake), None if full else mark_before)
+    alerts = _slice_alerts(spark, str(lake), None if full else mark_before, orphan_grace_s)
     state_path = lake_mod.table_path(lake, "symbol_state")
     state_version = latest_version(state_path)
     state_df = _read(spark, state_path, state_version)
@@ -539,9 +585,16 @@ def validate_lake(
         for df in batches.values():
             df.unpersist()
 
+    alert_outcomes = list(outcomes["alerts"])
+    if alerts.orphans:
+        # Named on its own, whatever the suite files say: a batch that can no longer finish.
+        alert_outcomes.append(ExpectationOutcome(
+            "alerts_have_a_batch_metrics_row", True, False, len(alerts.orphans),
+            f"orphan alerts: batch(es) {alerts.orphans[:20]} have alerts but no batch_metrics row",
+        ))
     suite_outcomes = [
         SuiteOutcome("alerts", "alerts", alerts.from_version, alerts.to_version, alerts.rows,
-                     outcomes["alerts"], alerts.notes),
+                     alert_outcomes, alerts.notes),
         SuiteOutcome("symbol_state", "symbol_state", None, state_version, state_rows, outcomes["symbol_state"]),
     ]
     run_passed = all(s.passed for s in suite_outcomes)
@@ -582,9 +635,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--full", action="store_true", help="validate every alert, not only those since the last passing run"
     )
     parser.add_argument(
+        "--orphan-grace-seconds", type=_grace, default=DEFAULT_ORPHAN_GRACE_S, metavar="S",
+        help="alerts of a batch with no batch_metrics row wait this long for it (a batch in flight), then are "
+             f"validated and reported as orphans, failing the run (default {DEFAULT_ORPHAN_GRACE_S:g})",
+    )
+    parser.add_argument(
         "--expectations", default=None, help="folder of alerts.json and symbol_state.json (default: expectations/)"
     )
     add_thresholds(parser)
+
+
+def _grace(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be >= 0 seconds: {text!r}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -610,7 +678,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         summary = validate_lake(
             spark, lake, symbols, docs=args.docs, full=args.full, max_spread=args.max_spread,
-            max_spread_ratio=args.max_spread_ratio, suites=suites,
+            max_spread_ratio=args.max_spread_ratio, suites=suites, orphan_grace_s=args.orphan_grace_seconds,
         )
     finally:
         if owned:

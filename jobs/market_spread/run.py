@@ -157,6 +157,20 @@ def our_dag_ids(dags: Path) -> list[str]:
     return sorted(p.stem for p in dags.glob("market_spread_*.py"))
 
 
+def ensure_pool(port: int, token: str) -> None:
+    """The pool that serialises the lake jobs (validate, maintain): 1 slot. Tasks of a pool that does
+    not exist are never queued, so it is created before the DAGs are unpaused."""
+    from .orchestration import LAKE_JOBS_POOL, LAKE_JOBS_POOL_DESCRIPTION
+
+    body = {"name": LAKE_JOBS_POOL, "slots": 1, "description": LAKE_JOBS_POOL_DESCRIPTION, "include_deferred": False}
+    try:
+        http_json("POST", f"http://127.0.0.1:{port}/api/v2/pools", body, token)
+    except urllib.error.HTTPError as exc:
+        if exc.code != 409:  # 409: it exists (an earlier run); make sure it still has one slot
+            raise
+        http_json("PATCH", f"http://127.0.0.1:{port}/api/v2/pools/{LAKE_JOBS_POOL}", body, token)
+
+
 def unpause_ours(port: int, token: str, dags: Path) -> list[str]:
     """Unpause our DAGs known to Airflow (new ones are created unpaused anyway)."""
     done = []
@@ -580,10 +594,12 @@ def main() -> int:
                 ready = True
                 unpaused: list[str] = []
                 try:
+                    token = api_token(port, password)
+                    ensure_pool(port, token)
                     if not start_paused:
-                        unpaused = unpause_ours(port, api_token(port, password), dags)
+                        unpaused = unpause_ours(port, token, dags)
                 except (OSError, urllib.error.URLError, KeyError, ValueError) as exc:
-                    say(f"warning: could not unpause the DAGs through the API: {exc}")
+                    say(f"warning: could not create the lake_jobs pool or unpause the DAGs through the API: {exc}")
                 cfg = home / "airflow.cfg"
                 if cfg.exists():
                     os.chmod(cfg, 0o600)  # it holds the generated secret keys

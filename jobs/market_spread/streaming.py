@@ -6,7 +6,6 @@ import fcntl
 import json
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import IO
 
 from . import lake as lake_mod
-from .processes import pid_alive
+from .processes import process_start_time, record_alive, this_host
 from .options import add_lake, add_symbols, add_thresholds, load_symbols
 
 FEEDS = ("quotes", "orders")
@@ -44,7 +43,75 @@ def configure(parser: argparse.ArgumentParser) -> None:
              "so the landing folder, and its listing at every trigger, stays small (default: leave files in place)",
     )
     parser.add_argument("--master", help="Spark master URL (default local[*])")
+    parser.add_argument(
+        "--progress-every", type=_at_least_one, default=1, metavar="N",
+        help="print one summary line per N batches (and at least every minute while batches run) instead of "
+             "one per batch (default 1); per-batch figures are in the batch_metrics table",
+    )
     add_thresholds(parser)
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1: {text!r}")
+    return value
+
+
+class ProgressSummary:
+    """on_batch for a long-running stream: one line per `every` batches, or sooner when `max_seconds`
+    have passed since the first batch not yet reported (also when no batch follows: a timer), so a
+    supervisor's log stays bounded yet sees every batch within a minute (its stall check needs it).
+
+    The line keeps the per-batch line's shape (`batch N: ... in S.SSs`, the newest batch's id and
+    time) so the Airflow health check reads both.
+    """
+
+    def __init__(self, every: int, max_seconds: float = 60.0, out=None) -> None:
+        self.every, self.max_seconds = every, max_seconds
+        self.out = out or (lambda line: print(line, flush=True))
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self.count, self.first, self.last, self.seconds = 0, None, None, 0.0
+        self.totals = {"lines": 0, "quotes": 0, "orders": 0, "alerts": 0, "quarantined": 0}
+
+    def __call__(self, result) -> None:
+        with self._lock:
+            self.count += 1
+            self.first = result.batch_id if self.first is None else self.first
+            self.last, self.seconds = result, float(getattr(result, "seconds", 0.0))
+            self.totals["lines"] += int(getattr(result, "input_lines", 0))
+            for key in ("quotes", "orders", "alerts", "quarantined"):
+                self.totals[key] += int(getattr(result, key, 0))
+            due = self.count >= self.every or self.max_seconds <= 0
+            if not due and self._timer is None:
+                self._timer = threading.Timer(self.max_seconds, self.flush)
+                self._timer.daemon = True
+                self._timer.start()
+        if due:
+            self.flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if not self.count:
+                return
+            t = self.totals
+            line = (
+                f"batch {self.last.batch_id}: {self.count} batches ({self.first}-{self.last.batch_id}): "
+                f"{t['lines']} lines, {t['quotes']} quotes, {t['orders']} orders, {t['alerts']} alerts, "
+                f"{t['quarantined']} quarantined; last in {self.seconds:.2f}s"
+            )
+            self._reset()
+        self.out(line)
 
 
 class LakeBusy(Exception):
@@ -58,6 +125,11 @@ class WriterLock:
     The kernel drops the lock when the holder dies, even by SIGKILL. The Spark JVM outlives its
     Python driver by a moment (it exits when its stdin closes), so the lock file also names the JVM's
     pid and a new writer waits for that JVM to be gone before it writes.
+
+    Each process is recorded as host, pid and start time (psutil's create_time): after a reboot or a
+    container restart a recorded pid may belong to an unrelated process, which must not block the
+    lake. A record of another host is stale here: we hold the flock, so its driver is gone, and its
+    JVM exits with its driver (on a host whose pids we cannot check anyway).
     """
 
     path: Path
@@ -76,10 +148,16 @@ class WriterLock:
         handle.seek(0)
         previous = _read_json(handle.read())
         jvm = previous.get("jvm_pid")
+
+        def jvm_alive() -> bool:
+            if not jvm or previous.get("host", this_host()) != this_host():
+                return False
+            return record_alive(previous, "jvm_pid", "jvm_started")
+
         deadline = time.monotonic() + wait_for_jvm_s
-        while jvm and pid_alive(int(jvm)) and time.monotonic() < deadline:
+        while jvm_alive() and time.monotonic() < deadline:
             time.sleep(0.2)
-        if jvm and pid_alive(int(jvm)):
+        if jvm_alive():
             handle.close()
             raise LakeBusy(f"the Spark JVM (pid {jvm}) of a previous stream on this lake is still running")
         self.handle = handle
@@ -87,7 +165,10 @@ class WriterLock:
 
     def record(self, **extra: object) -> None:
         assert self.handle is not None
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "since": datetime.now(timezone.utc).isoformat(), **extra}
+        info = {"pid": os.getpid(), "pid_started": process_start_time(), "host": this_host(),
+                "since": datetime.now(timezone.utc).isoformat(), **extra}
+        if isinstance(extra.get("jvm_pid"), int):
+            info["jvm_started"] = process_start_time(int(extra["jvm_pid"]))
         self.handle.seek(0)
         self.handle.truncate()
         self.handle.write(json.dumps(info))
@@ -116,8 +197,12 @@ def checkpoint_has_progress(checkpoint: Path) -> bool:
 
 
 def lake_has_batches(lake: Path) -> bool:
-    """True once any batch has been committed to the lake (beyond the tables' creation)."""
-    return any((lake / name / "_delta_log" / f"{1:020d}.json").exists() for name in lake_mod.TABLES)
+    """True once any batch has been committed to the lake: a product table past version 0 (its
+    CREATE). From the log listing, not from `00000000000000000001.json`, which Delta's log
+    clean-up deletes once a checkpoint covers it."""
+    from .deltalog import latest_version
+
+    return any((latest_version(lake / name) or 0) > 0 for name in lake_mod.TABLES)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -159,13 +244,17 @@ def _run_stream(args, landing: Path, lake: Path, checkpoint: Path, symbols: list
 
     spark = build_session("market-spread-stream", master=args.master)
     lock.record(jvm_pid=spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    summary = ProgressSummary(args.progress_every) if args.progress_every > 1 else None
     try:
         return run_query(
             spark, landing, lake, checkpoint, symbols, args.max_spread, args.max_spread_ratio,
             available_now=args.available_now, interval=args.interval or 5.0, handle_signals=True,
-            max_files_per_batch=args.max_files_per_batch, archive=Path(args.archive) if args.archive else None,
+            max_files_per_batch=args.max_files_per_batch, on_batch=summary,
+            archive=Path(args.archive) if args.archive else None,
         )
     finally:
+        if summary is not None:
+            summary.flush()  # the batches since the last line
         spark.stop()
 
 
