@@ -101,12 +101,19 @@ def test_commits_carry_the_batch_and_a_replay_skips_what_a_table_already_holds(s
     result = pipeline.process_batch(batch, 0, str(lake), SYMBOLS, D("0.05"), D("0.05"))
     assert "alerts" in result.skipped and "batch_metrics" in result.skipped
     assert comparable_tables(spark, lake) == before
-    # The same when the log no longer has the tagged commit (Delta's log clean-up): the rows decide.
-    for f in log.glob("*.json"):
-        text = f.read_text().replace('"userMetadata"', '"userMetadataGone"')
-        f.write_text(text)
-    assert lake_mod.newest_tagged_batch(lake / "alerts") is None
-    assert lake_mod.committed_batches(spark, lake)["alerts"] == 0
+    # Either witness suffices: rows without a tagged commit (the commit gone with Delta's log
+    # clean-up), or a tagged commit without rows (rows deleted by quote retention).
+    other = tmp_path / "other"
+    untagged = spark.range(1).selectExpr("CAST(3 AS BIGINT) AS batch_id")
+    untagged.write.format("delta").save(str(other / "alerts"))
+    spark.conf.set(pipeline.USER_METADATA, lake_mod.batch_tag(5))
+    try:
+        spark.range(1).selectExpr("CAST(1 AS BIGINT) AS batch_id").write.format("delta").save(str(other / "quotes"))
+    finally:
+        spark.conf.unset(pipeline.USER_METADATA)
+    assert lake_mod.newest_tagged_batch(other / "alerts") is None
+    assert lake_mod.committed_batches(spark, other, ("alerts", "quotes", "quarantine")) == {
+        "alerts": 3, "quotes": 5, "quarantine": -1}
 
 
 def test_a_late_quote_enters_history_but_never_overwrites_newer_state(spark, tmp_path):
@@ -327,15 +334,19 @@ def test_archive_moves_processed_landing_files_out_and_changes_no_answer(spark, 
     from market_spread.streaming import run_query
 
     plain, archived = tmp_path / "plain", tmp_path / "archived"
-    for root in (plain, archived):
-        _generated(root / "landing", files=2, seed=13)
-    assert stream(spark, plain / "landing", plain / "lake") == 0
+    gen = Generator(SYMBOLS, seed=13, wide_share=0.4)
+    pairs = [gen.events(150, 150), gen.events(150, 150)]
     lake = archived / "lake"
-    for _ in range(2):  # a second run commits the sources of the first (Spark archives then)
+    for i, events in enumerate(pairs):
+        for root in (plain, archived):
+            for feed in ("quotes", "orders"):
+                land(root / "landing", feed, [l for f, _, l in events if f == feed], name=f"pair-{i}.jsonl")
+        assert stream(spark, plain / "landing", plain / "lake") == 0
+        # Spark archives a batch's files when it commits them, as the next batch is planned.
         assert run_query(spark, archived / "landing", lake, lake / lake_mod.CHECKPOINT_SUBDIR, list(SYMBOLS),
                          Decimal("0.05"), Decimal("0.05"), available_now=True, archive=archived / "archive") == 0
-    moved = sorted(p.name for p in (archived / "archive").rglob("*.jsonl"))
-    assert moved, "processed files are moved to the archive"
+    moved = sorted(str(p.relative_to(archived / "archive")) for p in (archived / "archive").rglob("*.jsonl"))
+    assert [m for m in moved if m.endswith("pair-0.jsonl")], f"the first pair is archived: {moved}"
     left = sorted(p.name for p in (archived / "landing").rglob("*.jsonl"))
-    assert not set(moved) & set(left)
+    assert "pair-0.jsonl" not in left
     assert comparable_tables(spark, lake) == comparable_tables(spark, plain / "lake")

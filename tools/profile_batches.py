@@ -32,6 +32,7 @@ def main() -> int:
     parser.add_argument("--symbols", type=int, default=3000)
     parser.add_argument("--work", default=None)
     parser.add_argument("--jobs", action="store_true", help="list each batch's Spark jobs")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
     args = parser.parse_args()
 
     from market_spread.generate import Generator, write_backlog
@@ -48,7 +49,8 @@ def main() -> int:
     half = args.events // 2
     write_backlog(landing, gen, half * args.pairs, half * args.pairs, args.pairs, "p")
 
-    spark = build_session("profile", master="local[*]")
+    extra = dict(c.split("=", 1) for c in args.conf)
+    spark = build_session("profile", master="local[*]", extra_conf=extra or None)
     rows = []
     last = [jobs_so_far(spark), time.perf_counter()]
 

@@ -424,9 +424,10 @@ ORDER_SOURCES = ("order_id", "account", "side", "qty", "price", "order_time", "s
 def merge_state(spark: SparkSession, lake: str, quotes: DataFrame, batch_id: int) -> None:
     """Upsert the newest quote per symbol; an older quote (by rules.quote_key) never overwrites.
 
-    The source is at most one row per symbol, computed from the cached batch: broadcast to the
-    join with the target, and not materialised again by Delta (the session sets
-    `merge.materializeSource=none`: the source is deterministic, the update time a literal)."""
+    The source is at most one row per symbol, computed from the cached batch, and not materialised
+    again by Delta (the session sets `merge.materializeSource=none`: the source is deterministic,
+    the update time a literal). No broadcast hint: Delta's MERGE joins drop it (a full outer join
+    cannot build the left side), and adaptive execution broadcasts a small side by itself."""
     updated_at = datetime.now(timezone.utc)
     newest = (
         quotes.groupBy("symbol")
@@ -440,7 +441,7 @@ def merge_state(spark: SparkSession, lake: str, quotes: DataFrame, batch_id: int
     columns = {c: f"s.{c}" for c in newest.columns}
     (
         target.alias("t")
-        .merge(F.broadcast(newest).alias("s"), "t.symbol = s.symbol")
+        .merge(newest.alias("s"), "t.symbol = s.symbol")
         .whenMatchedUpdate(condition=f"{quote_key_sql('s.')} > {quote_key_sql('t.')}", set=columns)
         .whenNotMatchedInsert(values=columns)
         .execute()
