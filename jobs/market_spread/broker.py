@@ -230,3 +230,69 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"market-spread broker: error: Kafka exited with code {code}; see {data / 'server.log'}", file=sys.stderr)
     return 1
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class BrokerProcess:
+    """`market-spread broker` as a background process in a session of its own: for tests, the
+    benchmark and `make run SOURCE=kafka`. Ports are fixed at construction (free ones by default),
+    so a stop and start keeps the same address and, through `data`, the same topics and offsets."""
+
+    def __init__(self, data: Path, port: int = 0, controller_port: int = 0, heap: str = "512m",
+                 log: Path | None = None) -> None:
+        self.data = Path(data)
+        self.port = port or free_port()
+        self.controller_port = controller_port or free_port()
+        self.heap = heap
+        self.log = Path(log) if log else self.data.parent / f"{self.data.name}-broker.out"
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 180.0) -> str:
+        """Start it and wait until it serves clients; returns the bootstrap address."""
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        out = open(self.log, "ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "market_spread.cli", "broker", "--port", str(self.port),
+             "--controller-port", str(self.controller_port), "--data", str(self.data), "--heap", self.heap,
+             "--ready-timeout", str(timeout)],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        out.close()
+        if not wait_ready(self.bootstrap, timeout, self.process):
+            tail = self.log.read_bytes()[-2000:].decode("utf-8", "replace")
+            self.stop()
+            raise RuntimeError(f"the Kafka broker did not start on {self.bootstrap}:\n{tail}")
+        return self.bootstrap
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Controlled shutdown (SIGTERM to the wrapper, which stops Kafka); SIGKILL of the whole
+        group if it takes longer than `timeout`."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)  # the JVM, should the wrapper have gone first
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.process.wait()
+        deadline = time.monotonic() + 30
+        while port_open(self.port) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.process = None
