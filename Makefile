@@ -5,6 +5,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 JARS := .cache/jars
 PORT ?= 8080
+# make run SOURCE=kafka: a Kafka broker beside Airflow; the stream and the feed use its topics.
+SOURCE ?= files
 # Only the JARs Spark does not already ship: the rest (Hadoop, Jackson, Parquet, Scala) would clash.
 JAR_GROUPS := io.delta,io.unitycatalog,com.fasterxml.jackson.datatype,javax.annotation,commons-logging
 # Spark's Kafka source (stream --source kafka): the connector and what pyspark/jars lacks.
@@ -53,7 +55,7 @@ $(BROKER_JARS)/.fetched: jobs/maven/kafka-broker-pom.xml
 	@touch $@
 
 run: setup
-	PORT=$(PORT) $(VENV)/bin/market-spread-run
+	PORT=$(PORT) SOURCE=$(SOURCE) $(VENV)/bin/market-spread-run
 
 test: setup
 	$(PY) -m pytest -ra tests

@@ -244,12 +244,13 @@ class BrokerProcess:
     so a stop and start keeps the same address and, through `data`, the same topics and offsets."""
 
     def __init__(self, data: Path, port: int = 0, controller_port: int = 0, heap: str = "512m",
-                 log: Path | None = None) -> None:
+                 log: Path | None = None, env: dict[str, str] | None = None) -> None:
         self.data = Path(data)
         self.port = port or free_port()
         self.controller_port = controller_port or free_port()
         self.heap = heap
         self.log = Path(log) if log else self.data.parent / f"{self.data.name}-broker.out"
+        self.env = env
         self.process: subprocess.Popen | None = None
 
     @property
@@ -260,11 +261,13 @@ class BrokerProcess:
         """Start it and wait until it serves clients; returns the bootstrap address."""
         self.log.parent.mkdir(parents=True, exist_ok=True)
         out = open(self.log, "ab")
+        # `-m market_spread.broker`, not the CLI: `make run` stops CLI jobs first and the broker
+        # last, after the stream has finished its batch in flight.
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "market_spread.cli", "broker", "--port", str(self.port),
+            [sys.executable, "-m", "market_spread.broker", "--port", str(self.port),
              "--controller-port", str(self.controller_port), "--data", str(self.data), "--heap", self.heap,
              "--ready-timeout", str(timeout)],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=self.env,
         )
         out.close()
         if not wait_ready(self.bootstrap, timeout, self.process):
@@ -296,3 +299,9 @@ class BrokerProcess:
         while port_open(self.port) and time.monotonic() < deadline:
             time.sleep(0.2)
         self.process = None
+
+
+if __name__ == "__main__":
+    from .cli import main
+
+    raise SystemExit(main(["broker", *sys.argv[1:]]))
