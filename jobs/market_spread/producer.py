@@ -83,6 +83,30 @@ class KafkaSink:
         self.flush()
         self.sent += len(lines)
 
+    def send_tracked(self, feed: str, lines: list[str]) -> list[str]:
+        """Like a call, but returns where each record went, as `topic/partition/offset` (the stream's
+        source_file): for the benchmark, which follows records to their batch."""
+        where: list[str] = []
+
+        def report(err, msg) -> None:
+            if err is None:
+                where.append(f"{msg.topic()}/{msg.partition()}/{msg.offset()}")
+            else:
+                self.errors.append(f"{msg.topic()}: {err.str()}")
+
+        topic = self.topics[feed]
+        for line in lines:
+            while True:
+                try:
+                    self.producer.produce(topic, value=line.encode("utf-8"), key=key_of(line), on_delivery=report)
+                    break
+                except BufferError:
+                    self.producer.poll(0.1)
+            self.producer.poll(0)
+        self.flush()
+        self.sent += len(lines)
+        return where
+
     def flush(self, timeout: float = 300.0) -> None:
         left = self.producer.flush(timeout)
         if left or self.errors:
