@@ -256,6 +256,8 @@ def test_sigkill_of_the_stream_while_producers_write_loses_and_doubles_nothing(s
     pending = list(files)
     sent_lines = 0
     windows = ["offsets", "quarantine", "commits", "alerts", "random"]
+    if FULL:  # every window of the file campaign
+        windows += ["quotes", "symbol_state", "batch_metrics"]
     seen_windows: Counter[str] = Counter()
     for i in range(kills):
         window = windows[i % len(windows)]
