@@ -26,7 +26,10 @@ def broker_available() -> str | None:
     return None
 
 
-def kafka_latency(spark, work: Path, rates: tuple[int, ...], rate_seconds: float, symbols: list[str]) -> dict:
+def kafka_latency(spark, work: Path, rates: tuple[int, ...], rate_seconds: float, symbols: list[str],
+                  drain_seconds: float = 8.0) -> dict:
+    """`drain_seconds`: how long the stream may go on after the last tick (as the file source's run:
+    8 s); it stops earlier once every tick is through."""
     from .broker import BrokerProcess
     from .generate import Generator
     from .kafka_source import KafkaSettings, feed_source
@@ -81,7 +84,9 @@ def kafka_latency(spark, work: Path, rates: tuple[int, ...], rate_seconds: float
                         produced[name] = at
                     n += 1
                     time.sleep(max(0.0, began + n * tick - time.monotonic()))
-                time.sleep(8)
+                ends = time.monotonic() + drain_seconds
+                while time.monotonic() < ends and not all(name in done for name in produced):
+                    time.sleep(0.2)
                 stop.set()
 
             warmup = max(5.0, rate_seconds / 3)
