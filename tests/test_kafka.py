@@ -341,7 +341,7 @@ def test_the_bench_kafka_row_measures_records_to_committed_alerts(spark, tmp_pat
     # Time enough to drain: every tick must then be followed to its batch (none left behind).
     result = kafka_latency(spark, tmp_path, (200,), 3, SYMBOLS[:5], drain_seconds=600)
     row = result["200"]
-    assert row["ticks"] >= 12 and row["ticks_behind"] == 0, row
+    assert row["ticks"] >= 8 and row["ticks_behind"] == 0, row
     assert 0 < row["p50"] <= row["p99"] and len(row["cdf_ms"]) == row["ticks"]
 
 
