@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -221,16 +220,6 @@ def feed_source(settings: KafkaSettings) -> Callable:
 
     source.label = settings.label  # type: ignore[attr-defined]
     return source
-
-
-def describe_offsets(checkpoint: Path) -> dict:
-    """The Kafka offsets of the checkpoint's last planned batch (for tests and operators)."""
-    offsets = checkpoint / "offsets"
-    batches = sorted((p for p in offsets.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
-    if not batches:
-        return {}
-    lines = batches[-1].read_text(encoding="utf-8").splitlines()[2:]
-    return json.loads(lines[0]) if lines else {}
 
 
 def check_kafka(settings: KafkaSettings, timeout: float = 30.0) -> str | None:
