@@ -96,7 +96,8 @@ def kafka_latency(spark, work: Path, rates: tuple[int, ...], rate_seconds: float
             feeder = threading.Thread(target=feed, daemon=True)
             feeder.start()
             query, busy = start_query(spark, lake, lake, lake / CHECKPOINT_SUBDIR, symbols, Decimal("0.05"),
-                                      Decimal("0.05"), False, 0.5, on_batch, None, feed_source(settings))
+                                      Decimal("0.05"), available_now=False, interval=0.5, on_batch=on_batch,
+                                      source=feed_source(settings))
             _supervise(query, busy, stop)
             feeder.join()
             # A tick is through when every one of its records has been through a committed batch
