@@ -260,7 +260,7 @@ def run_query(spark, landing: Path, lake: Path, checkpoint: Path, symbols: list[
     from pyspark.errors import StreamingQueryException
 
     query, busy = start_query(spark, landing, lake, checkpoint, symbols, max_spread, max_spread_ratio,
-                              available_now, interval, on_batch, max_files_per_batch, source)
+                              available_now, interval, on_batch, max_files_per_batch, source=source)
     try:
         return _supervise(query, busy, stop_requested)
     except StreamingQueryException as exc:
