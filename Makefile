@@ -5,12 +5,19 @@ VENV := .venv
 PY := $(VENV)/bin/python
 JARS := .cache/jars
 PORT ?= 8080
+# make run SOURCE=kafka: a Kafka broker beside Airflow; the stream and the feed use its topics.
+SOURCE ?= files
 # Only the JARs Spark does not already ship: the rest (Hadoop, Jackson, Parquet, Scala) would clash.
 JAR_GROUPS := io.delta,io.unitycatalog,com.fasterxml.jackson.datatype,javax.annotation,commons-logging
+# Spark's Kafka source (stream --source kafka): the connector and what pyspark/jars lacks.
+KAFKA_JARS := .cache/kafka-jars
+KAFKA_JAR_IDS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2
+# A single-node Kafka broker (market-spread broker), run with java -cp: every JAR it needs.
+BROKER_JARS := .cache/broker-jars
 
 .PHONY: setup run test test-fast reliability bench clean check-tools
 
-setup: check-tools $(VENV)/.installed $(JARS)/.fetched
+setup: check-tools $(VENV)/.installed $(JARS)/.fetched $(KAFKA_JARS)/.fetched $(BROKER_JARS)/.fetched
 
 check-tools:
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found: install Python 3.11" >&2; exit 1; }
@@ -33,8 +40,22 @@ $(JARS)/.fetched: jobs/maven/pom.xml
 	@ls $(JARS)/delta-spark_*.jar >/dev/null
 	@touch $@
 
+$(KAFKA_JARS)/.fetched: jobs/maven/kafka-connector-pom.xml
+	@mkdir -p $(KAFKA_JARS)
+	mvn -q -B -f jobs/maven/kafka-connector-pom.xml dependency:copy-dependencies \
+	    -DoutputDirectory=$(abspath $(KAFKA_JARS)) -DincludeScope=runtime -DincludeArtifactIds=$(KAFKA_JAR_IDS)
+	@ls $(KAFKA_JARS)/spark-sql-kafka-*.jar $(KAFKA_JARS)/kafka-clients-*.jar >/dev/null
+	@touch $@
+
+$(BROKER_JARS)/.fetched: jobs/maven/kafka-broker-pom.xml
+	@mkdir -p $(BROKER_JARS)
+	mvn -q -B -f jobs/maven/kafka-broker-pom.xml dependency:copy-dependencies \
+	    -DoutputDirectory=$(abspath $(BROKER_JARS)) -DincludeScope=runtime
+	@ls $(BROKER_JARS)/kafka_2.13-*.jar $(BROKER_JARS)/kafka-server-*.jar >/dev/null
+	@touch $@
+
 run: setup
-	PORT=$(PORT) $(VENV)/bin/market-spread-run
+	PORT=$(PORT) SOURCE=$(SOURCE) $(VENV)/bin/market-spread-run
 
 test: setup
 	$(PY) -m pytest -ra tests

@@ -14,7 +14,13 @@ SHARED = ROOT.parent / "shared"
 def spark():
     from market_spread.spark import build_session
 
-    session = build_session("market-spread-tests", master="local[2]", shuffle_partitions=2)
+    try:  # Spark's Kafka connector too, when fetched, so tests can stream from a broker in-process
+        from market_spread.kafka_source import session_conf
+
+        extra = session_conf()
+    except SystemExit:
+        extra = {}
+    session = build_session("market-spread-tests", master="local[2]", shuffle_partitions=2, extra_conf=extra)
     yield session
     session.stop()
 

@@ -20,7 +20,8 @@ DOCKERFILE = ROOT / "docker" / "Dockerfile"
 
 AIRFLOW_SERVICES = ["airflow-init", "airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"]
 SPARK_SERVICES = ["spark-master", "spark-worker"]
-ONE_SHOT = {"airflow-init"}
+ONE_SHOT = {"airflow-init", "kafka-init"}
+KAFKA_IMAGE = "apache/kafka:4.1.1"
 MASTER_URL = "spark://spark-master:7077"
 SHARED_MOUNT = "/data"
 VAR = re.compile(r"(?<!\$)\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])[^}]*)?\}")
@@ -305,3 +306,42 @@ def test_a_real_compose_validator_accepts_the_file(tmp_path):
     env_file.write_text("".join(f"{k}={v}\n" for k, v in _env_example().items() if k != "POSTGRES_PASSWORD"))
     refused = subprocess.run(base + ["-q"], capture_output=True, text=True, env=clean_env, timeout=120)
     assert refused.returncode != 0 and "POSTGRES_PASSWORD" in (refused.stderr + refused.stdout)
+
+
+def test_a_kafka_service_and_the_same_source_switch_as_make_run(services, monkeypatch):
+    from market_spread import orchestration
+
+    kafka = services["kafka"]
+    assert kafka["image"] == KAFKA_IMAGE and services["kafka-init"]["image"] == KAFKA_IMAGE
+    env = _env(kafka)
+    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller" and env["KAFKA_ADVERTISED_LISTENERS"] == "PLAINTEXT://kafka:9092"
+    assert int(env["KAFKA_MESSAGE_MAX_BYTES"]) >= 4 * 1024 * 1024, "2 MB records must pass"
+    assert env["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
+    assert "/var/lib/kafka/data" in _mounts(kafka) and _mounts(kafka)["/var/lib/kafka/data"] == "kafka-data"
+    assert "ports" not in kafka, "the broker stays inside the compose network"
+    init = services["kafka-init"]
+    assert init["depends_on"]["kafka"]["condition"] == "service_healthy"
+    assert all(topic in init["command"][-1] for topic in ("quotes orders", "--partitions 4", "--if-not-exists"))
+    for name in AIRFLOW_SERVICES:
+        airflow_env = _env(services[name])
+        assert airflow_env["MARKET_SPREAD_SOURCE"] == "${MARKET_SPREAD_SOURCE:-files}"
+        assert airflow_env["MARKET_SPREAD_BOOTSTRAP_SERVERS"] == "kafka:9092"
+    # With the switch on, the DAGs' commands read and write the kafka service's topics.
+    for key in list(os.environ):
+        if key.startswith(orchestration.ENV_PREFIX):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("MARKET_SPREAD_SOURCE", "kafka")
+    monkeypatch.setenv("MARKET_SPREAD_BOOTSTRAP_SERVERS", _env(services["airflow-scheduler"])["MARKET_SPREAD_BOOTSTRAP_SERVERS"])
+    settings = orchestration.resolve_settings(lambda _name: None)
+    argv = orchestration.stream_argv(settings)
+    assert argv[argv.index("--source") + 1] == "kafka" and argv[argv.index("--bootstrap-servers") + 1] == "kafka:9092"
+    assert "--landing" not in argv
+    assert orchestration.source_args(settings, producer=True) == ["--kafka", "kafka:9092"]
+
+
+def test_dockerfile_fetches_the_kafka_connector_like_make_setup():
+    makefile = (ROOT / "Makefile").read_text()
+    ids = re.search(r"^KAFKA_JAR_IDS := (\S+)$", makefile, re.M).group(1)
+    text = DOCKERFILE.read_text()
+    assert "COPY jobs/maven/kafka-connector-pom.xml" in text and f"-DincludeArtifactIds={ids}" in text
+    assert "MARKET_SPREAD_KAFKA_JARS=/opt/market-spread/.cache/kafka-jars" in text

@@ -53,7 +53,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="a smaller run: about 5 minutes on 2 cores (100k events, 2 rates, 20 batches, 2 symbol counts)")
     parser.add_argument("--out", default=str(PROJECT_ROOT / "bench" / "results"), help="results folder")
     parser.add_argument("--work", default=str(PROJECT_ROOT / "bench" / "work"), help="scratch folder (deleted)")
-    parser.add_argument("--only", help="comma-separated parts: throughput,latency,growth,symbols")
+    parser.add_argument("--only", help="comma-separated parts: throughput,latency,growth,symbols,kafka")
 
 
 def _say(text: str) -> None:
@@ -491,6 +491,16 @@ def summary_markdown(results: dict, command: str) -> str:
         lines += [f"| {int(r):,} | {d['p50']} | {d['p95']} | {d['p99']} | {d.get('file_pairs', '')} | {d.get('files_behind', 0)} |"
                   for r, d in lat.items()]
         lines.append("")
+    klat = results.get("kafka_latency_ms")
+    if klat:
+        lines += ["Kafka source (record produced -> its alerts committed; ticks of 0.25 s of input):", "",
+                  "| input rate (events/s) | p50 ms | p95 ms | p99 ms | ticks measured | ticks behind at the end |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {int(r):,} | {d['p50']} | {d['p95']} | {d['p99']} | {d.get('ticks', '')} | {d.get('ticks_behind', 0)} |"
+                  for r, d in klat.items()]
+        lines.append("")
+    elif results.get("kafka_latency_skipped"):
+        lines += [f"Kafka latency: skipped ({results['kafka_latency_skipped']}).", ""]
     if results.get("batch_time_growth"):
         g = results["batch_time_growth"]
         lines += [f"Batch time after N batches (s): {g['batch_seconds_at']}; ratio last/first {g['growth_ratio']}; "
@@ -514,15 +524,23 @@ def run(args: argparse.Namespace) -> int:
     from .cli import UsageError
     from .spark import build_session
 
-    parts = set((args.only or "throughput,latency,growth,symbols").split(","))
-    unknown = parts - {"throughput", "latency", "growth", "symbols"}
+    parts = set((args.only or "throughput,latency,growth,symbols,kafka").split(","))
+    unknown = parts - {"throughput", "latency", "growth", "symbols", "kafka"}
     if unknown:
         raise UsageError(f"--only: unknown part(s) {', '.join(sorted(unknown))}")
     plan = QUICK if args.quick else FULL
     out, work = Path(args.out), Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
-    spark = build_session("market-spread-bench", shuffle_partitions=4)
+    from .bench_kafka import broker_available
+
+    kafka_skipped = broker_available() if "kafka" in parts else None
+    extra = None
+    if "kafka" in parts and not kafka_skipped:
+        from .kafka_source import session_conf
+
+        extra = session_conf()
+    spark = build_session("market-spread-bench", shuffle_partitions=4, extra_conf=extra)
     results: dict = {"mode": "quick" if args.quick else "full", "machine": machine()}
     began = time.perf_counter()
     try:
@@ -538,6 +556,16 @@ def run(args: argparse.Namespace) -> int:
             results["batch_time_growth"] = {k: v for k, v in results["growth"].items() if k != "batch_seconds"}
         if "symbols" in parts:
             results["symbols_scaling"] = symbols_scaling(spark, work, plan)
+        if "kafka" in parts:
+            if kafka_skipped:
+                _say(f"kafka latency: skipped: {kafka_skipped}")
+                results["kafka_latency_skipped"] = kafka_skipped
+            else:
+                from .bench_kafka import kafka_latency
+
+                # The file source's rates up to 10,000 events/s, for the row beside its own.
+                rates = tuple(r for r in plan.rates if r <= 10_000)
+                results["kafka_latency_ms"] = kafka_latency(spark, work, rates, plan.rate_seconds, _symbols(3_000))
         results["peak_memory_mb"] = _jvm_rss_mb(spark) or _peak_rss_mb()
     finally:
         spark.stop()

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sql": ("market_spread.query", "query the lake's tables by name"),
     "maintain": ("market_spread.maintenance", "compact and vacuum the lake's tables"),
     "bench": ("market_spread.bench", "measure throughput, latency and scaling"),
+    "broker": ("market_spread.broker", "run a single-node Kafka broker (KRaft) on 127.0.0.1 in the foreground"),
 }
 
 TRUE_WORDS = {"1", "true", "yes", "on"}

@@ -14,10 +14,12 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Callable
 
 from .options import add_symbols, load_symbols
 
@@ -25,7 +27,7 @@ BASE_TIME = datetime(2026, 11, 23, 14, 30, tzinfo=timezone.utc)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--landing", required=True, help="landing folder (quotes/ and orders/ are created)")
+    parser.add_argument("--landing", help="landing folder (quotes/ and orders/ are created); or --kafka")
     add_symbols(parser)
     parser.add_argument("--quotes", type=_count, default=1000, help="quotes to write (default 1000)")
     parser.add_argument("--orders", type=_count, default=1000, help="orders to write (default 1000)")
@@ -37,6 +39,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=float, help="seconds to keep landing files at --rate (0: until stopped)")
     parser.add_argument("--tick", type=float, default=1.0, help="seconds between files in --rate mode (default 1)")
     parser.add_argument("--start", help="event time of the first record, ISO-8601 (default 2026-11-23T14:30:00Z)")
+    from .producer import add_arguments as add_kafka_arguments
+
+    add_kafka_arguments(parser)
 
 
 def _count(text: str) -> int:
@@ -170,21 +175,33 @@ def write_atomically(folder: Path, name: str, lines: list[str]) -> Path:
     return final
 
 
-def write_backlog(landing: Path, gen: Generator, quotes: int, orders: int, files: int, tag: str) -> tuple[int, int]:
+Sink = Callable[[str, str, list[str]], None]  # (feed, chunk name, lines): e.g. producer.KafkaSink
+
+
+def write_backlog(landing: Path, gen: Generator, quotes: int, orders: int, files: int, tag: str,
+                  sink: Sink | None = None) -> tuple[int, int]:
     """Write `files` pairs of files; pair k holds the events of the k-th stretch of time, so that
-    landing the pairs in order lands every quote no later than the orders it affects."""
+    landing the pairs in order lands every quote no later than the orders it affects.
+    With a `sink`, each "file" goes to it instead (quotes first, each chunk acknowledged)."""
     events = gen.events(quotes, orders)
+    write = sink or (lambda feed, name, lines: write_atomically(landing / feed, name, lines))
     for i, part in enumerate(split_in_time(events, files)):
-        write_atomically(landing / "quotes", f"{tag}-{i:05d}.jsonl", [l for f, _, l in part if f == "quotes"])
-        write_atomically(landing / "orders", f"{tag}-{i:05d}.jsonl", [l for f, _, l in part if f == "orders"])
+        write("quotes", f"{tag}-{i:05d}.jsonl", [l for f, _, l in part if f == "quotes"])
+        write("orders", f"{tag}-{i:05d}.jsonl", [l for f, _, l in part if f == "orders"])
     return quotes, orders
 
 
 def run(args: argparse.Namespace) -> int:
     from .cli import UsageError
 
+    from .producer import sink_from_args
+
+    if not args.landing and not args.kafka:
+        raise UsageError("give --landing DIR (files) or --kafka HOST:PORT (topics)")
+    if args.landing and args.kafka:
+        raise UsageError("--landing and --kafka exclude each other: files or topics")
     symbols = load_symbols(args.symbols)
-    landing = Path(args.landing)
+    landing = Path(args.landing or ".")
     # A live feed carries live times; a backlog is reproducible from a fixed start.
     start = BASE_TIME if args.rate is None else datetime.now(timezone.utc)
     if args.start:
@@ -194,20 +211,31 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--start is not an ISO-8601 time: {args.start}") from None
     gen = Generator(symbols, args.seed, args.wide_share, args.profile, start)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
-    if args.rate is None:
-        if args.duration is not None:
-            raise UsageError("--duration goes with --rate")
-        q, o = write_backlog(landing, gen, args.quotes, args.orders, args.files, f"gen-{stamp}-s{args.seed}")
-        print(f"generate: wrote {q} quotes and {o} orders in {args.files} file(s) per feed to {landing}")
-        return 0
-    if args.rate <= 0:
+    if args.rate is None and args.duration is not None:
+        raise UsageError("--duration goes with --rate")
+    if args.rate is not None and args.rate <= 0:
         raise UsageError("--rate must be > 0 events per second")
     if args.tick <= 0:
         raise UsageError("--tick must be > 0 seconds")
-    return _run_rate(landing, gen, args.rate, args.duration or 0.0, args.tick, stamp)
+    try:
+        sink = sink_from_args(args)
+    except ConnectionError as exc:
+        print(f"generate: error: {exc}", file=sys.stderr)
+        return 1
+    target = f"Kafka {args.kafka} (topics {args.quotes_topic}, {args.orders_topic})" if sink else str(landing)
+    try:
+        if args.rate is None:
+            q, o = write_backlog(landing, gen, args.quotes, args.orders, args.files, f"gen-{stamp}-s{args.seed}", sink)
+            print(f"generate: wrote {q} quotes and {o} orders in {args.files} file(s) per feed to {target}")
+            return 0
+        return _run_rate(landing, gen, args.rate, args.duration or 0.0, args.tick, stamp, sink, target)
+    except ConnectionError as exc:
+        print(f"generate: error: {exc}", file=sys.stderr)
+        return 1
 
 
-def _run_rate(landing: Path, gen: Generator, rate: float, duration: float, tick: float, stamp: str) -> int:
+def _run_rate(landing: Path, gen: Generator, rate: float, duration: float, tick: float, stamp: str,
+              sink: Sink | None = None, target: str | None = None) -> int:
     """Land a pair of files every tick, holding `rate` events/s on average, for `duration` s."""
     began = time.monotonic()
     written = ticks = 0
@@ -216,7 +244,7 @@ def _run_rate(landing: Path, gen: Generator, rate: float, duration: float, tick:
         while duration <= 0 or time.monotonic() - began < duration:
             due = int(rate * (time.monotonic() - began + tick)) - written
             quotes = int(due * share_quotes)
-            q, o = write_backlog(landing, gen, quotes, due - quotes, 1, f"gen-{stamp}-t{ticks:07d}")
+            q, o = write_backlog(landing, gen, quotes, due - quotes, 1, f"gen-{stamp}-t{ticks:07d}", sink)
             written += q + o
             ticks += 1
             if ticks % 10 == 0:
@@ -224,5 +252,5 @@ def _run_rate(landing: Path, gen: Generator, rate: float, duration: float, tick:
             time.sleep(max(0.0, began + ticks * tick - time.monotonic()))
     except KeyboardInterrupt:
         pass
-    print(f"generate: wrote {written} events in {ticks} ticks to {landing}", flush=True)
+    print(f"generate: wrote {written} events in {ticks} ticks to {target or landing}", flush=True)
     return 0

@@ -80,6 +80,13 @@ def _optional(text: str) -> str | None:
     return text.strip() or None
 
 
+def _source(text: str) -> str:
+    value = text.strip().lower()
+    if value not in ("files", "kafka"):
+        raise ValueError(f"expected files or kafka, got {text!r}")
+    return value
+
+
 def _non_negative_int(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -112,6 +119,11 @@ class Settings:
     feed_rate: float = field(default=20.0, metadata={"parse": _positive(float)})
     feed_seconds: float = field(default=50.0, metadata={"parse": _positive(float)})
     feed_tick: float = field(default=5.0, metadata={"parse": _positive(float)})
+    # Kafka instead of the landing folder (`make run SOURCE=kafka` sets these for its broker)
+    source: str = field(default="files", metadata={"parse": _source})
+    bootstrap_servers: str | None = field(default=None, metadata={"parse": _optional})
+    quotes_topic: str | None = field(default=None, metadata={"parse": _optional})
+    orders_topic: str | None = field(default=None, metadata={"parse": _optional})
     # Maintenance
     retain_hours: int = field(default=168, metadata={"parse": _positive(int)})
     maintenance_window: bool = field(default=True, metadata={"parse": _bool})
@@ -306,10 +318,13 @@ CHILD_RUNTIME_VARS = frozenset(ENV_PREFIX + n for n in (
 # The flags of the commands the DAGs run (tests/test_config.py checks this against the parsers):
 # their variables reach the job, and only those of its own command.
 COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
-    "stream": ("--archive", "--available-now", "--checkpoint", "--interval", "--lake", "--landing", "--master",
-               "--max-files-per-batch", "--max-spread", "--max-spread-ratio", "--progress-every", "--symbols"),
-    "generate": ("--duration", "--files", "--landing", "--orders", "--profile", "--quotes", "--rate", "--seed",
-                 "--start", "--symbols", "--tick", "--wide-share"),
+    "stream": ("--archive", "--available-now", "--bootstrap-servers", "--checkpoint", "--interval", "--lake",
+               "--landing", "--master", "--max-files-per-batch", "--max-records-per-batch", "--max-spread",
+               "--max-spread-ratio", "--orders-topic", "--progress-every", "--quotes-topic", "--source",
+               "--starting-offsets", "--symbols"),
+    "generate": ("--duration", "--files", "--kafka", "--landing", "--orders", "--orders-topic", "--partitions",
+                 "--profile", "--quotes", "--quotes-topic", "--rate", "--seed", "--start", "--symbols", "--tick",
+                 "--wide-share"),
     "validate": ("--docs", "--expectations", "--full", "--lake", "--max-spread", "--max-spread-ratio",
                  "--orphan-grace-seconds", "--symbols"),
     "maintain": ("--attempts", "--lake", "--master", "--quote-retention-days", "--retain-hours", "--tables"),
@@ -498,8 +513,22 @@ class StreamOutcome:
     last_batch_id: int | None
 
 
+def source_args(settings: Settings, producer: bool = False) -> list[str]:
+    """Where the stream reads (and the feed writes): the landing folder, or Kafka topics."""
+    if settings.source != "kafka":
+        return ["--landing", str(settings.landing)]
+    if not settings.bootstrap_servers:
+        raise ValueError(f"{VAR_PREFIX}source is kafka but {VAR_PREFIX}bootstrap_servers is not set")
+    args = ["--kafka", settings.bootstrap_servers] if producer else \
+        ["--source", "kafka", "--bootstrap-servers", settings.bootstrap_servers]
+    for flag, value in (("--quotes-topic", settings.quotes_topic), ("--orders-topic", settings.orders_topic)):
+        if value:
+            args += [flag, value]
+    return args
+
+
 def stream_argv(settings: Settings) -> list[str]:
-    args = ["--landing", str(settings.landing), "--lake", str(settings.lake), "--interval", f"{settings.interval:g}",
+    args = [*source_args(settings), "--lake", str(settings.lake), "--interval", f"{settings.interval:g}",
             "--progress-every", str(settings.progress_every)]
     for flag, value in (
         ("--symbols", settings.symbols),
@@ -665,7 +694,9 @@ def stream_task(dag_id: str = "market_spread_stream") -> str:
             return None
 
     logger(
-        f"lake {settings.lake}, landing {settings.landing}, interval {settings.interval:g}s, "
+        f"lake {settings.lake}, "
+        + (f"kafka {settings.bootstrap_servers}, " if settings.source == "kafka" else f"landing {settings.landing}, ")
+        + f"interval {settings.interval:g}s, "
         f"stall after {settings.stall_seconds:g}s ({settings.startup_seconds:g}s before the first batch)"
     )
     try:
@@ -692,7 +723,7 @@ def feed_task() -> str:
     if not settings.feed_enabled:
         raise AirflowSkipException(f"Variable {VAR_PREFIX}feed_enabled is false")
     args = [
-        "--landing", str(settings.landing),
+        *source_args(settings, producer=True),
         "--rate", f"{settings.feed_rate:g}",
         "--duration", f"{settings.feed_seconds:g}",
         "--tick", f"{settings.feed_tick:g}",

@@ -28,7 +28,7 @@ _STAMP_IN_NAME = re.compile(r"^replay-(\d{8}T\d{12}Z)-")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--landing", required=True, help="landing folder (quotes/ and orders/ are made inside)")
+    parser.add_argument("--landing", help="landing folder (quotes/ and orders/ are made inside); or --kafka")
     parser.add_argument("--nbbo", nargs="+", default=[], metavar="FILE", help="market data files (fixish or FIX text)")
     parser.add_argument("--orders", nargs="+", default=[], metavar="FILE", help="order files (fixish or FIX text)")
     parser.add_argument(
@@ -36,6 +36,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=f"records per landing file (default {DEFAULT_RECORDS_PER_FILE})",
     )
     parser.add_argument("--strict", action="store_true", help="stop at the first bad frame or line; write nothing then")
+    from .producer import add_arguments as add_kafka_arguments
+
+    add_kafka_arguments(parser)
 
 
 @dataclass
@@ -130,7 +133,11 @@ def _inputs(args: argparse.Namespace) -> list[tuple[Path, str]]:
             raise UsageError(f"input file not found: {path}")
     if args.records_per_file < 1:
         raise UsageError(f"--records-per-file must be >= 1, got {args.records_per_file}")
-    landing = Path(args.landing)
+    if not args.landing and not args.kafka:
+        raise UsageError("give --landing DIR (files) or --kafka HOST:PORT (topics)")
+    if args.landing and args.kafka:
+        raise UsageError("--landing and --kafka exclude each other: files or topics")
+    landing = Path(args.landing or ".")
     if landing.exists() and not landing.is_dir():
         raise UsageError(f"--landing is not a folder: {landing}")
     return inputs
@@ -142,13 +149,16 @@ def _report(error, shown: int) -> None:
 
 
 def replay_file(
-    path: Path, stream: str, landing: Path, stamp: str, index: int, records_per_file: int, strict: bool = False
+    path: Path, stream: str, landing: Path, stamp: str, index: int, records_per_file: int, strict: bool = False,
+    sink=None,
 ) -> FileSummary:
-    """Replay one input file into `landing/<stream>/`; returns its counts."""
+    """Replay one input file into `landing/<stream>/` (or, with a `sink`, to its topic in chunks of
+    `records_per_file`, each acknowledged before the next); returns its counts."""
     from .fixish import DecodeError, Order, Quote, decode_file
 
     folder = landing / stream
-    folder.mkdir(parents=True, exist_ok=True)
+    if sink is None:
+        folder.mkdir(parents=True, exist_ok=True)
     summary = FileSummary(path, stream)
     expect = "quote" if stream == "quotes" else "order"
     make_line = quote_line if stream == "quotes" else order_line
@@ -156,7 +166,10 @@ def replay_file(
 
     def flush() -> None:
         name = f"replay-{stamp}-{index:03d}-{summary.files:05d}-{_safe_stem(path)}.jsonl"
-        write_atomically(folder, name, chunk)
+        if sink is None:
+            write_atomically(folder, name, chunk)
+        else:
+            sink(stream, name, chunk)
         summary.files += 1
         summary.written += len(chunk)
         chunk.clear()
@@ -192,25 +205,37 @@ def check_strict(inputs: Iterable[tuple[Path, str]]) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .producer import sink_from_args
+
     inputs = _inputs(args)
-    landing = Path(args.landing)
+    landing = Path(args.landing or ".")
     if args.strict:
         first = check_strict(inputs)
         if first is not None:
             print(f"replay: {first}", file=sys.stderr)
             print("replay: --strict: stopped at the first error; nothing written", file=sys.stderr)
             return 1
-    stamp = replay_stamp(landing)
+    try:
+        sink = sink_from_args(args)
+    except ConnectionError as exc:
+        print(f"replay: error: {exc}", file=sys.stderr)
+        return 1
+    stamp = replay_stamp(landing) if sink is None else datetime.now(timezone.utc).strftime(STAMP_FORMAT)
+    target = f"Kafka {args.kafka} (topics {args.quotes_topic}, {args.orders_topic})" if sink else str(landing)
     totals = FileSummary(landing, "")
     for index, (path, stream) in enumerate(inputs):
-        s = replay_file(path, stream, landing, stamp, index, args.records_per_file, strict=args.strict)
+        try:
+            s = replay_file(path, stream, landing, stamp, index, args.records_per_file, strict=args.strict, sink=sink)
+        except ConnectionError as exc:
+            print(f"replay: error: {exc}", file=sys.stderr)
+            return 1
         print(
             f"replay: {path} -> {stream}: read {s.read}, written {s.written}, rejected {s.rejected} "
-            f"({s.files} landing file(s))",
+            f"({s.files} {'chunk(s) sent' if sink else 'landing file(s)'})",
             flush=True,
         )
         totals.read, totals.written, totals.rejected = (
             totals.read + s.read, totals.written + s.written, totals.rejected + s.rejected,
         )
-    print(f"replay: total: read {totals.read}, written {totals.written}, rejected {totals.rejected} into {landing}")
+    print(f"replay: total: read {totals.read}, written {totals.written}, rejected {totals.rejected} into {target}")
     return 0

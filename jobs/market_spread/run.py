@@ -544,6 +544,38 @@ def shutdown(
     return left
 
 
+def source_is_kafka() -> bool:
+    """`make run SOURCE=kafka` (or MARKET_SPREAD_SOURCE=kafka): run a broker beside Airflow."""
+    value = (os.environ.get("SOURCE") or os.environ.get("MARKET_SPREAD_SOURCE") or "files").strip().lower()
+    if value not in ("files", "kafka"):
+        raise SystemExit(f"market-spread-run: error: SOURCE must be files or kafka, got {value!r}")
+    return value == "kafka"
+
+
+def start_kafka(env: dict[str, str]):
+    """Start `market-spread broker` on 127.0.0.1 (KAFKA_PORT, default 9092; data in data/kafka,
+    kept across runs), create the topics, and point the stream and feed DAGs at it through `env`.
+
+    The broker is not a CLI job: `shutdown` stops it in its final sweep, after the stream has
+    finished its batch in flight and Airflow is gone. It carries RUN_MARKER like every process of
+    the run, so a run killed hard has it stopped by the next `make run`.
+    """
+    from .broker import BrokerProcess, port_open
+    from .producer import ensure_topics
+
+    port = int(os.environ.get("KAFKA_PORT") or 9092)
+    if port_open(port) or port_open(port + 1000):
+        raise RuntimeError(f"port {port} or {port + 1000} on 127.0.0.1 is in use: stop what holds it or set KAFKA_PORT")
+    data = PROJECT_ROOT / "data" / "kafka"
+    broker = BrokerProcess(data, port, port + 1000, log=PROJECT_ROOT / "data" / "kafka-broker.out", env=env)
+    say(f"starting the Kafka broker on 127.0.0.1:{port} (data {data}; log {broker.log})")
+    broker.start()
+    ensure_topics(broker.bootstrap, ["quotes", "orders"])
+    env["MARKET_SPREAD_SOURCE"] = "kafka"
+    env["MARKET_SPREAD_BOOTSTRAP_SERVERS"] = broker.bootstrap
+    return broker
+
+
 def main() -> int:
     port = int(os.environ.get("PORT") or 8080)
     # Overridable so that tests can run a private instance beside a real one.
@@ -577,6 +609,13 @@ def main() -> int:
     log_path = home / "logs" / "standalone.log"
     env = airflow_env(home, port, dags)
     run_id = env[RUN_MARKER] = new_run_id()
+    broker = None
+    if source_is_kafka():
+        try:
+            broker = start_kafka(env)
+        except (RuntimeError, ConnectionError) as exc:
+            say(f"error: {exc}")
+            return 1
     if start_paused:
         env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] = "True"
     say(f"starting Airflow standalone on http://127.0.0.1:{port} (AIRFLOW_HOME={home}; log {log_path})")
@@ -610,7 +649,9 @@ def main() -> int:
                     f"  DAGs        {', '.join(our_dag_ids(dags))}"
                     + (" (paused: MARKET_SPREAD_START_PAUSED)" if start_paused else " (unpaused)") + "\n"
                     f"  lake        {settings.lake}\n"
-                    f"  landing     {settings.landing}\n"
+                    + (f"  kafka       {env['MARKET_SPREAD_BOOTSTRAP_SERVERS']} (topics quotes, orders; data "
+                       f"{broker.data})\n" if broker else f"  landing     {settings.landing}\n")
+                    +
                     f"  alerts      .venv/bin/market-spread sql --lake {settings.lake} "
                     "\"SELECT reason, count(*) FROM alerts GROUP BY reason\"\n"
                     f"  ready after {time.monotonic() - started:.0f}s; Ctrl-C stops everything\n",
@@ -621,6 +662,9 @@ def main() -> int:
     finally:
         say("stopping (Ctrl-C again to hurry)")
         left = shutdown(proc, fast=lambda: stopping["count"] > 1, run_id=run_id)
+        if broker is not None and broker.alive():  # normally already stopped by the final sweep
+            say("stopping the Kafka broker")
+            broker.stop()
         if left:
             say(f"error: still running: {[p.pid for p in left]}")
             exit_code = exit_code or 1

@@ -25,7 +25,7 @@ EXIT_REFUSED = 4
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--landing", required=True, help="landing folder with quotes/ and orders/")
+    parser.add_argument("--landing", help="landing folder with quotes/ and orders/ (with --source files)")
     add_lake(parser)
     add_symbols(parser)
     parser.add_argument("--checkpoint", help="streaming checkpoint folder (default: LAKE/_checkpoints/stream)")
@@ -49,6 +49,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
              "one per batch (default 1); per-batch figures are in the batch_metrics table",
     )
     add_thresholds(parser)
+    from .kafka_source import add_arguments as add_kafka_arguments
+
+    add_kafka_arguments(parser)
 
 
 def _at_least_one(text: str) -> int:
@@ -208,8 +211,13 @@ def lake_has_batches(lake: Path) -> bool:
 def run(args: argparse.Namespace) -> int:
     from .cli import UsageError
 
-    landing, lake = Path(args.landing), Path(args.lake)
-    if landing.exists() and not landing.is_dir():
+    from .kafka_source import checkpoint_source_error, settings_from_args
+
+    kafka = settings_from_args(args)
+    if kafka is None and not args.landing:
+        raise UsageError("--landing is required (or --source kafka with --bootstrap-servers)")
+    landing, lake = Path(args.landing or "."), Path(args.lake)
+    if kafka is None and landing.exists() and not landing.is_dir():
         raise UsageError(f"--landing is not a folder: {landing}")
     if args.interval is not None and args.interval <= 0:
         raise UsageError("--interval must be > 0 seconds")
@@ -234,15 +242,32 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_REFUSED
-        return _run_stream(args, landing, lake, checkpoint, symbols, lock)
+        mismatch = checkpoint_source_error(checkpoint, args.source)
+        if mismatch:
+            print(f"market-spread stream: error: {mismatch}", file=sys.stderr)
+            return EXIT_REFUSED
+        if kafka is not None:
+            from .kafka_source import check_kafka
+
+            problem = check_kafka(kafka)
+            if problem:
+                print(f"market-spread stream: error: {problem}", file=sys.stderr)
+                return 1
+        return _run_stream(args, landing, lake, checkpoint, symbols, lock, kafka)
     finally:
         lock.release()
 
 
-def _run_stream(args, landing: Path, lake: Path, checkpoint: Path, symbols: list[str], lock: WriterLock) -> int:
+def _run_stream(args, landing: Path, lake: Path, checkpoint: Path, symbols: list[str], lock: WriterLock,
+                kafka=None) -> int:
     from .spark import build_session
 
-    spark = build_session("market-spread-stream", master=args.master)
+    source = extra_conf = None
+    if kafka is not None:
+        from .kafka_source import feed_source, session_conf
+
+        source, extra_conf = feed_source(kafka), session_conf()
+    spark = build_session("market-spread-stream", master=args.master, extra_conf=extra_conf)
     lock.record(jvm_pid=spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     summary = ProgressSummary(args.progress_every) if args.progress_every > 1 else None
     try:
@@ -250,7 +275,7 @@ def _run_stream(args, landing: Path, lake: Path, checkpoint: Path, symbols: list
             spark, landing, lake, checkpoint, symbols, args.max_spread, args.max_spread_ratio,
             available_now=args.available_now, interval=args.interval or 5.0, handle_signals=True,
             max_files_per_batch=args.max_files_per_batch, on_batch=summary,
-            archive=Path(args.archive) if args.archive else None,
+            archive=Path(args.archive) if args.archive else None, source=source,
         )
     finally:
         if summary is not None:
@@ -260,13 +285,17 @@ def _run_stream(args, landing: Path, lake: Path, checkpoint: Path, symbols: list
 
 def start_query(spark, landing: Path, lake: Path, checkpoint: Path, symbols: list[str], max_spread, max_spread_ratio,
                 available_now: bool, interval: float, on_batch=None, max_files_per_batch: int | None = None,
-                archive: Path | None = None):
-    """Start the streaming query; returns (query, busy flag). No lock: callers hold the lake's lock."""
+                archive: Path | None = None, source=None):
+    """Start the streaming query; returns (query, busy flag). No lock: callers hold the lake's lock.
+
+    `source`, when given, is a callable spark -> streaming DataFrame of (stream, value, source_file)
+    replacing the landing folder (kafka_source.feed_source).
+    """
     from pyspark.sql import functions as F
 
     from .pipeline import BatchProcessor
 
-    for name in FEEDS:
+    for name in FEEDS if source is None else ():
         (landing / name).mkdir(parents=True, exist_ok=True)
     lake_mod.ensure_tables(spark, lake)
 
@@ -297,7 +326,8 @@ def start_query(spark, landing: Path, lake: Path, checkpoint: Path, symbols: lis
         finally:
             busy.clear()
 
-    writer = feed("quotes").unionByName(feed("orders")).writeStream.foreachBatch(guarded)
+    feeds = feed("quotes").unionByName(feed("orders")) if source is None else source(spark)
+    writer = feeds.writeStream.foreachBatch(guarded)
     writer = writer.option("checkpointLocation", str(checkpoint))
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=f"{interval} seconds")
     return writer.start(), busy
@@ -305,7 +335,7 @@ def start_query(spark, landing: Path, lake: Path, checkpoint: Path, symbols: lis
 
 def run_query(spark, landing: Path, lake: Path, checkpoint: Path, symbols: list[str], max_spread, max_spread_ratio,
               available_now: bool = True, interval: float = 5.0, handle_signals: bool = False, on_batch=None,
-              max_files_per_batch: int | None = None, archive: Path | None = None) -> int:
+              max_files_per_batch: int | None = None, archive: Path | None = None, source=None) -> int:
     """Run the stream until it is done (available-now) or asked to stop; returns the exit code."""
     stop_requested = threading.Event()
 
@@ -316,11 +346,11 @@ def run_query(spark, landing: Path, lake: Path, checkpoint: Path, symbols: list[
 
     previous = {s: signal.signal(s, request_stop) for s in (signal.SIGINT, signal.SIGTERM)} if handle_signals else {}
     mode = "available-now" if available_now else f"every {interval}s"
-    print(f"market-spread stream: {landing} -> {lake} ({mode}, checkpoint {checkpoint})", flush=True)
+    print(f"market-spread stream: {getattr(source, 'label', landing)} -> {lake} ({mode}, checkpoint {checkpoint})", flush=True)
     from pyspark.errors import StreamingQueryException
 
     query, busy = start_query(spark, landing, lake, checkpoint, symbols, max_spread, max_spread_ratio,
-                              available_now, interval, on_batch, max_files_per_batch, archive)
+                              available_now, interval, on_batch, max_files_per_batch, archive, source=source)
     try:
         return _supervise(query, busy, stop_requested)
     except StreamingQueryException as exc:

@@ -1,0 +1,115 @@
+"""The benchmark's Kafka row: latency at fixed input rates from a record produced to its alerts
+committed, through a real broker (`market-spread broker`, started here on free ports).
+
+Same method as the file source's latency run (bench.latency): a warm-up, then every 0.25 s a tick
+of `rate / 4` events (quotes then orders, each chunk acknowledged before the next), for
+`rate_seconds`. A tick's latency runs from the moment it is handed to the producer to the end of
+the micro-batch that holds its last record (the batch's last commit). Ticks not yet processed when
+the run ends count as "behind".
+"""
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timezone
+from decimal import Decimal
+from pathlib import Path
+
+
+def broker_available() -> str | None:
+    """None when the broker and connector JARs are there, else why the Kafka row is skipped."""
+    from .broker import PROJECT_ROOT
+
+    for folder, first in ((".cache/broker-jars", "kafka_2.13-"), (".cache/kafka-jars", "spark-sql-kafka-")):
+        if not list((PROJECT_ROOT / folder).glob(f"{first}*.jar")):
+            return f"no JARs in {folder} (run `make setup`)"
+    return None
+
+
+def kafka_latency(spark, work: Path, rates: tuple[int, ...], rate_seconds: float, symbols: list[str],
+                  drain_seconds: float = 8.0) -> dict:
+    """`drain_seconds`: how long the stream may go on after the last tick (as the file source's run:
+    8 s); it stops earlier once every tick is through."""
+    from .broker import BrokerProcess
+    from .generate import Generator
+    from .kafka_source import KafkaSettings, feed_source
+    from .lake import CHECKPOINT_SUBDIR
+    from .producer import KafkaSink
+    from .streaming import _supervise, start_query
+
+    broker = BrokerProcess(work / "kafka" / "data")
+    broker.start()
+    out: dict = {}
+    try:
+        for rate in rates:
+            settings = KafkaSettings(broker.bootstrap, f"quotes-{rate}", f"orders-{rate}")
+            sink = KafkaSink(broker.bootstrap, settings.quotes_topic, settings.orders_topic)
+            owner: dict[str, str] = {}  # "topic/partition/offset" -> tick
+            produced: dict[str, float] = {}
+            total: dict[str, int] = {}
+            seen: dict[str, int] = {}
+            done: dict[str, float] = {}
+            warmed, stop = threading.Event(), threading.Event()
+
+            def on_batch(result) -> None:
+                now = time.time()
+                for f in result.files:
+                    tick = owner.get(f)
+                    if tick is not None:
+                        seen[tick] = seen.get(tick, 0) + 1
+                        if seen[tick] == total.get(tick):
+                            done[tick] = now
+                warmed.set()
+
+            def send(gen, tick: str, count: int) -> None:
+                events = gen.events(count // 2, count - count // 2)
+                for feed in ("quotes", "orders"):
+                    offsets = sink.send_tracked(feed, [l for f, _, l in events if f == feed])
+                    total[tick] = total.get(tick, 0) + len(offsets)
+                    for where in offsets:
+                        owner[where] = tick
+
+            def feed() -> None:
+                gen = Generator(symbols, seed=rate, profile="wallaroo", wide_share=0.05, start=datetime.now(timezone.utc))
+                send(gen, "warm", 100)
+                if not warmed.wait(timeout=300):
+                    stop.set()
+                    return
+                tick, n, began = 0.25, 0, time.monotonic()
+                while time.monotonic() - began < warmup + rate_seconds:
+                    name = f"t{n:06d}"
+                    at = time.time()
+                    send(gen, name, int(rate * tick))
+                    if time.monotonic() - began >= warmup:
+                        produced[name] = at
+                    n += 1
+                    time.sleep(max(0.0, began + n * tick - time.monotonic()))
+                ends = time.monotonic() + drain_seconds
+                while time.monotonic() < ends and not all(name in done for name in produced):
+                    time.sleep(0.2)
+                stop.set()
+
+            warmup = max(5.0, rate_seconds / 3)
+            print(f"bench: kafka latency: {rate:,} events/s for {rate_seconds:.0f}s after a {warmup:.0f}s warm-up",
+                  flush=True)
+            lake = work / f"kafka-lat{rate}" / "lake"
+            feeder = threading.Thread(target=feed, daemon=True)
+            feeder.start()
+            query, busy = start_query(spark, lake, lake, lake / CHECKPOINT_SUBDIR, symbols, Decimal("0.05"),
+                                      Decimal("0.05"), available_now=False, interval=0.5, on_batch=on_batch,
+                                      source=feed_source(settings))
+            _supervise(query, busy, stop)
+            feeder.join()
+            # A tick is through when every one of its records has been through a committed batch
+            # (a batch may cut a tick in two: its end offsets are read at one instant).
+            latencies = sorted(done[name] - at for name, at in produced.items() if name in done)
+            behind = len(produced) - len(latencies)
+            q = lambda p: round(1000 * latencies[min(len(latencies) - 1, int(p * len(latencies)))], 1) if latencies else None  # noqa: E731
+            out[str(rate)] = {"p50": q(0.50), "p95": q(0.95), "p99": q(0.99), "ticks": len(latencies),
+                              "ticks_behind": behind, "cdf_ms": [round(1000 * x, 1) for x in latencies]}
+            print(f"bench: kafka latency at {rate:,}/s: p50 {out[str(rate)]['p50']} ms, p95 {out[str(rate)]['p95']} ms, "
+                  f"p99 {out[str(rate)]['p99']} ms over {len(latencies)} ticks"
+                  + (f"; {behind} ticks not yet processed when the run ended" if behind else ""), flush=True)
+    finally:
+        broker.stop()
+    return out
