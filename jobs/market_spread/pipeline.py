@@ -128,8 +128,11 @@ def process_batch(
     parsed = parsing.parse_lines(lines, symbols).persist(StorageLevel.MEMORY_AND_DISK_DESER)
     try:
         # One job: parses and caches the batch and counts it.
+        # A Kafka record's source is topic/partition/offset: keep topic/partition, so that the
+        # driver gets one name per partition, not one per record.
+        source = F.regexp_replace("source_file", "/[0-9]+$", "")
         groups = parsed.groupBy("stream", F.col("reason").isNull().alias("valid")).agg(
-            F.count(F.lit(1)).alias("n"), F.collect_set("source_file").alias("files")
+            F.count(F.lit(1)).alias("n"), F.collect_set(source).alias("files")
         ).collect()
         counts = {(r["stream"], r["valid"]): r["n"] for r in groups}
         result.files = sorted({f for r in groups for f in r["files"]})
