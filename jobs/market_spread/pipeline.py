@@ -74,17 +74,13 @@ class BatchProcessor:
     on_batch: Callable[[BatchResult], None] = print
     # Per table, the last batch committed; read from the lake at the first batch of this process.
     committed: dict[str, int] | None = None
-    state: "StateCache | None" = None  # the state table's quotes in memory, likewise
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         spark = batch_df.sparkSession
         if self.committed is None:
             self.committed = lake_mod.committed_batches(spark, self.lake)
-        if self.state is None:
-            self.state = StateCache.load(spark, self.lake)
         result = process_batch(
             batch_df, batch_id, self.lake, self.symbols, self.max_spread, self.max_spread_ratio, self.committed,
-            self.state,
         )
         self.on_batch(result)
 
@@ -109,10 +105,9 @@ def process_batch(
     max_spread: Decimal,
     max_spread_ratio: Decimal,
     committed: dict[str, int] | None = None,
-    state: StateCache | None = None,
 ) -> BatchResult:
-    """Process one micro-batch. `committed` (table -> last batch written) and `state` are updated
-    in place; None reads them from the lake (a one-off call, e.g. in tests)."""
+    """Process one micro-batch. `committed` (table -> last batch written) is updated in place;
+    None reads it from the lake (a one-off call, e.g. in tests)."""
     spark = batch_df.sparkSession
     if committed is None:
         committed = lake_mod.committed_batches(spark, lake)
@@ -149,7 +144,6 @@ def process_batch(
         if result.orders:
             alerts, result.late_symbols = check_orders(
                 spark, lake, quotes, orders, max_spread, max_spread_ratio, batch_id,
-                state.df if state is not None else None,
             )
             # Counted while it is written: no separate job computes the as-of check twice.
             alerts = alerts.observe(observed, F.count(F.lit(1)).alias("n"))
@@ -184,8 +178,6 @@ def process_batch(
             spark.conf.unset(USER_METADATA)
         for table in writes:
             committed[table] = batch_id
-        if state is not None and result.quotes:
-            state.fold(quotes)  # before the cached batch it is computed from goes
         if "alerts" in writes:
             result.alerts = int(observed.get.get("n", 0))
         elif alerts is not None:  # written by the interrupted attempt: count what it wrote
@@ -262,7 +254,6 @@ def check_orders(
     max_spread: Decimal,
     max_spread_ratio: Decimal,
     batch_id: int,
-    state_quotes: DataFrame | None = None,
 ) -> tuple[DataFrame, int]:
     """Alerts for the batch's orders, each checked against the quote current at its time.
 
@@ -274,8 +265,7 @@ def check_orders(
     bounds = orders.groupBy("symbol").agg(
         F.min("order_time").alias("first_order"), F.max("order_time").alias("last_order")
     )
-    if state_quotes is None:
-        state_quotes = read_state_quotes(spark, lake)
+    state_quotes = read_state_quotes(spark, lake)
     late = (
         bounds.join(state_quotes.select("symbol", "quote_time"), "symbol")
         .where("quote_time > first_order")
@@ -341,36 +331,6 @@ STATE_QUOTE_COLUMNS = ("symbol", "bid", "offer", "quote_time", "seq")
 
 def read_state_quotes(spark: SparkSession, lake: str) -> DataFrame:
     return spark.read.format("delta").load(lake_mod.table_path(lake, "symbol_state")).select(*STATE_QUOTE_COLUMNS)
-
-
-@dataclass
-class StateCache:
-    """The symbol_state table's quotes, kept in memory between batches.
-
-    Read from the table once, when the stream starts; after each batch folded with the batch's
-    newest quote per symbol by the same rule as the MERGE (rules.quote_key). The stream is the
-    table's only writer (the lake's lock), so the copy equals the table after every batch, and the
-    as-of check does not rebuild a Delta snapshot (several Spark jobs) to read 3,000 rows."""
-
-    df: DataFrame
-
-    @classmethod
-    def load(cls, spark: SparkSession, lake: str) -> "StateCache":
-        return cls(read_state_quotes(spark, lake).persist(StorageLevel.MEMORY_AND_DISK_DESER))
-
-    def fold(self, quotes: DataFrame) -> None:
-        """Fold a batch's valid quotes in; computed (and cached) lazily by the next batch's check."""
-        merged = self.df.unionByName(quotes.select(*STATE_QUOTE_COLUMNS)).groupBy("symbol").agg(
-            F.max_by(F.struct(*STATE_QUOTE_COLUMNS[1:]), F.expr(quote_key_sql())).alias("q")
-        ).select("symbol", "q.bid", "q.offer", "q.quote_time", "q.seq")
-        new = merged.persist(StorageLevel.MEMORY_AND_DISK_DESER)
-        # The new copy is computed from the old: materialise it before letting the old one go.
-        new.count()
-        self.df.unpersist()
-        self.df = new
-
-    def release(self) -> None:
-        self.df.unpersist()
 
 
 def asof_alerts(candidates: DataFrame, orders: DataFrame, max_spread: Decimal, max_spread_ratio: Decimal,
