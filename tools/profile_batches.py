@@ -20,6 +20,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "jobs"))
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of a process so far: less sensitive than wall time to other load."""
+    import os
+
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def jobs_so_far(spark) -> int:
     # Job ids are allocated in sequence by the DAG scheduler: the count of jobs ever submitted.
     return spark.sparkContext._jsc.sc().dagScheduler().nextJobId()
@@ -52,13 +60,14 @@ def main() -> int:
     extra = dict(c.split("=", 1) for c in args.conf)
     spark = build_session("profile", master="local[*]", extra_conf=extra or None)
     rows = []
-    last = [jobs_so_far(spark), time.perf_counter()]
+    jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    last = [jobs_so_far(spark), time.perf_counter(), cpu_seconds(jvm)]
 
     def on_batch(result) -> None:
-        now_jobs, now = jobs_so_far(spark), time.perf_counter()
-        rows.append((result, now_jobs - last[0], now - last[1]))
+        now_jobs, now, cpu = jobs_so_far(spark), time.perf_counter(), cpu_seconds(jvm)
+        rows.append((result, now_jobs - last[0], now - last[1], cpu - last[2]))
         print(f"batch {result.batch_id}: {result.seconds:.2f}s in batch, {now - last[1]:.2f}s since last, "
-              f"{now_jobs - last[0]} jobs, {result.input_lines} lines, {result.alerts} alerts; {result.phases_ms}",
+              f"{now_jobs - last[0]} jobs, JVM CPU {cpu - last[2]:.2f}s, {result.input_lines} lines, {result.alerts} alerts; {result.phases_ms}",
               flush=True)
         if args.jobs:
             store = spark.sparkContext._jsc.sc().statusStore()
@@ -77,7 +86,7 @@ def main() -> int:
                     print(f"   job {job_id}: {took:5d} ms  {data.stageIds().size()} st  {stage.name()[:50]} | {desc[:110]} {where[:100]}")
                 except Exception as exc:  # noqa: BLE001 - evicted from the store
                     print(f"   job {job_id}: ? {str(exc)[:120]}")
-        last[0], last[1] = now_jobs, now
+        last[0], last[1], last[2] = now_jobs, now, cpu
 
     start = time.perf_counter()
     query, busy = start_query(spark, landing, lake, lake / CHECKPOINT_SUBDIR, symbols, Decimal("0.05"),
@@ -87,7 +96,8 @@ def main() -> int:
     steady = rows[2:] or rows
     print(f"\n{len(rows)} batches in {total:.1f}s; steady state (batches 2+): median batch "
           f"{statistics.median(r[0].seconds for r in steady):.2f}s, median between batches "
-          f"{statistics.median(r[2] for r in steady):.2f}s, median jobs {statistics.median(r[1] for r in steady)}")
+          f"{statistics.median(r[2] for r in steady):.2f}s, median jobs {statistics.median(r[1] for r in steady)}, "
+          f"median JVM CPU {statistics.median(r[3] for r in steady):.2f}s")
     keys = sorted({k for r in steady for k in r[0].phases_ms})
     print("median phases (ms): " + ", ".join(f"{k} {statistics.median(r[0].phases_ms.get(k, 0) for r in steady):.0f}" for k in keys))
     spark.stop()

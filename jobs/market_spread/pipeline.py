@@ -390,7 +390,7 @@ def merge_state(spark: SparkSession, lake: str, quotes: DataFrame, batch_id: int
     The source is at most one row per symbol, computed from the cached batch, and not materialised
     again by Delta (the session sets `merge.materializeSource=none`: the source is deterministic,
     the update time a literal). No broadcast hint: Delta's MERGE joins drop it (a full outer join
-    cannot build the left side), and adaptive execution broadcasts a small side by itself."""
+    cannot build the left side)."""
     updated_at = datetime.now(timezone.utc)
     newest = (
         quotes.groupBy("symbol")
