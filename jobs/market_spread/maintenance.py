@@ -33,7 +33,7 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from .options import add_lake
+from .options import add_lake, whole_number
 
 DEFAULT_RETAIN_HOURS = 168  # Delta's own default retention: 7 days
 EXTRA_TABLES = ("quality_results",)
@@ -70,24 +70,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", help="Spark master URL (default local[*])")
 
 
-def _hours(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number of hours: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be >= 1 hour")
-    return value
+_hours = whole_number(1, "hours")
 
 
-def _days(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number of days: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be >= 0 days (0 keeps everything)")
-    return value
+_days = whole_number(0, "days", " (0 keeps everything)")
 
 
 def quote_cutoff(days: int, today: date | None = None) -> date:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from decimal import Decimal
 from pathlib import Path
+from typing import Callable
 
 from .rules import DEFAULT_MAX_SPREAD, DEFAULT_MAX_SPREAD_RATIO, parse_threshold
 
@@ -40,6 +41,22 @@ def add_thresholds(parser: argparse.ArgumentParser) -> None:
         "--max-spread-ratio", type=_threshold("--max-spread-ratio"), default=DEFAULT_MAX_SPREAD_RATIO,
         help="reject when offer - bid >= this x mid (default 0.05)",
     )
+
+
+def whole_number(minimum: int, unit: str = "", note: str = "") -> Callable[[str], int]:
+    """An argparse type: a whole number >= minimum, with a one-line reason otherwise."""
+    units = f" of {unit}" if unit else ""
+
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number{units}: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}{' ' + unit if unit else ''}{note}: {text!r}")
+        return value
+
+    return convert
 
 
 def load_symbols(path: str | Path) -> list[str]:

@@ -16,7 +16,7 @@ from typing import IO
 
 from . import lake as lake_mod
 from .processes import process_start_time, record_alive, this_host
-from .options import add_lake, add_symbols, add_thresholds, load_symbols
+from .options import add_lake, add_symbols, add_thresholds, load_symbols, whole_number
 
 FEEDS = ("quotes", "orders")
 LOCK_FILE = "_stream.lock"
@@ -54,14 +54,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_kafka_arguments(parser)
 
 
-def _at_least_one(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1: {text!r}")
-    return value
+_at_least_one = whole_number(1)
 
 
 class ProgressSummary:
