@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import glob
 import os
 import signal
 import socket
@@ -21,7 +20,6 @@ import time
 import uuid
 from pathlib import Path
 
-from .spark import PROJECT_ROOT
 
 # Values of up to 2 MB and more must pass (contract: a huge line is quarantined, not lost).
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
@@ -42,16 +40,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def broker_jars() -> list[str]:
-    folder = Path(os.environ.get("MARKET_SPREAD_BROKER_JARS", PROJECT_ROOT / ".cache" / "broker-jars"))
-    jars = sorted(glob.glob(str(folder / "*.jar")))
-    if not any(Path(j).name.startswith("kafka_2.13-") for j in jars):
-        from .cli import UsageError
+    from .cli import UsageError
+    from .spark import MissingJars, cached_jars
 
-        raise UsageError(
-            f"no Kafka broker JARs in {folder}: run `make setup` (fetches them with Maven once), "
-            "or point MARKET_SPREAD_BROKER_JARS at a folder holding them"
-        )
-    return jars
+    try:
+        return cached_jars("MARKET_SPREAD_BROKER_JARS", "broker-jars", "kafka_2.13-", "Kafka broker")
+    except MissingJars as exc:
+        raise UsageError(str(exc)) from None
 
 
 def server_properties(data: Path, port: int, controller_port: int, partitions: int = DEFAULT_PARTITIONS) -> str:

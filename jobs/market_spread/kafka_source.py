@@ -22,13 +22,11 @@ them; the README says how to restart deliberately past the gap.
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .spark import PROJECT_ROOT
 
 SOURCES = ("files", "kafka")
 DEFAULT_QUOTES_TOPIC = "quotes"
@@ -112,14 +110,12 @@ def check_topic_name(topic: str, flag: str) -> None:
 
 def kafka_jars() -> list[str]:
     """Spark's Kafka connector JARs (`make setup` fetched them); a clear error if they are missing."""
-    folder = Path(os.environ.get("MARKET_SPREAD_KAFKA_JARS", PROJECT_ROOT / ".cache" / "kafka-jars"))
-    jars = sorted(glob.glob(str(folder / "*.jar")))
-    if not any(Path(j).name.startswith("spark-sql-kafka-") for j in jars):
-        raise SystemExit(
-            f"error: no Spark Kafka connector JARs in {folder}: run `make setup` (fetches them with Maven "
-            "once), or point MARKET_SPREAD_KAFKA_JARS at a folder holding them"
-        )
-    return jars
+    from .spark import MissingJars, cached_jars
+
+    try:
+        return cached_jars("MARKET_SPREAD_KAFKA_JARS", "kafka-jars", "spark-sql-kafka-", "Spark Kafka connector")
+    except MissingJars as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 def session_conf() -> dict[str, str]:

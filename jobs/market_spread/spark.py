@@ -10,16 +10,30 @@ from pyspark.sql import SparkSession
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
-def delta_jars() -> list[str]:
-    """The Delta JARs `make setup` fetched; a clear error if they are missing."""
-    folder = Path(os.environ.get("MARKET_SPREAD_JARS", PROJECT_ROOT / ".cache" / "jars"))
+class MissingJars(Exception):
+    """A JAR folder `make setup` fills is missing or incomplete; the message says what to do."""
+
+
+def cached_jars(variable: str, subdir: str, marker: str, what: str) -> list[str]:
+    """The JARs `make setup` fetched with Maven into `.cache/SUBDIR` (or the folder `variable` names).
+
+    Raises MissingJars unless one of them starts with `marker`."""
+    folder = Path(os.environ.get(variable, PROJECT_ROOT / ".cache" / subdir))
     jars = sorted(glob.glob(str(folder / "*.jar")))
-    if not any("delta-spark_" in j for j in jars):
-        raise SystemExit(
-            f"error: no Delta JARs in {folder}: run `make setup` (fetches them with Maven once), "
-            "or point MARKET_SPREAD_JARS at a folder holding them"
+    if not any(Path(j).name.startswith(marker) for j in jars):
+        raise MissingJars(
+            f"no {what} JARs in {folder}: run `make setup` (fetches them with Maven once), "
+            f"or point {variable} at a folder holding them"
         )
     return jars
+
+
+def delta_jars() -> list[str]:
+    """The Delta JARs `make setup` fetched; a clear error if they are missing."""
+    try:
+        return cached_jars("MARKET_SPREAD_JARS", "jars", "delta-spark_", "Delta")
+    except MissingJars as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 def build_session(
