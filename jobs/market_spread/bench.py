@@ -239,6 +239,15 @@ def batch_ceiling(spark, landing: Path, out: Path, symbols: list[str]) -> int:
     return spark.read.format("delta").load(str(out)).count()
 
 
+def latency_figures(started: dict[str, float], done: dict[str, float]) -> tuple[dict, list[float], int]:
+    """p50/p95/p99 (ms) and the CDF of done - started over the names that are done; the sorted
+    latencies (s); how many started names are not done (behind)."""
+    latencies = sorted(done[name] - at for name, at in started.items() if name in done)
+    q = lambda p: round(1000 * latencies[min(len(latencies) - 1, int(p * len(latencies)))], 1) if latencies else None  # noqa: E731
+    figures = {"p50": q(0.50), "p95": q(0.95), "p99": q(0.99), "cdf_ms": [round(1000 * x, 1) for x in latencies]}
+    return figures, latencies, len(started) - len(latencies)
+
+
 def latency(spark, work: Path, plan: Plan) -> dict:
     """Continuous mode at fixed rates: each file's latency from its landing to its batch's last commit."""
     from .generate import Generator, write_atomically
@@ -293,13 +302,10 @@ def latency(spark, work: Path, plan: Plan) -> dict:
         feeder.start()
         _stream(spark, landing, lake, symbols, available_now=False, interval=0.5, on_batch=on_batch, stop=stop)
         feeder.join()
-        latencies = sorted(done[name] - at for name, at in landed.items() if name in done)
         # Files still waiting when the run ended count as "behind": a stream that cannot keep up
         # with the rate shows it there, not as flattering percentiles over the files it did take.
-        behind = len(landed) - len(latencies)
-        q = lambda p: round(1000 * latencies[min(len(latencies) - 1, int(p * len(latencies)))], 1) if latencies else None  # noqa: E731
-        out[str(rate)] = {"p50": q(0.50), "p95": q(0.95), "p99": q(0.99), "file_pairs": len(latencies),
-                          "files_behind": behind, "cdf_ms": [round(1000 * x, 1) for x in latencies]}
+        figures, latencies, behind = latency_figures(landed, done)
+        out[str(rate)] = {**figures, "file_pairs": len(latencies), "files_behind": behind}
         _say(f"latency at {rate:,}/s: p50 {out[str(rate)]['p50']} ms, p95 {out[str(rate)]['p95']} ms, "
              f"p99 {out[str(rate)]['p99']} ms over {len(latencies)} file pairs"
              + (f"; {behind} file pairs not yet processed when the run ended (the stream fell behind)" if behind else ""))

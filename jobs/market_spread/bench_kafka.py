@@ -102,11 +102,10 @@ def kafka_latency(spark, work: Path, rates: tuple[int, ...], rate_seconds: float
             feeder.join()
             # A tick is through when every one of its records has been through a committed batch
             # (a batch may cut a tick in two: its end offsets are read at one instant).
-            latencies = sorted(done[name] - at for name, at in produced.items() if name in done)
-            behind = len(produced) - len(latencies)
-            q = lambda p: round(1000 * latencies[min(len(latencies) - 1, int(p * len(latencies)))], 1) if latencies else None  # noqa: E731
-            out[str(rate)] = {"p50": q(0.50), "p95": q(0.95), "p99": q(0.99), "ticks": len(latencies),
-                              "ticks_behind": behind, "cdf_ms": [round(1000 * x, 1) for x in latencies]}
+            from .bench import latency_figures
+
+            figures, latencies, behind = latency_figures(produced, done)
+            out[str(rate)] = {**figures, "ticks": len(latencies), "ticks_behind": behind}
             print(f"bench: kafka latency at {rate:,}/s: p50 {out[str(rate)]['p50']} ms, p95 {out[str(rate)]['p95']} ms, "
                   f"p99 {out[str(rate)]['p99']} ms over {len(latencies)} ticks"
                   + (f"; {behind} ticks not yet processed when the run ended" if behind else ""), flush=True)
