@@ -44,30 +44,37 @@ def kafka_latency(spark, work: Path, rates: tuple[int, ...], rate_seconds: float
         for rate in rates:
             settings = KafkaSettings(broker.bootstrap, f"quotes-{rate}", f"orders-{rate}")
             sink = KafkaSink(broker.bootstrap, settings.quotes_topic, settings.orders_topic)
-            owner: dict[str, str] = {}  # "topic/partition/offset" -> tick
+            # A partition is read in offset order, so a tick is through once a committed batch has
+            # taken, in every partition the tick wrote to, an offset at or past the tick's last one.
+            needs: dict[str, dict[str, int]] = {}  # tick -> topic/partition -> its last offset there
+            taken: dict[str, int] = {}  # topic/partition -> highest offset of a committed batch
             produced: dict[str, float] = {}
-            total: dict[str, int] = {}
-            seen: dict[str, int] = {}
             done: dict[str, float] = {}
             warmed, stop = threading.Event(), threading.Event()
+            lock = threading.Lock()
 
             def on_batch(result) -> None:
                 now = time.time()
-                for f in result.files:
-                    tick = owner.get(f)
-                    if tick is not None:
-                        seen[tick] = seen.get(tick, 0) + 1
-                        if seen[tick] == total.get(tick):
+                with lock:
+                    for where, last in result.last_offsets.items():
+                        taken[where] = max(last, taken.get(where, -1))
+                    for tick, last_of in needs.items():
+                        if tick not in done and all(taken.get(w, -1) >= o for w, o in last_of.items()):
                             done[tick] = now
                 warmed.set()
 
             def send(gen, tick: str, count: int) -> None:
                 events = gen.events(count // 2, count - count // 2)
+                last_of: dict[str, int] = {}
                 for feed in ("quotes", "orders"):
-                    offsets = sink.send_tracked(feed, [l for f, _, l in events if f == feed])
-                    total[tick] = total.get(tick, 0) + len(offsets)
-                    for where in offsets:
-                        owner[where] = tick
+                    for where in sink.send_tracked(feed, [l for f, _, l in events if f == feed]):
+                        part, _, offset = where.rpartition("/")
+                        last_of[part] = max(int(offset), last_of.get(part, -1))
+                with lock:
+                    needs[tick] = last_of
+                    # A batch may have taken the records before their acknowledgements came back.
+                    if all(taken.get(w, -1) >= o for w, o in last_of.items()):
+                        done[tick] = time.time()
 
             def feed() -> None:
                 gen = Generator(symbols, seed=rate, profile="wallaroo", wide_share=0.05, start=datetime.now(timezone.utc))

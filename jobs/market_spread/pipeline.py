@@ -52,7 +52,8 @@ class BatchResult:
     seconds: float = 0.0
     spark_jobs: int | None = None  # Spark jobs the batch ran (None where the count is not available)
     phases_ms: dict[str, int] = field(default_factory=dict)
-    files: list[str] = field(default_factory=list)  # the landing files this batch took
+    files: list[str] = field(default_factory=list)  # the landing files (or topic/partitions) this batch took
+    last_offsets: dict[str, int] = field(default_factory=dict)  # topic/partition -> highest offset taken
     skipped: list[str] = field(default_factory=list)  # tables already written by an earlier attempt
 
     def progress_line(self) -> str:
@@ -123,14 +124,19 @@ def process_batch(
     parsed = parsing.parse_lines(lines, symbols).persist(StorageLevel.MEMORY_AND_DISK_DESER)
     try:
         # One job: parses and caches the batch and counts it.
-        # A Kafka record's source is topic/partition/offset: keep topic/partition, so that the
-        # driver gets one name per partition, not one per record.
-        source = F.regexp_replace("source_file", "/[0-9]+$", "")
-        groups = parsed.groupBy("stream", F.col("reason").isNull().alias("valid")).agg(
-            F.count(F.lit(1)).alias("n"), F.collect_set(source).alias("files")
+        # A Kafka record's source is topic/partition/offset: group by topic/partition and keep the
+        # highest offset, so that the driver gets one row per partition, not one per record.
+        source = F.regexp_replace("source_file", "/[0-9]+$", "").alias("source")
+        offset = F.regexp_extract("source_file", "/([0-9]+)$", 1)
+        groups = parsed.groupBy("stream", F.col("reason").isNull().alias("valid"), source).agg(
+            F.count(F.lit(1)).alias("n"), F.max(F.when(offset != "", offset.cast("long"))).alias("last")
         ).collect()
-        counts = {(r["stream"], r["valid"]): r["n"] for r in groups}
-        result.files = sorted({f for r in groups for f in r["files"]})
+        counts: dict[tuple[str, bool], int] = {}
+        for r in groups:
+            counts[(r["stream"], r["valid"])] = counts.get((r["stream"], r["valid"]), 0) + r["n"]
+            if r["last"] is not None:
+                result.last_offsets[r["source"]] = max(r["last"], result.last_offsets.get(r["source"], -1))
+        result.files = sorted({r["source"] for r in groups})
         result.quotes, result.orders = counts.get(("quotes", True), 0), counts.get(("orders", True), 0)
         result.input_lines = sum(counts.values())
         result.quarantined = result.input_lines - result.quotes - result.orders
