@@ -395,3 +395,11 @@ def test_broker_configuration_is_single_node_loopback_and_takes_big_records(tmp_
     assert props["controller.quorum.voters"] == "1@127.0.0.1:20092"
     assert int(props["message.max.bytes"]) > 2 * 1024 * 1024 and props["auto.create.topics.enable"] == "false"
     assert len(new_cluster_id()) == 22 and new_cluster_id() != new_cluster_id()
+
+
+def test_the_bench_says_why_the_kafka_row_is_skipped(tmp_path, monkeypatch):
+    from market_spread.bench_kafka import broker_available
+
+    assert broker_available() is None  # make setup fetched both JAR folders
+    monkeypatch.setenv("MARKET_SPREAD_BROKER_JARS", str(tmp_path))
+    assert "Kafka broker JARs" in broker_available() and str(tmp_path) in broker_available()

@@ -18,11 +18,13 @@ from pathlib import Path
 
 def broker_available() -> str | None:
     """None when the broker and connector JARs are there, else why the Kafka row is skipped."""
-    from .broker import PROJECT_ROOT
+    from .spark import MissingJars, cached_jars
 
-    for folder, first in ((".cache/broker-jars", "kafka_2.13-"), (".cache/kafka-jars", "spark-sql-kafka-")):
-        if not list((PROJECT_ROOT / folder).glob(f"{first}*.jar")):
-            return f"no JARs in {folder} (run `make setup`)"
+    try:
+        cached_jars("MARKET_SPREAD_BROKER_JARS", "broker-jars", "kafka_2.13-", "Kafka broker")
+        cached_jars("MARKET_SPREAD_KAFKA_JARS", "kafka-jars", "spark-sql-kafka-", "Spark Kafka connector")
+    except MissingJars as exc:
+        return str(exc)
     return None
 
 
