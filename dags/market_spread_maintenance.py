@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from airflow.sdk import dag, task
 
-from market_spread import orchestration
+from market_spread.orchestration import tasks as orchestration
 
 
 @dag(

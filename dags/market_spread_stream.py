@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from airflow.sdk import dag, task
 
-from market_spread import orchestration
+from market_spread.orchestration import tasks as orchestration
 
 
 @dag(

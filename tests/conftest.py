@@ -12,10 +12,10 @@ SHARED = ROOT.parent / "shared"
 
 @pytest.fixture(scope="session")
 def spark():
-    from market_spread.spark import build_session
+    from market_spread.runtime.spark import build_session
 
     try:  # Spark's Kafka connector too, when fetched, so tests can stream from a broker in-process
-        from market_spread.kafka_source import session_conf
+        from market_spread.stream.kafka_source import session_conf
 
         extra = session_conf()
     except SystemExit:

@@ -6,8 +6,8 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
-from market_spread import lake as lake_mod
-from market_spread.streaming import run_query
+from market_spread.lake import tables as lake_mod
+from market_spread.stream.job import run_query
 
 SYMBOLS = ["AAPL", "MSFT", "IBM", "GOOG", "TSLA"]
 _counter = itertools.count()

@@ -43,10 +43,10 @@ def main() -> int:
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
     args = parser.parse_args()
 
-    from market_spread.generate import Generator, write_backlog
-    from market_spread.lake import CHECKPOINT_SUBDIR
-    from market_spread.spark import build_session
-    from market_spread.streaming import _supervise, start_query
+    from market_spread.feeds.generate import Generator, write_backlog
+    from market_spread.lake.tables import CHECKPOINT_SUBDIR
+    from market_spread.runtime.spark import build_session
+    from market_spread.stream.job import _supervise, start_query
     import threading
 
     symbols = [f"S{i:05d}" for i in range(args.symbols)]

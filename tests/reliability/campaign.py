@@ -17,9 +17,9 @@ from pathlib import Path
 
 import psutil
 
-from market_spread.generate import Generator, write_atomically, write_backlog
+from market_spread.feeds.generate import Generator, write_atomically, write_backlog
 
-CLI = [sys.executable, "-m", "market_spread.cli"]
+CLI = [sys.executable, "-m", "market_spread.cli.main"]
 FULL = os.environ.get("MARKET_SPREAD_RELIABILITY", "").lower() == "full"
 TABLES_WITH_LOGS = ("quotes", "symbol_state", "alerts", "quarantine", "batch_metrics")
 
@@ -219,7 +219,7 @@ def batch_ids(folder: Path) -> set[int]:
 
 def tagged_batches(table: Path) -> set[int]:
     """The micro-batch ids recorded in the commits of the stream (commitInfo.userMetadata)."""
-    from market_spread.lake import tagged_batch
+    from market_spread.lake.tables import tagged_batch
 
     out = set()
     for path in (table / "_delta_log").glob("*.json"):

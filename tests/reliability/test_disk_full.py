@@ -11,7 +11,7 @@ import pytest
 
 from campaign import Job, symbols_file
 from lakeutil import SYMBOLS, comparable_tables, metrics_totals, stream
-from market_spread.generate import Generator, write_atomically, write_backlog
+from market_spread.feeds.generate import Generator, write_atomically, write_backlog
 
 
 def _mount(*args: str) -> subprocess.CompletedProcess:

@@ -8,7 +8,7 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from market_spread import reference
+from market_spread_tools import reference
 from lakeutil import SYMBOLS, metrics_totals, rows, stream
 
 GOOD_QUOTE = {"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00.123Z", "bid": 189.12, "offer": 189.14, "seq": 1}

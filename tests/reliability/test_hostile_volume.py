@@ -12,7 +12,7 @@ import pytest
 
 from campaign import FULL, Job, bad_lines, symbols_file
 from lakeutil import SYMBOLS, metrics_totals, rows
-from market_spread.generate import Generator, write_atomically
+from market_spread.feeds.generate import Generator, write_atomically
 
 BIG_LINE = (10 if FULL else 3) * 2**20
 MANY_LINES = 1_000_000 if FULL else 100_000

@@ -1,0 +1,256 @@
+"""`market-spread generate`: synthetic quote and order feeds, written atomically.
+
+Profiles:
+- `default`: every symbol quotes around its own price with a tight spread, a share of symbols
+  (`--wide-share`) quotes wide; orders pick symbols uniformly, so some meet no market data.
+- `wallaroo`: Wallaroo's own test recipe: a fixed share of symbols always reject (bid 1000 /
+  offer 1001), the rest never; orders skewed 80/20 onto hot symbols; order ids repeat.
+
+Within each file pair, quotes are written before orders, so every quote lands no later than the
+orders it should affect (contract 5.8).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Callable
+
+from market_spread.cli.options import add_symbols, load_symbols
+
+BASE_TIME = datetime(2026, 11, 23, 14, 30, tzinfo=timezone.utc)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--landing", help="landing folder (quotes/ and orders/ are created); or --kafka")
+    add_symbols(parser)
+    parser.add_argument("--quotes", type=_count, default=1000, help="quotes to write (default 1000)")
+    parser.add_argument("--orders", type=_count, default=1000, help="orders to write (default 1000)")
+    parser.add_argument("--files", type=_positive_int, default=1, help="files per feed (default 1)")
+    parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    parser.add_argument("--wide-share", type=_share, default=0.1, help="share of symbols quoting wide (default 0.1)")
+    parser.add_argument("--profile", choices=("default", "wallaroo"), default="default", help="data recipe")
+    parser.add_argument("--rate", type=float, help="events per second to land continuously (with --duration)")
+    parser.add_argument("--duration", type=float, help="seconds to keep landing files at --rate (0: until stopped)")
+    parser.add_argument("--tick", type=float, default=1.0, help="seconds between files in --rate mode (default 1)")
+    parser.add_argument("--start", help="event time of the first record, ISO-8601 (default 2026-11-23T14:30:00Z)")
+    from market_spread.feeds.producer import add_arguments as add_kafka_arguments
+
+    add_kafka_arguments(parser)
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be >= 0")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be >= 1")
+    return value
+
+
+def _share(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError("must be between 0 and 1")
+    return value
+
+
+@dataclass
+class Generator:
+    """Deterministic for a seed: the same arguments give byte-identical feeds."""
+
+    symbols: list[str]
+    seed: int = 1
+    wide_share: float = 0.1
+    profile: str = "default"
+    start: datetime = BASE_TIME
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+        rng = random.Random(self.seed + 7919)
+        count_wide = round(len(self.symbols) * self.wide_share)
+        self.wide = set(rng.sample(self.symbols, count_wide))
+        self.base_price = {s: rng.randint(500, 50000) / 100 for s in self.symbols}
+        # Wallaroo's recipe: 20% of symbols take 80% of the orders.
+        hot_count = max(1, len(self.symbols) // 5)
+        self.hot = self.symbols[:hot_count]
+        self.quoted: list[str] = []  # orders mostly go to symbols with a market, as in real feeds
+        self._quoted_set: set[str] = set()
+        self.now_us = 0
+        self.order_no = 0
+        self.quote_seq = 0
+
+    def _time(self) -> str:
+        self.now_us += self.rng.randint(0, 2000)  # equal times happen: ties are the rule in feeds
+        t = self.start + timedelta(microseconds=self.now_us)
+        return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+    def quote(self) -> str:
+        symbol = self.rng.choice(self.symbols)
+        if symbol not in self._quoted_set:
+            self._quoted_set.add(symbol)
+            self.quoted.append(symbol)
+        self.quote_seq += 1
+        if self.profile == "wallaroo":
+            bid, offer = ("1000.00", "1001.00") if symbol in self.wide else ("100.00", "100.01")
+        else:
+            mid = self.base_price[symbol] * (1 + self.rng.uniform(-0.01, 0.01))
+            if symbol in self.wide:
+                spread = self.rng.choice((0.05, 0.10, 0.25, mid * 0.06))
+            else:
+                spread = self.rng.choice((0.0, 0.01, 0.01, 0.02, 0.03, 0.04))
+            bid = f"{mid - spread / 2:.2f}"
+            offer = f"{float(bid) + spread:.2f}"
+        return (
+            f'{{"symbol": "{symbol}", "transact_time": "{self._time()}", "bid": {bid}, '
+            f'"offer": {offer}, "seq": {self.quote_seq}}}'
+        )
+
+    def order(self) -> str:
+        if self.profile == "wallaroo":
+            symbol = self.rng.choice(self.hot) if self.rng.random() < 0.8 else self.rng.choice(self.symbols)
+            self.order_no = (self.order_no + 1) % 5000  # Wallaroo's order ids repeat
+            price = "100.00" if symbol not in self.wide else "1000.50"
+        else:
+            known = self.quoted and self.rng.random() < 0.97
+            symbol = self.rng.choice(self.quoted) if known else self.rng.choice(self.symbols)
+            self.order_no += 1
+            price = f"{self.base_price[symbol] * (1 + self.rng.uniform(-0.02, 0.02)):.2f}"
+        side = "BUY" if self.rng.random() < 0.5 else "SELL"
+        qty = self.rng.randint(1, 100) * 100
+        return (
+            f'{{"order_id": "O-{self.seed}-{self.order_no}", "account": {self.rng.randint(1, 1000)}, '
+            f'"symbol": "{symbol}", "side": "{side}", "qty": {qty}, "price": {price}, '
+            f'"transact_time": "{self._time()}"}}'
+        )
+
+    def events(self, quotes: int, orders: int) -> list[tuple[str, int, str]]:
+        """(feed, time in µs from start, line), quotes and orders drawn on one clock in time order."""
+        out: list[tuple[str, int, str]] = []
+        left_q, left_o = quotes, orders
+        while left_q or left_o:
+            if left_o == 0 or (left_q and self.rng.random() < left_q / (left_q + left_o)):
+                line, feed, left_q = self.quote(), "quotes", left_q - 1
+            else:
+                line, feed, left_o = self.order(), "orders", left_o - 1
+            out.append((feed, self.now_us, line))
+        return out
+
+
+def split_in_time(events: list[tuple[str, int, str]], parts: int) -> list[list[tuple[str, int, str]]]:
+    """Cut a time-ordered event list into `parts` runs of about equal size, cutting only where the
+    time moves on, so no quote of a later file shares its time with an order of an earlier one."""
+    cuts, at = [0], 0
+    for i in range(1, parts):
+        at = max(at, round(len(events) * i / parts))
+        while 0 < at < len(events) and events[at][1] == events[at - 1][1]:
+            at += 1
+        cuts.append(min(at, len(events)))
+    cuts.append(len(events))
+    return [events[a:b] for a, b in zip(cuts, cuts[1:])]
+
+
+def write_atomically(folder: Path, name: str, lines: list[str]) -> Path:
+    """Write aside under a dot name (ignored by readers), fsync, then rename into place."""
+    folder.mkdir(parents=True, exist_ok=True)
+    final = folder / name
+    temp = folder / f".{name}.tmp"
+    with open(temp, "w", encoding="utf-8") as handle:
+        handle.write("\n".join(lines))
+        if lines:
+            handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, final)
+    return final
+
+
+Sink = Callable[[str, str, list[str]], None]  # (feed, chunk name, lines): e.g. producer.KafkaSink
+
+
+def write_backlog(landing: Path, gen: Generator, quotes: int, orders: int, files: int, tag: str,
+                  sink: Sink | None = None) -> tuple[int, int]:
+    """Write `files` pairs of files; pair k holds the events of the k-th stretch of time, so that
+    landing the pairs in order lands every quote no later than the orders it affects.
+    With a `sink`, each "file" goes to it instead (quotes first, each chunk acknowledged)."""
+    events = gen.events(quotes, orders)
+    write = sink or (lambda feed, name, lines: write_atomically(landing / feed, name, lines))
+    for i, part in enumerate(split_in_time(events, files)):
+        write("quotes", f"{tag}-{i:05d}.jsonl", [l for f, _, l in part if f == "quotes"])
+        write("orders", f"{tag}-{i:05d}.jsonl", [l for f, _, l in part if f == "orders"])
+    return quotes, orders
+
+
+def run(args: argparse.Namespace) -> int:
+    from market_spread.cli.main import UsageError
+
+    from market_spread.feeds.producer import sink_from_args
+
+    if not args.landing and not args.kafka:
+        raise UsageError("give --landing DIR (files) or --kafka HOST:PORT (topics)")
+    if args.landing and args.kafka:
+        raise UsageError("--landing and --kafka exclude each other: files or topics")
+    symbols = load_symbols(args.symbols)
+    landing = Path(args.landing or ".")
+    # A live feed carries live times; a backlog is reproducible from a fixed start.
+    start = BASE_TIME if args.rate is None else datetime.now(timezone.utc)
+    if args.start:
+        try:
+            start = datetime.fromisoformat(args.start.replace("Z", "+00:00")).astimezone(timezone.utc)
+        except ValueError:
+            raise UsageError(f"--start is not an ISO-8601 time: {args.start}") from None
+    gen = Generator(symbols, args.seed, args.wide_share, args.profile, start)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+    if args.rate is None and args.duration is not None:
+        raise UsageError("--duration goes with --rate")
+    if args.rate is not None and args.rate <= 0:
+        raise UsageError("--rate must be > 0 events per second")
+    if args.tick <= 0:
+        raise UsageError("--tick must be > 0 seconds")
+    try:
+        sink = sink_from_args(args)
+    except ConnectionError as exc:
+        print(f"generate: error: {exc}", file=sys.stderr)
+        return 1
+    target = f"Kafka {args.kafka} (topics {args.quotes_topic}, {args.orders_topic})" if sink else str(landing)
+    try:
+        if args.rate is None:
+            q, o = write_backlog(landing, gen, args.quotes, args.orders, args.files, f"gen-{stamp}-s{args.seed}", sink)
+            print(f"generate: wrote {q} quotes and {o} orders in {args.files} file(s) per feed to {target}")
+            return 0
+        return _run_rate(landing, gen, args.rate, args.duration or 0.0, args.tick, stamp, sink, target)
+    except ConnectionError as exc:
+        print(f"generate: error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run_rate(landing: Path, gen: Generator, rate: float, duration: float, tick: float, stamp: str,
+              sink: Sink | None = None, target: str | None = None) -> int:
+    """Land a pair of files every tick, holding `rate` events/s on average, for `duration` s."""
+    began = time.monotonic()
+    written = ticks = 0
+    share_quotes = 0.5
+    try:
+        while duration <= 0 or time.monotonic() - began < duration:
+            due = int(rate * (time.monotonic() - began + tick)) - written
+            quotes = int(due * share_quotes)
+            q, o = write_backlog(landing, gen, quotes, due - quotes, 1, f"gen-{stamp}-t{ticks:07d}", sink)
+            written += q + o
+            ticks += 1
+            if ticks % 10 == 0:
+                print(f"generate: {written} events in {ticks} ticks ({written / (time.monotonic() - began):.0f}/s)", flush=True)
+            time.sleep(max(0.0, began + ticks * tick - time.monotonic()))
+    except KeyboardInterrupt:
+        pass
+    print(f"generate: wrote {written} events in {ticks} ticks to {target or landing}", flush=True)
+    return 0

@@ -1,0 +1,241 @@
+"""`market-spread replay`: Wallaroo's fixish frames and FIX text files -> landing files.
+
+Every `--nbbo` file becomes `DIR/quotes/*.jsonl`, every `--orders` file `DIR/orders/*.jsonl`
+(quote files first, so quotes land no later than the orders they should affect). Output goes out
+in chunks of `--records-per-file` lines, each written aside under a dot name, fsynced and renamed
+in. Names `replay-<UTC stamp>-<input #>-<chunk #>-<input stem>.jsonl` sort in landing order and
+never collide with an earlier replay. `seq` is the record's position in its input file.
+
+Bad frames and lines are reported (file:offset) and skipped; `--strict` checks every input first
+and writes nothing unless all of them decode cleanly.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Iterable
+
+DEFAULT_RECORDS_PER_FILE = 100_000
+MAX_ERRORS_SHOWN = 100  # per input file; the count in the summary is always complete
+STAMP_FORMAT = "%Y%m%dT%H%M%S%fZ"
+_STAMP_IN_NAME = re.compile(r"^replay-(\d{8}T\d{12}Z)-")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--landing", help="landing folder (quotes/ and orders/ are made inside); or --kafka")
+    parser.add_argument("--nbbo", nargs="+", default=[], metavar="FILE", help="market data files (fixish or FIX text)")
+    parser.add_argument("--orders", nargs="+", default=[], metavar="FILE", help="order files (fixish or FIX text)")
+    parser.add_argument(
+        "--records-per-file", type=int, default=DEFAULT_RECORDS_PER_FILE, metavar="N",
+        help=f"records per landing file (default {DEFAULT_RECORDS_PER_FILE})",
+    )
+    parser.add_argument("--strict", action="store_true", help="stop at the first bad frame or line; write nothing then")
+    from market_spread.feeds.producer import add_arguments as add_kafka_arguments
+
+    add_kafka_arguments(parser)
+
+
+@dataclass
+class FileSummary:
+    path: Path
+    stream: str  # quotes or orders
+    read: int = 0
+    written: int = 0
+    rejected: int = 0
+    files: int = 0
+
+
+# --- landing lines -----------------------------------------------------------------------------
+
+
+def quote_line(quote, seq: int) -> str:
+    """A landing line for a fixish.Quote; doubles as their shortest exact decimal text."""
+    from market_spread.domain.fixish import decimal_text
+
+    return (
+        f'{{"symbol": {json.dumps(quote.symbol)}, "transact_time": "{quote.transact_time}", '
+        f'"bid": {decimal_text(quote.bid)}, "offer": {decimal_text(quote.offer)}, "seq": {seq}}}'
+    )
+
+
+def order_line(order, seq: int) -> str:
+    """A landing line for a fixish.Order."""
+    from market_spread.domain.fixish import decimal_text
+
+    return (
+        f'{{"order_id": {json.dumps(order.order_id)}, "account": {order.account}, '
+        f'"symbol": {json.dumps(order.symbol)}, "side": "{order.side}", "qty": {decimal_text(order.qty)}, '
+        f'"price": {decimal_text(order.price)}, "transact_time": "{order.transact_time}", "seq": {seq}}}'
+    )
+
+
+# --- atomic chunked output ---------------------------------------------------------------------
+
+
+def write_atomically(folder: Path, name: str, lines: list[str]) -> Path:
+    """Write under a dot name (readers skip it), fsync, rename into place, fsync the folder."""
+    final = folder / name
+    if final.exists():  # the stamp makes this impossible short of a clock trick: never overwrite
+        raise FileExistsError(f"landing file already exists: {final}")
+    temp = folder / f".{name}.tmp"
+    try:
+        with open(temp, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, final)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # the rename itself survives a crash
+    finally:
+        os.close(dir_fd)
+    return final
+
+
+def replay_stamp(landing: Path, now: datetime | None = None) -> str:
+    """A UTC stamp later than every earlier replay's in this landing folder (names sort in order)."""
+    stamp = now or datetime.now(timezone.utc)
+    for folder in (landing / "quotes", landing / "orders"):
+        if folder.is_dir():
+            for entry in os.scandir(folder):
+                m = _STAMP_IN_NAME.match(entry.name)
+                if m:
+                    earlier = datetime.strptime(m.group(1), STAMP_FORMAT).replace(tzinfo=timezone.utc)
+                    if earlier >= stamp:
+                        stamp = earlier + timedelta(microseconds=1)
+    return stamp.strftime(STAMP_FORMAT)
+
+
+def _safe_stem(path: Path) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", path.stem)[:60] or "input"
+
+
+# --- the command -------------------------------------------------------------------------------
+
+
+def _inputs(args: argparse.Namespace) -> list[tuple[Path, str]]:
+    from market_spread.cli.main import UsageError
+
+    inputs = [(Path(p), "quotes") for p in args.nbbo] + [(Path(p), "orders") for p in args.orders]
+    if not inputs:
+        raise UsageError("nothing to replay: give --nbbo FILE... and/or --orders FILE...")
+    for path, _ in inputs:
+        if not path.is_file():
+            raise UsageError(f"input file not found: {path}")
+    if args.records_per_file < 1:
+        raise UsageError(f"--records-per-file must be >= 1, got {args.records_per_file}")
+    if not args.landing and not args.kafka:
+        raise UsageError("give --landing DIR (files) or --kafka HOST:PORT (topics)")
+    if args.landing and args.kafka:
+        raise UsageError("--landing and --kafka exclude each other: files or topics")
+    landing = Path(args.landing or ".")
+    if landing.exists() and not landing.is_dir():
+        raise UsageError(f"--landing is not a folder: {landing}")
+    return inputs
+
+
+def _report(error, shown: int) -> None:
+    if shown < MAX_ERRORS_SHOWN:
+        print(f"replay: {error}", file=sys.stderr)
+
+
+def replay_file(
+    path: Path, stream: str, landing: Path, stamp: str, index: int, records_per_file: int, strict: bool = False,
+    sink=None,
+) -> FileSummary:
+    """Replay one input file into `landing/<stream>/` (or, with a `sink`, to its topic in chunks of
+    `records_per_file`, each acknowledged before the next); returns its counts."""
+    from market_spread.domain.fixish import DecodeError, Order, Quote, decode_file
+
+    folder = landing / stream
+    if sink is None:
+        folder.mkdir(parents=True, exist_ok=True)
+    summary = FileSummary(path, stream)
+    expect = "quote" if stream == "quotes" else "order"
+    make_line = quote_line if stream == "quotes" else order_line
+    chunk: list[str] = []
+
+    def flush() -> None:
+        name = f"replay-{stamp}-{index:03d}-{summary.files:05d}-{_safe_stem(path)}.jsonl"
+        if sink is None:
+            write_atomically(folder, name, chunk)
+        else:
+            sink(stream, name, chunk)
+        summary.files += 1
+        summary.written += len(chunk)
+        chunk.clear()
+
+    for item in decode_file(path, expect=expect, strict=strict):
+        summary.read += 1
+        if isinstance(item, DecodeError):
+            _report(item, summary.rejected)
+            summary.rejected += 1
+            continue
+        assert isinstance(item.message, (Quote, Order))
+        chunk.append(make_line(item.message, item.position))
+        if len(chunk) >= records_per_file:
+            flush()
+    if chunk:
+        flush()
+    if summary.rejected > MAX_ERRORS_SHOWN:
+        print(f"replay: {path}: {summary.rejected - MAX_ERRORS_SHOWN} more errors not shown", file=sys.stderr)
+    return summary
+
+
+def check_strict(inputs: Iterable[tuple[Path, str]]) -> str | None:
+    """Decode every input without writing; the first error as text, or None when all are clean."""
+    from market_spread.domain.fixish import StrictDecodeError, decode_file
+
+    for path, stream in inputs:
+        try:
+            for _ in decode_file(path, expect="quote" if stream == "quotes" else "order", strict=True):
+                pass
+        except StrictDecodeError as exc:
+            return str(exc.error)
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    from market_spread.feeds.producer import sink_from_args
+
+    inputs = _inputs(args)
+    landing = Path(args.landing or ".")
+    if args.strict:
+        first = check_strict(inputs)
+        if first is not None:
+            print(f"replay: {first}", file=sys.stderr)
+            print("replay: --strict: stopped at the first error; nothing written", file=sys.stderr)
+            return 1
+    try:
+        sink = sink_from_args(args)
+    except ConnectionError as exc:
+        print(f"replay: error: {exc}", file=sys.stderr)
+        return 1
+    stamp = replay_stamp(landing) if sink is None else datetime.now(timezone.utc).strftime(STAMP_FORMAT)
+    target = f"Kafka {args.kafka} (topics {args.quotes_topic}, {args.orders_topic})" if sink else str(landing)
+    totals = FileSummary(landing, "")
+    for index, (path, stream) in enumerate(inputs):
+        try:
+            s = replay_file(path, stream, landing, stamp, index, args.records_per_file, strict=args.strict, sink=sink)
+        except ConnectionError as exc:
+            print(f"replay: error: {exc}", file=sys.stderr)
+            return 1
+        print(
+            f"replay: {path} -> {stream}: read {s.read}, written {s.written}, rejected {s.rejected} "
+            f"({s.files} {'chunk(s) sent' if sink else 'landing file(s)'})",
+            flush=True,
+        )
+        totals.read, totals.written, totals.rejected = (
+            totals.read + s.read, totals.written + s.written, totals.rejected + s.rejected,
+        )
+    print(f"replay: total: read {totals.read}, written {totals.written}, rejected {totals.rejected} into {target}")
+    return 0

@@ -1,0 +1,226 @@
+"""`market-spread sql`: query the lake's tables by name (each Delta table is a view of its name).
+
+Read-only: `spark.sql()` runs commands (DELETE, VACUUM, SET ...) eagerly, the moment it is called,
+so the statement is parsed first and its logical plan checked before anything runs. Only query
+plans and a short allow-list of read-only commands (SHOW, DESCRIBE, EXPLAIN of a query) pass;
+everything else exits 2 and changes nothing. The decision is made on the parser's plan classes,
+not on the text, so comments, odd spacing or a CTE in front of an INSERT cannot slip through.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from datetime import date, datetime
+from decimal import Decimal
+
+from market_spread.cli.options import add_lake
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_lake(parser)
+    parser.add_argument("--format", choices=("table", "json", "csv"), default="table", help="output format (default table)")
+    parser.add_argument("query", help='a Spark SQL query, e.g. "SELECT reason, count(*) FROM alerts GROUP BY reason"')
+
+
+def _text(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ")
+    return str(value)
+
+
+def _json_value(value: object) -> object:
+    if isinstance(value, Decimal):
+        return str(value)  # exact: never through a float
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    return value
+
+
+def render(columns: list[str], rows: list[tuple], fmt: str, out=sys.stdout) -> None:
+    if fmt == "json":
+        for row in rows:
+            out.write(json.dumps({c: _json_value(v) for c, v in zip(columns, row)}) + "\n")
+    elif fmt == "csv":
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows([[_text(v) for v in row] for row in rows])
+    else:
+        cells = [[_text(v) for v in row] for row in rows]
+        widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+        line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+        out.write(line + "\n")
+        out.write("| " + " | ".join(c.ljust(w) for c, w in zip(columns, widths)) + " |\n")
+        out.write(line + "\n")
+        for r in cells:
+            out.write("| " + " | ".join(v.ljust(w) for v, w in zip(r, widths)) + " |\n")
+        out.write(line + "\n")
+        out.write(f"({len(rows)} row{'s' if len(rows) != 1 else ''})\n")
+
+
+# Read-only commands allowed at the root of a plan (class simple names). Their children are
+# unresolved names (tables, namespaces), except the two below whose inner plan is checked too.
+READ_ONLY_COMMANDS = frozenset({
+    "ShowTables", "ShowTablesExtended", "ShowViews", "ShowColumns", "ShowFunctions", "ShowNamespaces",
+    "ShowTableProperties", "ShowCreateTable", "ShowPartitions", "ShowCatalogs",
+    "DescribeRelation", "DescribeColumn", "DescribeNamespace", "DescribeFunction",
+    "DescribeDeltaHistory", "DescribeDeltaDetailCommand",
+})
+WRAPPING_COMMANDS = {"ExplainCommand": "logicalPlan", "DescribeQueryCommand": "plan"}
+# Any of these anywhere in the tree means the statement would change something (or the session).
+WRITE_TRAITS = frozenset({
+    "org.apache.spark.sql.catalyst.plans.logical.Command",
+    "org.apache.spark.sql.catalyst.plans.logical.ParsedStatement",
+    "org.apache.spark.sql.catalyst.plans.logical.V2WriteCommand",
+    "org.apache.spark.sql.execution.command.RunnableCommand",
+    "org.apache.spark.sql.delta.commands.DeltaCommand",
+    "org.apache.spark.sql.catalyst.plans.logical.ExecutableDuringAnalysis",
+})
+# Plain logical nodes that run other statements or code: EXECUTE IMMEDIATE '<any SQL>', CALL.
+RUNS_OTHER_CODE = frozenset({"UnresolvedExecuteImmediate", "ExecuteImmediateQuery", "ExecuteImmediateCommands",
+                             "Call", "UnresolvedProcedure"})
+
+
+class NotReadOnly(Exception):
+    """The statement is not a query: refused before anything runs."""
+
+
+def _class_names(jclass) -> set[str]:
+    """A JVM class, its superclasses and every interface (Scala traits) it implements."""
+    seen: set[str] = set()
+    todo = [jclass]
+    while todo:
+        cls = todo.pop()
+        if cls is None or cls.getName() in seen:
+            continue
+        seen.add(cls.getName())
+        todo.extend(cls.getInterfaces())
+        todo.append(cls.getSuperclass())
+    return seen
+
+
+def _simple(name: str) -> str:
+    return name.rsplit(".", 1)[-1].rstrip("$")
+
+
+class BadSql(Exception):
+    """The text does not parse as SQL (exit 1, as any failing query)."""
+
+
+def _java_message(exc: BaseException) -> str:
+    java = getattr(exc, "java_exception", None)
+    text = str(java.getMessage()) if java is not None else str(exc)
+    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+
+
+def check_read_only(spark, query: str) -> None:
+    """Raise NotReadOnly unless `query` is one read-only statement, BadSql if it does not parse.
+
+    Parses only (Spark's own parser, with the Delta extension's statements): runs nothing.
+    """
+    parser = spark._jsparkSession.sessionState().sqlParser()
+    try:
+        plan = parser.parsePlan(query)
+    except Exception as exc:
+        # Several statements do not parse as one; they do as the body of a SQL script.
+        try:
+            wrapped = parser.parsePlan(f"BEGIN\n{query}\n;\nEND")
+        except Exception:
+            wrapped = None
+        if wrapped is not None and _simple(wrapped.getClass().getName()) == "CompoundBody":
+            raise NotReadOnly("sql runs one query at a time; several statements were given") from None
+        raise BadSql(_java_message(exc)) from None
+    _check_plan(plan, root=True)
+
+
+def _check_plan(plan, root: bool) -> None:
+    name = _simple(plan.getClass().getName())
+    if root and name in READ_ONLY_COMMANDS:
+        return
+    if root and name in WRAPPING_COMMANDS:
+        _check_plan(getattr(plan, WRAPPING_COMMANDS[name])(), root=False)
+        return
+    todo = [plan]
+    while todo:
+        node = todo.pop()
+        node_name = _simple(node.getClass().getName())
+        # Delta's RESTORE is a bare logical node: the name rule catches such statements too.
+        if (_class_names(node.getClass()) & WRITE_TRAITS or node_name.endswith(("Command", "Statement"))
+                or node_name in RUNS_OTHER_CODE):
+            raise NotReadOnly(f"sql is read-only: {node_name} would change the lake or the session; only queries "
+                              "(SELECT, WITH, VALUES, SHOW, DESCRIBE, EXPLAIN) run")
+        children = node.children()
+        todo.extend(children.apply(i) for i in range(children.size()))
+
+
+def _seq(seq) -> list:
+    return [seq.apply(i) for i in range(seq.size())]
+
+
+def check_no_reflection(analyzed) -> None:
+    """Refuse reflect()/java_method()/try_reflect(): they call static JVM methods from a query.
+
+    Walks the analyzed plan (after spark.sql, which only analyses a query), its expressions and the
+    plans of its subqueries."""
+    plans, seen = [analyzed], 0
+    while plans and seen < 10_000:
+        plan = plans.pop()
+        seen += 1
+        plans.extend(_seq(plan.children()))
+        plans.extend(_seq(plan.subqueries()))
+        expressions = _seq(plan.expressions())
+        while expressions:
+            expression = expressions.pop()
+            if _simple(expression.getClass().getName()) == "CallMethodViaReflection":
+                raise NotReadOnly("sql is read-only: reflect/java_method calls JVM methods; not allowed in a query")
+            expressions.extend(_seq(expression.children()))
+
+
+def execute(spark, lake: str, query: str, fmt: str = "table", out=sys.stdout, err=sys.stderr) -> int:
+    """Register the lake's tables as views and run one read-only query; returns the exit code."""
+    from pyspark.errors import AnalysisException, ParseException
+
+    from market_spread.lake.tables import register_views
+
+    register_views(spark, lake)
+    try:
+        check_read_only(spark, query)  # before spark.sql: it runs commands at once
+    except NotReadOnly as exc:
+        print(f"market-spread sql: error: {exc}", file=err)
+        return 2
+    except BadSql as exc:
+        print(f"market-spread sql: error: {exc}", file=err)
+        return 1
+    try:
+        df = spark.sql(query)
+        check_no_reflection(df._jdf.queryExecution().analyzed())
+        rows = [tuple(r) for r in df.collect()]
+    except NotReadOnly as exc:
+        print(f"market-spread sql: error: {exc}", file=err)
+        return 2
+    except (AnalysisException, ParseException) as exc:
+        first = str(exc).strip().splitlines()[0]
+        print(f"market-spread sql: error: {first}", file=err)
+        return 1
+    render(df.columns, rows, fmt, out)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from market_spread.cli.main import UsageError
+    from market_spread.lake.tables import existing_tables
+
+    if not existing_tables(Path(args.lake)):
+        raise UsageError(f"no Delta tables under --lake {args.lake}")
+    from market_spread.runtime.spark import build_session
+
+    spark = build_session("market-spread-sql", extra_conf={"spark.sql.shuffle.partitions": "2"})
+    try:
+        return execute(spark, args.lake, args.query, args.format)
+    finally:
+        spark.stop()

@@ -1,0 +1,96 @@
+"""SparkSession construction with Delta from JARs fetched once into a local folder."""
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from market_spread.runtime.paths import project_home
+
+
+class MissingJars(Exception):
+    """A JAR folder `make setup` fills is missing or incomplete; the message says what to do."""
+
+
+def cached_jars(variable: str, subdir: str, marker: str, what: str) -> list[str]:
+    """The JARs `make setup` fetched with Maven into `.cache/SUBDIR` (or the folder `variable` names).
+
+    Raises MissingJars unless one of them starts with `marker`."""
+    folder = Path(os.environ.get(variable, project_home() / ".cache" / subdir))
+    jars = sorted(glob.glob(str(folder / "*.jar")))
+    if not any(Path(j).name.startswith(marker) for j in jars):
+        raise MissingJars(
+            f"no {what} JARs in {folder}: run `make setup` (fetches them with Maven once), "
+            f"or point {variable} at a folder holding them"
+        )
+    return jars
+
+
+def delta_jars() -> list[str]:
+    """The Delta JARs `make setup` fetched; a clear error if they are missing."""
+    try:
+        return cached_jars("MARKET_SPREAD_JARS", "jars", "delta-spark_", "Delta")
+    except MissingJars as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+
+def build_session(
+    app_name: str = "market-spread",
+    master: str | None = None,
+    shuffle_partitions: int | None = None,
+    extra_conf: dict[str, str] | None = None,
+) -> SparkSession:
+    """A SparkSession with Delta, UTC time and settings fit for small micro-batches."""
+    master = master or os.environ.get("MARKET_SPREAD_MASTER") or "local[*]"
+    if shuffle_partitions is None:
+        # Micro-batches are small: a few partitions per core beats the default 200 by far.
+        shuffle_partitions = int(os.environ.get("MARKET_SPREAD_SHUFFLE_PARTITIONS", "4"))
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(master)
+        .config("spark.jars", ",".join(delta_jars()))
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        # Off by default: adaptive execution submits every shuffle stage as a job of its own, which
+        # on small micro-batches is overhead, not help (measured, tools/profile_batches.py: 29 -> 15
+        # Spark jobs and 21.4 -> 17.1 s of JVM CPU per 2,000-event batch). Partitions stay
+        # `shuffle_partitions`; explicit broadcast hints keep the small joins broadcast.
+        .config("spark.sql.adaptive.enabled", os.environ.get("MARKET_SPREAD_ADAPTIVE", "false"))
+        .config("spark.ui.showConsoleProgress", "false")
+        # Delta rebuilds table snapshots with 50 tasks by default: far too many for small logs.
+        .config("spark.databricks.delta.snapshotPartitions", str(max(2, shuffle_partitions)))
+        .config("spark.sql.streaming.stopTimeout", "120s")
+        # File listing (VACUUM, discovery) defaults to 10,000 parallel tasks: minutes on 2 cores.
+        .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "8")
+        .config("spark.ui.enabled", os.environ.get("MARKET_SPREAD_SPARK_UI", "false"))
+        .config("spark.driver.memory", os.environ.get("MARKET_SPREAD_DRIVER_MEMORY", "2g"))
+        # Tables must stay readable by delta-rs: no deletion vectors, no v2 checkpoints.
+        .config("spark.databricks.delta.properties.defaults.enableDeletionVectors", "false")
+        .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
+        # The state MERGE's source is a deterministic aggregate of the cached batch: materialising
+        # it again (Delta's default for any source that is not a plain Delta scan) is a wasted job.
+        # Delta also refuses a cached source, because a cached *Delta table* is not pinned to a
+        # version; the cache here holds parsed landing text, never a Delta table.
+        .config("spark.databricks.delta.merge.materializeSource", "none")
+        .config("spark.databricks.delta.merge.materializeCachedSource", "false")
+        .config("spark.databricks.delta.merge.failSourceCachedAfterMaterialization", "false")
+        # A table of few files (the state table: rewritten by every MERGE) keeps its file list in
+        # the version's .crc, so reading it needs no state reconstruction (Spark jobs over the log).
+        .config("spark.databricks.delta.allFilesInCrc.enabled", os.environ.get("MARKET_SPREAD_ALL_FILES_IN_CRC", "true"))
+        .config("spark.sql.streaming.fileSource.cleaner.numThreads", "1")
+        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
+        .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
+    )
+    # Cluster-only settings from the environment (driver address, executor sizes, event log):
+    # an empty dict for local masters, so local behaviour is unchanged.
+    from market_spread.runtime.cluster_conf import session_conf
+
+    for key, value in {**session_conf(master), **(extra_conf or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("MARKET_SPREAD_SPARK_LOG_LEVEL", "WARN"))
+    return spark

@@ -1,0 +1,414 @@
+"""One micro-batch: parse both feeds, check every order as of its time, write the lake exactly once.
+
+Writes: quarantine, quote history, alerts and the symbol_state MERGE side by side, then
+batch_metrics last (a metrics row means every other write of the batch is in). Each commit carries
+the batch id in its commitInfo.userMetadata (`lake.batch_tag`).
+
+Exactly once without Delta's txn tags: Spark replays only the batch that was in flight when a run
+died (its offsets are logged, its commit is not). When a stream starts, `lake.committed_batches`
+reads, per table, the last batch that wrote it; a write of a batch at or below that mark is
+skipped. After that the stream is the lake's only writer (the lock), so it keeps the marks in
+memory. Delta's own `txnAppId/txnVersion` did the same, but every tagged commit read the table's
+whole set of transactions (a state reconstruction, several Spark jobs) on every batch.
+
+A replay reads the lake as the interrupted attempt left it (state or history may already hold this
+batch's quotes). The answers do not change: every candidate quote an order may need is still there
+(history holds every earlier quote; the batch's own quotes are re-read from its files), and the
+choice among candidates is a total order over their own fields (rules.quote_key), not over time of
+arrival. The state MERGE only ever moves a symbol to a higher quote key, so running it twice is
+harmless too.
+"""
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from decimal import Decimal
+from typing import Callable
+
+from delta.tables import DeltaTable
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, Observation, SparkSession, Window
+from pyspark.sql import functions as F
+
+from market_spread.lake import tables as lake_mod
+from market_spread.transforms import parsing
+from market_spread.domain.rules import quote_key_sql, reject_sql
+
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+@dataclass
+class BatchResult:
+    batch_id: int
+    input_lines: int = 0
+    quotes: int = 0
+    orders: int = 0
+    alerts: int = 0
+    quarantined: int = 0
+    late_symbols: int = 0
+    seconds: float = 0.0
+    spark_jobs: int | None = None  # Spark jobs the batch ran (None where the count is not available)
+    phases_ms: dict[str, int] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)  # the landing files (or topic/partitions) this batch took
+    last_offsets: dict[str, int] = field(default_factory=dict)  # topic/partition -> highest offset taken
+    skipped: list[str] = field(default_factory=list)  # tables already written by an earlier attempt
+
+    def progress_line(self) -> str:
+        return (
+            f"batch {self.batch_id}: {self.input_lines} lines, {self.quotes} quotes, {self.orders} orders, "
+            f"{self.alerts} alerts, {self.quarantined} quarantined in {self.seconds:.2f}s"
+            + (f" (replayed; already written: {', '.join(self.skipped)})" if self.skipped else "")
+        )
+
+
+@dataclass
+class BatchProcessor:
+    """The foreachBatch function of the stream (callable as `processor(batch_df, batch_id)`)."""
+
+    lake: str
+    symbols: list[str]  # the universe
+    max_spread: Decimal
+    max_spread_ratio: Decimal
+    on_batch: Callable[[BatchResult], None] = print
+    # Per table, the last batch committed; read from the lake at the first batch of this process.
+    committed: dict[str, int] | None = None
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        spark = batch_df.sparkSession
+        if self.committed is None:
+            self.committed = lake_mod.committed_batches(spark, self.lake)
+        result = process_batch(
+            batch_df, batch_id, self.lake, self.symbols, self.max_spread, self.max_spread_ratio, self.committed,
+        )
+        self.on_batch(result)
+
+
+def _ms(start: float) -> int:
+    return int((time.perf_counter() - start) * 1000)
+
+
+def spark_jobs_so_far(spark: SparkSession) -> int | None:
+    """Jobs submitted so far in this driver (job ids are allocated in sequence), if reachable."""
+    try:
+        return int(spark.sparkContext._jsc.sc().dagScheduler().nextJobId())
+    except Exception:  # noqa: BLE001 - a diagnostic only: never fail a batch over it
+        return None
+
+
+def process_batch(
+    batch_df: DataFrame,
+    batch_id: int,
+    lake: str,
+    symbols: list[str],
+    max_spread: Decimal,
+    max_spread_ratio: Decimal,
+    committed: dict[str, int] | None = None,
+) -> BatchResult:
+    """Process one micro-batch. `committed` (table -> last batch written) is updated in place;
+    None reads it from the lake (a one-off call, e.g. in tests)."""
+    spark = batch_df.sparkSession
+    if committed is None:
+        committed = lake_mod.committed_batches(spark, lake)
+    t0 = time.perf_counter()
+    jobs0 = spark_jobs_so_far(spark)
+    started_at = datetime.now(timezone.utc)
+    result = BatchResult(batch_id)
+    path = lambda name: lake_mod.table_path(lake, name)  # noqa: E731
+
+    lines = parsing.nonblank_lines(batch_df)
+    # Everything below reads the parsed batch several times: parse each input line once. Kept
+    # deserialised: serialising the cached columns costs more than the memory it saves.
+    parsed = parsing.parse_lines(lines, symbols).persist(StorageLevel.MEMORY_AND_DISK_DESER)
+    try:
+        # One job: parses and caches the batch and counts it.
+        # A Kafka record's source is topic/partition/offset: group by topic/partition and keep the
+        # highest offset, so that the driver gets one row per partition, not one per record.
+        source = F.regexp_replace("source_file", "/[0-9]+$", "").alias("source")
+        offset = F.regexp_extract("source_file", "/([0-9]+)$", 1)
+        groups = parsed.groupBy("stream", F.col("reason").isNull().alias("valid"), source).agg(
+            F.count(F.lit(1)).alias("n"), F.max(F.when(offset != "", offset.cast("long"))).alias("last")
+        ).collect()
+        counts: dict[tuple[str, bool], int] = {}
+        for r in groups:
+            counts[(r["stream"], r["valid"])] = counts.get((r["stream"], r["valid"]), 0) + r["n"]
+            if r["last"] is not None:
+                result.last_offsets[r["source"]] = max(r["last"], result.last_offsets.get(r["source"], -1))
+        result.files = sorted({r["source"] for r in groups})
+        result.quotes, result.orders = counts.get(("quotes", True), 0), counts.get(("orders", True), 0)
+        result.input_lines = sum(counts.values())
+        result.quarantined = result.input_lines - result.quotes - result.orders
+        result.phases_ms["parse"] = _ms(t0)
+
+        quotes = parsing.valid_quotes(parsed, max_spread, max_spread_ratio)
+        orders = parsing.valid_orders(parsed)
+
+        t1 = time.perf_counter()
+        alerts, observed = None, Observation(f"alerts-{batch_id}")
+        if result.orders:
+            alerts, result.late_symbols = check_orders(
+                spark, lake, quotes, orders, max_spread, max_spread_ratio, batch_id,
+            )
+            # Counted while it is written: no separate job computes the as-of check twice.
+            alerts = alerts.observe(observed, F.count(F.lit(1)).alias("n"))
+        result.phases_ms["check"] = _ms(t1)  # planning, and the look-up of late symbols
+
+        t2 = time.perf_counter()
+        writes: dict[str, Callable[[], None]] = {}
+        if result.quarantined:
+            quarantine = parsing.quarantined(parsed).select(
+                "stream", "raw", "reason", "source_file",
+                F.current_timestamp().alias("detected_at"), F.lit(batch_id).cast("bigint").alias("batch_id"),
+            )
+            writes["quarantine"] = lambda: _append(quarantine, path("quarantine"))
+        if result.quotes:
+            history = quotes.select(
+                "symbol", "bid", "offer", "quote_time", "seq",
+                F.lit(batch_id).cast("bigint").alias("batch_id"), "should_reject_trades",
+                F.to_date("quote_time").alias("quote_date"),
+            )
+            writes["quotes"] = lambda: _append(history, path("quotes"))
+            writes["symbol_state"] = lambda: merge_state(spark, lake, quotes, batch_id)
+        if alerts is not None:
+            writes["alerts"] = lambda: _append(alerts, path("alerts"))
+        for table in [t for t in writes if committed.get(t, -1) >= batch_id]:
+            del writes[table]  # a replay: this table already holds the batch
+            result.skipped.append(table)
+        spark.conf.set(USER_METADATA, lake_mod.batch_tag(batch_id))
+        try:
+            # Four different tables: side by side, since a small commit is mostly waiting.
+            _run_all(writes, result.phases_ms)
+        finally:
+            spark.conf.unset(USER_METADATA)
+        for table in writes:
+            committed[table] = batch_id
+        if "alerts" in writes:
+            result.alerts = int(observed.get.get("n", 0))
+        elif alerts is not None:  # written by the interrupted attempt: count what it wrote
+            result.alerts = (
+                spark.read.format("delta").load(path("alerts")).where(F.col("batch_id") == batch_id).count()
+            )
+        result.phases_ms["write"] = _ms(t2)
+        result.phases_ms.setdefault("merge", 0)
+
+        result.seconds = time.perf_counter() - t0
+        jobs1 = spark_jobs_so_far(spark)
+        # The metrics commit's own job is counted too: one more.
+        result.spark_jobs = None if jobs0 is None or jobs1 is None else jobs1 - jobs0 + 1
+        values = (
+            batch_id, started_at, datetime.now(timezone.utc), result.quotes, result.orders,
+            result.alerts, result.quarantined, result.input_lines, result.late_symbols,
+            result.phases_ms["parse"], result.phases_ms["check"], result.phases_ms["write"],
+            result.phases_ms["merge"], result.spark_jobs,
+        )
+        t3 = time.perf_counter()
+        if committed.get("batch_metrics", -1) < batch_id:
+            metrics = literal_row(spark, lake_mod.SCHEMAS["batch_metrics"], values)
+            spark.conf.set(USER_METADATA, lake_mod.batch_tag(batch_id))
+            try:
+                _append(metrics, path("batch_metrics"))
+            finally:
+                spark.conf.unset(USER_METADATA)
+            committed["batch_metrics"] = batch_id
+        else:
+            result.skipped.append("batch_metrics")
+        result.phases_ms["commit_metrics"] = _ms(t3)
+        result.seconds = time.perf_counter() - t0
+        return result
+    finally:
+        parsed.unpersist()
+
+
+def literal_row(spark: SparkSession, schema: str, values: tuple) -> DataFrame:
+    """A one-row DataFrame of literals. Unlike createDataFrame of Python rows, it needs no Python
+    worker on the executors: they stay JVM-only."""
+    fields = [f.strip().split(" ", 1) for f in schema.split(",")]
+    return spark.range(1).select(
+        *[F.lit(v).cast(t).alias(n) for (n, t), v in zip(fields, values)]
+    )
+
+
+def _append(df: DataFrame, path: str) -> None:
+    df.write.format("delta").mode("append").save(path)
+
+
+def _run_all(writes: dict[str, Callable[[], None]], phases_ms: dict[str, int]) -> None:
+    """Run the writes concurrently; re-raise the first failure after all have finished."""
+    if not writes:
+        return
+
+    def timed(name: str) -> None:
+        start = time.perf_counter()
+        writes[name]()
+        # Each write's own time (they overlap: "write" is the wall time of all of them).
+        phases_ms["merge" if name == "symbol_state" else f"append_{name}"] = _ms(start)
+
+    workers = int(os.environ.get("MARKET_SPREAD_WRITE_THREADS", "4"))
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(writes))), thread_name_prefix="delta-write") as pool:
+        futures = [pool.submit(timed, name) for name in writes]
+    for future in futures:
+        future.result()
+
+
+def check_orders(
+    spark: SparkSession,
+    lake: str,
+    quotes: DataFrame,
+    orders: DataFrame,
+    max_spread: Decimal,
+    max_spread_ratio: Decimal,
+    batch_id: int,
+) -> tuple[DataFrame, int]:
+    """Alerts for the batch's orders, each checked against the quote current at its time.
+
+    Candidates: this batch's quotes, the stored state, and, only for symbols with orders older than
+    their stored state ("late"), the quote history up to those orders' times. The as-of choice is a
+    sort within each symbol with the last quote carried forward (no range join: that would go
+    quadratic on hot symbols).
+    """
+    bounds = orders.groupBy("symbol").agg(
+        F.min("order_time").alias("first_order"), F.max("order_time").alias("last_order")
+    )
+    state_quotes = read_state_quotes(spark, lake)
+    late = (
+        bounds.join(state_quotes.select("symbol", "quote_time"), "symbol")
+        .where("quote_time > first_order")
+        .select("symbol", "first_order", "last_order")
+        .collect()
+    )
+    candidates = (
+        quotes.select(*STATE_QUOTE_COLUMNS)
+        .unionByName(state_quotes)
+        .join(F.broadcast(bounds.select("symbol")), "symbol", "left_semi")
+    )
+    if late:
+        candidates = candidates.unionByName(late_history(spark, lake, late))
+    return asof_alerts(candidates, orders, max_spread, max_spread_ratio, batch_id), len(late)
+
+
+# How far before its first late order a symbol's history is read first (see late_history).
+LATE_LOOKBACK_DAYS = 1
+
+
+def late_history(spark: SparkSession, lake: str, late: list) -> DataFrame:
+    """The history quotes that late orders (older than their symbol's state) may be checked against.
+
+    Read with a lower time bound: from the day before a symbol's first late order. A symbol that
+    has a quote at or before its first late order inside that window needs nothing older (every
+    one of its late orders is at or after that quote). Only the symbols without one (no quote for a
+    day or more) are looked up further back, and only then is the older history read.
+    """
+    history = spark.read.format("delta").load(lake_mod.table_path(lake, "quotes"))
+    spans = {r["symbol"]: (r["first_order"], r["last_order"]) for r in late}
+    # Dates in Spark (the session's UTC), not in Python: collected timestamps are in local time.
+    floor = F.date_sub(F.to_date(F.lit(min(f for f, _ in spans.values()))), LATE_LOOKBACK_DAYS)
+    ceiling = F.to_date(F.lit(max(l for _, l in spans.values())))
+    span_rows = spark.range(1).select(F.explode(F.array(*[
+        F.struct(F.lit(s).alias("symbol"), F.lit(f).alias("first_order"), F.lit(l).alias("last_order"))
+        for s, (f, l) in spans.items()
+    ])).alias("b")).select("b.*")
+
+    def upto_last_order(frame: DataFrame) -> DataFrame:
+        return frame.join(F.broadcast(span_rows), "symbol").where("quote_time <= last_order")
+
+    recent = upto_last_order(
+        history.where(F.col("symbol").isin(list(spans)))
+        # Day partitions outside [floor, ceiling] are never read.
+        .where((F.col("quote_date") >= floor) & (F.col("quote_date") <= ceiling))
+    )
+    covered = {r["symbol"] for r in recent.where("quote_time <= first_order").select("symbol").distinct().collect()}
+    result = recent.select(*STATE_QUOTE_COLUMNS)
+    uncovered = [s for s in spans if s not in covered]
+    if uncovered:
+        older = upto_last_order(
+            history.where(F.col("symbol").isin(uncovered)).where(F.col("quote_date") < floor)
+        )
+        result = result.unionByName(older.select(*STATE_QUOTE_COLUMNS))
+    return result
+
+
+STATE_QUOTE_COLUMNS = ("symbol", "bid", "offer", "quote_time", "seq")
+
+
+def read_state_quotes(spark: SparkSession, lake: str) -> DataFrame:
+    return spark.read.format("delta").load(lake_mod.table_path(lake, "symbol_state")).select(*STATE_QUOTE_COLUMNS)
+
+
+def asof_alerts(candidates: DataFrame, orders: DataFrame, max_spread: Decimal, max_spread_ratio: Decimal,
+                batch_id: int) -> DataFrame:
+    """The alerts of `orders` given every quote (`candidates`) an order may be checked against."""
+    quote_events = candidates.select(
+        "symbol",
+        F.col("quote_time").alias("ts"),
+        F.lit(0).alias("kind"),  # at equal times quotes sort first: a quote at the order's time counts
+        F.expr(quote_key_sql()).alias("quote_key"),
+        F.struct("bid", "offer", "quote_time", "seq").alias("quote"),
+        *[F.lit(None).cast(t).alias(c) for c, t in ORDER_COLUMNS],
+    )
+    order_events = orders.select(
+        "symbol",
+        F.col("order_time").alias("ts"),
+        F.lit(1).alias("kind"),
+        F.lit(None).cast(quote_events.schema["quote_key"].dataType).alias("quote_key"),
+        F.lit(None).cast(quote_events.schema["quote"].dataType).alias("quote"),
+        *[F.col(src).cast(t).alias(c) for (c, t), src in zip(ORDER_COLUMNS, ORDER_SOURCES)],
+    )
+    window = (
+        Window.partitionBy("symbol")
+        .orderBy("ts", "kind", "quote_key")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    checked = (
+        quote_events.unionByName(order_events)
+        .withColumn("asof", F.last("quote", ignorenulls=True).over(window))
+        .where("kind = 1")
+    )
+    rejects = reject_sql("asof.bid", "asof.offer", max_spread, max_spread_ratio)
+    alerts = checked.select(
+        "order_id", "account", "symbol", "side", "qty", "price", "order_time",
+        F.expr(f"CASE WHEN asof IS NULL THEN 'no_market_data' WHEN {rejects} THEN 'wide_spread' END").alias("reason"),
+        F.col("asof.bid").alias("bid"),
+        F.col("asof.offer").alias("offer"),
+        F.col("asof.quote_time").alias("quote_time"),
+        F.current_timestamp().alias("detected_at"),
+        F.lit(batch_id).cast("bigint").alias("batch_id"),
+        "order_seq",
+        F.col("asof.seq").alias("quote_seq"),
+    ).where("reason IS NOT NULL")
+    return alerts
+
+
+ORDER_COLUMNS = (
+    ("order_id", "string"), ("account", "bigint"), ("side", "string"), ("qty", "decimal(18,8)"),
+    ("price", "decimal(18,8)"), ("order_time", "timestamp"), ("order_seq", "bigint"),
+)
+ORDER_SOURCES = ("order_id", "account", "side", "qty", "price", "order_time", "seq")
+
+
+def merge_state(spark: SparkSession, lake: str, quotes: DataFrame, batch_id: int) -> None:
+    """Upsert the newest quote per symbol; an older quote (by rules.quote_key) never overwrites.
+
+    The source is at most one row per symbol, computed from the cached batch, and not materialised
+    again by Delta (the session sets `merge.materializeSource=none`: the source is deterministic,
+    the update time a literal). No broadcast hint: Delta's MERGE joins drop it (a full outer join
+    cannot build the left side)."""
+    updated_at = datetime.now(timezone.utc)
+    newest = (
+        quotes.groupBy("symbol")
+        .agg(F.max_by(F.struct("bid", "offer", "quote_time", "seq", "should_reject_trades"), F.expr(quote_key_sql())).alias("q"))
+        .select(
+            "symbol", "q.bid", "q.offer", "q.quote_time", "q.seq", "q.should_reject_trades",
+            F.lit(updated_at).cast("timestamp").alias("updated_at"), F.lit(batch_id).cast("bigint").alias("batch_id"),
+        )
+    )
+    target = DeltaTable.forPath(spark, lake_mod.table_path(lake, "symbol_state"))
+    columns = {c: f"s.{c}" for c in newest.columns}
+    (
+        target.alias("t")
+        .merge(newest.alias("s"), "t.symbol = s.symbol")
+        .whenMatchedUpdate(condition=f"{quote_key_sql('s.')} > {quote_key_sql('t.')}", set=columns)
+        .whenNotMatchedInsert(values=columns)
+        .execute()
+    )

@@ -1,0 +1,183 @@
+"""End to end: `market-spread-run` (Airflow standalone) on a free port with a private AIRFLOW_HOME and
+lake; DAGs unpaused through the REST API v2; alerts land; a quality run succeeds; the stream's JVM is
+killed and the stream DAG brings the job back; Ctrl-C (SIGINT) leaves no process behind.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from market_spread.orchestration import tasks as orch
+from market_spread_tools import launcher as run
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def wait_for(what: str, predicate, timeout: float, proc: subprocess.Popen, log: Path, every: float = 3.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if proc.poll() is not None:
+            pytest.fail(f"market-spread-run exited ({proc.returncode}) while waiting for {what}:\n{log.read_text()[-3000:]}")
+        time.sleep(every)
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def ours(home: Path, lake: Path) -> list:
+    """Every process started for this test (they all inherit its AIRFLOW_HOME or lake)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            env = proc.environ()
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+        if env.get("MARKET_SPREAD_AIRFLOW_HOME") == str(home) or env.get("MARKET_SPREAD_LAKE") == str(lake):
+            if proc.pid != os.getpid():
+                found.append(proc)
+    return found
+
+
+def streams(home: Path, lake: Path) -> list:
+    return [p for p in ours(home, lake) if "stream" in (p.info.get("cmdline") or [])]
+
+
+def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
+    home, lake, landing, docs = tmp_path / "airflow", tmp_path / "lake", tmp_path / "landing", tmp_path / "docs"
+    port = run.free_port()
+    api = f"http://127.0.0.1:{port}/api/v2"
+    env = dict(os.environ)
+    env.update(
+        {
+            "PORT": str(port),
+            "MARKET_SPREAD_AIRFLOW_HOME": str(home),
+            "MARKET_SPREAD_START_PAUSED": "1",  # the test unpauses through the REST API
+            "MARKET_SPREAD_LAKE": str(lake),
+            "MARKET_SPREAD_LANDING": str(landing),
+            "MARKET_SPREAD_DOCS": str(docs),
+            "MARKET_SPREAD_MASTER": "local[2]",
+            "MARKET_SPREAD_INTERVAL": "3",
+            "MARKET_SPREAD_QUALITY_SCHEDULE": "* * * * *",
+            "MARKET_SPREAD_FEED_RATE": "20",
+            "MARKET_SPREAD_FEED_SECONDS": "40",
+        }
+    )
+    # A small backlog, so the first batch already has alerts to find.
+    subprocess.run(
+        [*orch.cli_argv("generate"), "--landing", str(landing), "--quotes", "300", "--orders", "300", "--files", "2"],
+        check=True, capture_output=True, env=env, timeout=60,
+    )
+    log = tmp_path / "run.log"
+    began = time.monotonic()
+    timings: dict[str, float] = {}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [str(Path(sys.executable).parent / "market-spread-run")],
+            stdout=out, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT), start_new_session=True,
+        )
+    try:
+        wait_for("Airflow to be healthy", lambda: run.healthy(port), 240, proc, log)
+        timings["airflow ready"] = time.monotonic() - began
+        password_file = home / run.PASSWORD_FILE
+        assert password_file.stat().st_mode & 0o777 == 0o600
+        password = json.loads(password_file.read_text())[run.USER]
+        # The banner comes once the DAGs are handled, a moment after the API is healthy.
+        banner = wait_for("the login banner", lambda: "login: admin" in log.read_text() and log.read_text(), 60, proc, log, every=1)
+        assert f"login: admin / {password}" in banner
+        assert banner.count(password) == 1, "the login is printed once"
+
+        # No anonymous access, and a wrong password gets no token.
+        import urllib.error
+
+        with pytest.raises(urllib.error.HTTPError) as anonymous:
+            run.http_json("GET", f"{api}/dags")
+        assert anonymous.value.code in (401, 403)
+        with pytest.raises(urllib.error.HTTPError):
+            run.api_token(port, "not-the-password")
+        token = run.api_token(port, password)
+
+        def listed() -> dict:
+            dags = run.http_json("GET", f"{api}/dags?dag_id_pattern=market_spread", token=token)["dags"]
+            return {d["dag_id"]: d for d in dags} if len(dags) >= 4 else {}
+
+        dags = wait_for("the 4 DAGs to be parsed", listed, 120, proc, log)
+        assert all(d["is_paused"] for d in dags.values())  # MARKET_SPREAD_START_PAUSED
+        for dag_id in ("market_spread_stream", "market_spread_feed", "market_spread_quality"):
+            run.set_paused(port, token, dag_id, False)
+        assert not run.http_json("GET", f"{api}/dags/market_spread_stream", token=token)["is_paused"]
+
+        def alerts() -> int:
+            if not (lake / "alerts" / "_delta_log").is_dir():
+                return 0
+            from deltalake import DeltaTable
+
+            return DeltaTable(str(lake / "alerts")).to_pyarrow_table(columns=["order_id"]).num_rows
+
+        wait_for("alerts in the lake", alerts, 600, proc, log, every=5)
+        timings["alerts"] = time.monotonic() - began
+        assert len(streams(home, lake)) == 1
+
+        # Kill the stream's JVM: the job dies, its task fails, the next run starts a new job.
+        before = orch.live_stream(lake)
+        assert before and before.get("jvm_pid"), before
+        os.kill(int(before["jvm_pid"]), signal.SIGKILL)
+        killed_at = time.monotonic()
+
+        def restarted() -> bool:
+            # Back = a new driver holding the lake with its Spark JVM up (a batch after that can take
+            # minutes on a busy 2-core machine: recovery replays the batch the kill interrupted).
+            now = orch.live_stream(lake)
+            assert len(streams(home, lake)) <= 1, "two streams on one lake"
+            return bool(now and now.get("pid") != before["pid"] and now.get("jvm_pid"))
+
+        wait_for("the stream to come back", restarted, 240, proc, log, every=3)
+        timings["restart after JVM kill"] = time.monotonic() - killed_at
+        new_job_started = [
+            r for r in run.http_json(
+                "GET", f"{api}/dags/market_spread_stream/dagRuns?order_by=-run_after&limit=5", token=token
+            )["dag_runs"]
+        ]
+        assert any(r["state"] == "failed" for r in new_job_started), "the death of the job shows as a failed run"
+
+        def quality_succeeded() -> bool:
+            tis = run.http_json(
+                "GET", f"{api}/dags/market_spread_quality/dagRuns/~/taskInstances?task_id=validate&limit=50",
+                token=token,
+            )["task_instances"]
+            return any(t["task_id"] == "validate" and t["state"] == "success" for t in tis)
+
+        wait_for("a successful validate task", quality_succeeded, 600, proc, log, every=5)
+        timings["quality success"] = time.monotonic() - began
+        assert (docs / "index.html").is_file()
+    finally:
+        # Ctrl-C, as a user would; then nothing of ours may be left.
+        stop_began = time.monotonic()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        left = ours(home, lake)
+        for p in left:
+            p.kill()
+        timings["shutdown"] = time.monotonic() - stop_began
+        text = log.read_text()
+        print("timings:", {k: round(v) for k, v in timings.items()})
+        print("shutdown log:", text[text.rfind("market-spread-run: stopping ("):][-3000:])
+    assert proc.returncode == 0, log.read_text()[-3000:]
+    assert left == [], f"processes left running: {[(p.pid, p.info['cmdline']) for p in left]}"
+    assert "nothing left running" in log.read_text()
+    assert orch.live_stream(lake) is None

@@ -1,0 +1,251 @@
+"""`stream --master spark://…` on a real Spark standalone cluster (a master and two workers on
+127.0.0.1, from the pip-installed Spark): the same tables as a local run, also when a worker dies
+mid-run (issue 8)."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from market_spread.runtime.cluster_conf import is_local, session_conf
+from market_spread_tools.cluster import LocalCluster
+from market_spread.feeds.generate import Generator, write_backlog
+from lakeutil import comparable_tables, land, metrics_totals, order, quote, stream
+
+CLI = [sys.executable, "-m", "market_spread.cli.main"]
+SYMBOLS = [f"S{i:02d}" for i in range(12)]
+PAIRS = 3  # landing file pairs (quotes + orders), landed one by one in the kill test
+
+
+def _copy_in(src: Path, dst: Path) -> None:
+    """Land a file the way producers do: written aside under a dot name, then renamed in."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    temp = dst.parent / f".{dst.name}.tmp"
+    shutil.copyfile(src, temp)
+    temp.replace(dst)
+
+
+def _land_pair(source: Path, landing: Path, k: int) -> None:
+    # Quotes first: every quote lands no later than the orders it affects (contract 5.8).
+    for feed in ("quotes", "orders"):
+        for path in sorted((source / feed).glob(f"*-{k:05d}.jsonl")):
+            _copy_in(path, landing / feed / path.name)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory, spark):
+    """The feeds, and the tables a local run makes of them (the reference)."""
+    root = tmp_path_factory.mktemp("cluster-data")
+    source = root / "source"
+    write_backlog(source, Generator(SYMBOLS, seed=8, wide_share=0.3), 240, 240, PAIRS, "a")
+    # Bad lines too, so that the quarantine is compared as well; named to land with pair 0.
+    land(source, "quotes", ['{"symbol": "S01"', quote("ZZZ", "2026-11-23T14:30:00Z", "1.00", "1.01")], name="bad-00000.jsonl")
+    land(source, "orders", ["[1, 2]", order("X-1", "S02", "2026-11-23T14:30:00Z", side="HOLD")], name="bad-00000.jsonl")
+    symbols = root / "symbols.txt"
+    symbols.write_text("\n".join(SYMBOLS) + "\n")
+    reference = root / "reference-lake"
+    assert stream(spark, source, reference, symbols=SYMBOLS) == 0
+    expected = comparable_tables(spark, reference)
+    assert expected["alerts"] and expected["quarantine"] and expected["symbol_state"]
+    return {"source": source, "symbols": symbols, "expected": expected, "totals": metrics_totals(spark, reference),
+            "root": root}
+
+
+@pytest.fixture(scope="module")
+def executor_python(tmp_path_factory) -> dict[str, Path]:
+    """A Python for the executors that cannot import the project: proof that none of our code is
+    needed there. It leaves a mark if it ever starts: the per-batch logic is JVM-only (Spark SQL, rows
+    built from literals), so executors must start no Python worker at all."""
+    root = tmp_path_factory.mktemp("executor-python")
+    blocker = root / "block" / "market_spread"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('executors must not need the project code')\n")
+    mark = root / "python-worker-started"
+    wrapper = root / "python"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f"touch '{mark}'\n"
+        f"PYTHONPATH='{root / 'block'}'${{PYTHONPATH:+:$PYTHONPATH}}\n"
+        "export PYTHONPATH\n"
+        f"exec '{sys.executable}' \"$@\"\n"
+    )
+    wrapper.chmod(0o755)
+    return {"python": wrapper, "mark": mark}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cluster = LocalCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2, worker_cores=1, worker_memory="1g")
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        # No orphans: no process is left in any group the cluster started (workers, executors,
+        # their Python workers).
+        assert not cluster.leftovers(), f"processes left behind in the groups of {cluster.leftovers()}"
+
+
+@pytest.fixture
+def two_workers(cluster: LocalCluster) -> LocalCluster:
+    """The cluster with two live workers (one may have been killed by an earlier test)."""
+    while len(cluster.running_workers()) < 2:
+        cluster.add_worker(wait=False)
+    cluster.wait_for_workers(2)
+    return cluster
+
+
+class Stream:
+    """`market-spread stream` as a child process in a session of its own; output read as it comes."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     env=env, start_new_session=True)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_for(self, predicate, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            if self.proc.poll() is not None:
+                self._reader.join(5)
+                raise AssertionError(f"the stream exited ({self.proc.returncode}) before {what}:\n{self.output[-6000:]}")
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what}:\n{self.output[-6000:]}")
+
+    def finish(self, timeout: float) -> int:
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        finally:
+            self.kill()
+        self._reader.join(5)
+        return rc
+
+    def kill(self) -> None:
+        """Whatever happens, leave no driver (nor its JVM) behind."""
+        if self.proc.poll() is None or _group_alive(self.proc.pid):
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(timeout=30)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def _stream(cluster: LocalCluster, landing: Path, lake: Path, symbols: Path, python: Path, *mode: str) -> Stream:
+    env = dict(os.environ)
+    env.update({
+        "PYSPARK_PYTHON": str(python),
+        # Executors reach the driver on the loopback, like the workers (cluster.session_conf).
+        "MARKET_SPREAD_DRIVER_HOST": "127.0.0.1",
+        "MARKET_SPREAD_DRIVER_MEMORY": "1g",
+        "PYTHONUNBUFFERED": "1",
+    })
+    argv = CLI + ["stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols),
+                  "--master", cluster.master_url, *mode]
+    return Stream(argv, env)
+
+
+def _counts(totals: dict[str, int]) -> dict[str, int]:
+    return {k: totals[k] for k in ("quotes", "orders", "alerts", "quarantined")}
+
+
+def _app_dirs(cluster: LocalCluster) -> dict[str, set[str]]:
+    """Application ids each worker ran an executor for (its work dir holds one folder per app)."""
+    return {name: {p.name for p in work.glob("app-*")} for name, work in cluster.worker_dirs.items()}
+
+
+def test_session_conf_is_empty_for_local_masters_and_maps_the_environment():
+    assert is_local("local[*]") and is_local("local") and not is_local("spark://h:7077")
+    assert session_conf("local[2]", {"MARKET_SPREAD_EXECUTOR_MEMORY": "3g"}) == {}
+    env = {"MARKET_SPREAD_EXECUTOR_MEMORY": "3g", "MARKET_SPREAD_DRIVER_HOST": "10.0.0.5",
+           "MARKET_SPREAD_CORES_MAX": "4", "PYSPARK_PYTHON": "python3"}
+    conf = session_conf("spark://spark-master:7077", env)
+    assert conf == {"spark.executor.memory": "3g", "spark.driver.host": "10.0.0.5", "spark.cores.max": "4"}
+    # A loopback master runs its executors here: they get the driver's interpreter unless told otherwise.
+    env = {}
+    session_conf("spark://127.0.0.1:7077", env)
+    assert env["PYSPARK_PYTHON"] == sys.executable
+
+
+@pytest.mark.slow
+def test_cluster_run_gives_the_same_tables_as_a_local_run(tmp_path, spark, data, two_workers, executor_python):
+    cluster = two_workers
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    shutil.copytree(data["source"], landing)
+    before = _app_dirs(cluster)
+    run = _stream(cluster, landing, lake, data["symbols"], executor_python["python"], "--available-now")
+    rc = run.finish(timeout=900)
+    assert rc == 0, run.output[-6000:]
+    assert comparable_tables(spark, lake) == data["expected"]
+    assert _counts(metrics_totals(spark, lake)) == _counts(data["totals"])
+
+    # The work ran on the cluster: both workers ran an executor of this application...
+    new = {name: apps - before.get(name, set()) for name, apps in _app_dirs(cluster).items()}
+    ran = [name for name, apps in new.items() if apps]
+    assert len(ran) == 2, f"executors ran on {ran} only"
+    # ...each fetched the Delta JARs from the driver (spark.jars is shipped, not preinstalled)...
+    for name in ran:
+        (app,) = new[name]
+        logs = "".join(p.read_text(errors="replace") for p in (cluster.worker_dirs[name] / app).glob("*/stderr"))
+        assert "delta-spark_" in logs and "Fetching spark://" in logs, f"{name}: no Delta JAR fetched"
+    # ...and no Python worker started on them: the job is JVM-only on executors.
+    assert not executor_python["mark"].exists(), "an executor started a Python worker"
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_run_still_gives_exact_tables(tmp_path, spark, data, two_workers, executor_python):
+    cluster = two_workers
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    source = data["source"]
+    checkpoint = lake / "_checkpoints" / "stream"
+    _land_pair(source, landing, 0)
+    run = _stream(cluster, landing, lake, data["symbols"], executor_python["python"], "--interval", "1")
+    try:
+        run.wait_for(lambda: any(l.startswith("batch 0:") for l in run.lines), 900, "batch 0")
+        _land_pair(source, landing, 1)
+        # Batch 1 is planned (its offsets are written) before any of its tasks run: kill then.
+        run.wait_for(lambda: (checkpoint / "offsets" / "1").exists(), 300, "batch 1 to start")
+        victim = cluster.running_workers()[0]
+        cluster.kill_worker(victim, signal.SIGKILL)
+        for k in range(2, PAIRS):
+            _land_pair(source, landing, k)  # files keep landing
+        run.wait_for(lambda: any(l.startswith("batch 1:") for l in run.lines), 900, "batch 1 on the surviving worker")
+        assert len(cluster.alive_workers()) == 1
+        assert "Lost executor" in run.output, "the application never noticed the lost worker"
+        run.proc.send_signal(signal.SIGTERM)
+        assert run.finish(timeout=600) == 0, run.output[-6000:]
+    finally:
+        run.kill()
+    # Whatever the stopped stream left: drain it on the one surviving worker.
+    drain = _stream(cluster, landing, lake, data["symbols"], executor_python["python"], "--available-now")
+    assert drain.finish(timeout=900) == 0, drain.output[-6000:]
+    assert comparable_tables(spark, lake) == data["expected"]
+    # batch_metrics still adds up to the tables (how rows fall into batches may differ).
+    assert _counts(metrics_totals(spark, lake)) == _counts(data["totals"])

@@ -1,0 +1,348 @@
+"""docker-compose.yaml checked without a Docker engine (none runs on these machines): its structure,
+pinned images, health checks, the shared volume, the DAG configuration, no secrets; and a real
+compose validator when one is installed (`docker compose` or `docker-compose`)."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yaml"
+ENV_EXAMPLE = ROOT / ".env.example"
+DOCKERFILE = ROOT / "docker" / "Dockerfile"
+
+AIRFLOW_SERVICES = ["airflow-init", "airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"]
+SPARK_SERVICES = ["spark-master", "spark-worker"]
+ONE_SHOT = {"airflow-init", "kafka-init"}
+KAFKA_IMAGE = "apache/kafka:4.1.1"
+MASTER_URL = "spark://spark-master:7077"
+SHARED_MOUNT = "/data"
+VAR = re.compile(r"(?<!\$)\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])[^}]*)?\}")
+SECRET_NAME = re.compile(r"PASSWORD|SECRET|FERNET|TOKEN|PRIVATE|_KEY$")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+@pytest.fixture(scope="module")
+def services(compose) -> dict:
+    return compose["services"]
+
+
+def _env(service: dict) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) for item in env)
+    return {k: "" if v is None else str(v) for k, v in env.items()}
+
+
+def _mounts(service: dict) -> dict[str, str]:
+    """target -> source of the service's volumes (short syntax)."""
+    out = {}
+    for item in service.get("volumes") or []:
+        source, target = item.split(":")[:2] if isinstance(item, str) else (item["source"], item["target"])
+        out[target] = source
+    return out
+
+
+def _project_version() -> str:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+def _pinned(pyproject_name: str) -> str:
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    (spec,) = [d for d in deps if re.match(rf"{re.escape(pyproject_name)}(\[.*\])?==", d)]
+    return spec.split("==", 1)[1]
+
+
+def _dockerfile_images() -> list[str]:
+    """Every image the Dockerfile builds from (ARG defaults behind FROM ${...})."""
+    text = DOCKERFILE.read_text()
+    args = dict(re.findall(r"^ARG (\w+)=(\S+)$", text, re.M))
+    images = []
+    for ref in re.findall(r"^FROM (\S+)", text, re.M):
+        match = re.fullmatch(r"\$\{(\w+)\}", ref)
+        images.append(args[match.group(1)] if match else ref)
+    return images
+
+
+def _is_pinned(image: str) -> bool:
+    name, _, tag = image.rpartition(":")
+    return bool(name) and "/" not in tag and tag != "latest" and re.match(r"^v?\d+(\.\d+)+", tag) is not None
+
+
+def test_every_service_is_there(services):
+    for name in ["postgres", *AIRFLOW_SERVICES, *SPARK_SERVICES]:
+        assert name in services, f"missing service {name}"
+    commands = {name: services[name].get("command") for name in AIRFLOW_SERVICES[1:]}
+    assert commands == {"airflow-api-server": "api-server", "airflow-scheduler": "scheduler",
+                        "airflow-dag-processor": "dag-processor", "airflow-triggerer": "triggerer"}
+    assert services["airflow-scheduler"]["environment"]["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+
+
+def test_images_are_pinned_to_exact_versions(services):
+    for name, service in services.items():
+        image = service.get("image")
+        assert image, f"{name}: no image name"
+        assert _is_pinned(image), f"{name}: image {image!r} is not pinned to an exact version"
+        if "build" in service:
+            # Our own image: the project's version, built from docker/Dockerfile at the repo root.
+            assert image == f"market-spread:{_project_version()}"
+            assert service["build"] == {"context": ".", "dockerfile": "docker/Dockerfile"}
+    for image in _dockerfile_images():
+        assert _is_pinned(image), f"Dockerfile: base image {image!r} is not pinned"
+    # The same Airflow as the package pins, on the package's Python.
+    assert f"apache/airflow:{_pinned('apache-airflow')}-python3.11" in _dockerfile_images()
+    # Spark services run the image's own pip-installed Spark: the version pyproject pins.
+    for name in SPARK_SERVICES:
+        assert services[name]["build"] == services["airflow-scheduler"]["build"]
+        assert services[name]["command"][0] == "/opt/spark/bin/spark-class"
+
+
+def test_dockerfile_fetches_the_same_jars_as_make_setup():
+    makefile = (ROOT / "Makefile").read_text()
+    groups = re.search(r"^JAR_GROUPS := (\S+)$", makefile, re.M).group(1)
+    text = DOCKERFILE.read_text()
+    assert f"-DincludeGroupIds={groups}" in text
+    assert "COPY jobs/maven/pom.xml" in text
+    assert "MARKET_SPREAD_JARS=/opt/market-spread/.cache/jars" in text
+    ignore = (ROOT / "docker" / "Dockerfile.dockerignore").read_text().split()
+    assert ".env" in ignore and ".venv" in ignore, "secrets and local environments stay out of the build context"
+
+
+def test_dockerfile_copies_named_project_paths_that_exist():
+    for line in re.findall(r"^COPY (.+)$", DOCKERFILE.read_text(), re.M):
+        words = [w for w in line.split() if not w.startswith("--")]
+        if "--from=" in line:
+            continue
+        for source in words[:-1]:
+            assert source not in (".", "./", "*"), "copy named paths only: a local .env must never reach the image"
+            assert (ROOT / source).exists(), f"Dockerfile copies {source}, which is not in the repository"
+
+
+def test_long_running_services_have_health_checks_and_start_in_order(services):
+    for name, service in services.items():
+        if name in ONE_SHOT:
+            assert "healthcheck" not in service and "restart" not in service
+            continue
+        check = service.get("healthcheck")
+        assert check and check.get("test"), f"{name}: no health check"
+        assert check["test"][0] in ("CMD", "CMD-SHELL")
+    for name in AIRFLOW_SERVICES[1:]:
+        depends = services[name]["depends_on"]
+        assert depends["postgres"]["condition"] == "service_healthy"
+        assert depends["airflow-init"]["condition"] == "service_completed_successfully"
+    assert services["spark-worker"]["depends_on"]["spark-master"]["condition"] == "service_healthy"
+    assert services["airflow-scheduler"]["depends_on"]["spark-master"]["condition"] == "service_healthy"
+
+
+def test_workers_scale_freely(services):
+    worker = services["spark-worker"]
+    assert "container_name" not in worker and "ports" not in worker, "`--scale spark-worker=N` needs neither"
+    assert worker["command"][2] == MASTER_URL
+
+
+def test_landing_and_lake_share_one_volume_at_the_same_path(compose, services):
+    sources = set()
+    for name in [*AIRFLOW_SERVICES, "spark-worker"]:
+        mounts = _mounts(services[name])
+        assert SHARED_MOUNT in mounts, f"{name}: the shared volume is not mounted at {SHARED_MOUNT}"
+        sources.add(mounts[SHARED_MOUNT])
+    assert len(sources) == 1
+    (volume,) = sources
+    assert volume in (compose.get("volumes") or {}), "a named volume, not a host folder"
+
+
+def test_dags_point_at_the_cluster_through_configuration(services, monkeypatch):
+    from market_spread.orchestration import tasks as orchestration
+
+    for name in AIRFLOW_SERVICES:
+        env = _env(services[name])
+        assert env["MARKET_SPREAD_MASTER"] == MASTER_URL
+        for key in ("MARKET_SPREAD_LAKE", "MARKET_SPREAD_LANDING"):
+            assert env[key].startswith(SHARED_MOUNT + "/"), f"{name}: {key} is not on the shared volume"
+        assert env["AIRFLOW__CORE__DAGS_FOLDER"] == "/opt/market-spread/dags"
+    # The names are the ones the DAGs read: resolve the settings as a task would.
+    env = _env(services["airflow-scheduler"])
+    for key in list(os.environ):
+        if key.startswith(orchestration.ENV_PREFIX):
+            monkeypatch.delenv(key)
+    for key, value in env.items():
+        if key.startswith(orchestration.ENV_PREFIX) and "${" not in value:
+            monkeypatch.setenv(key, value)
+    settings = orchestration.resolve_settings(lambda _name: None)
+    assert settings.master == MASTER_URL
+    assert settings.lake == Path("/data/lake") and settings.landing == Path("/data/landing")
+    assert "--master" in orchestration.stream_argv(settings)
+    # The master the DAGs name is the one the spark-master service runs.
+    master = services["spark-master"]["command"]
+    assert master[master.index("--host") + 1] == "spark-master" and master[master.index("--port") + 1] == "7077"
+
+
+def test_no_secrets_in_the_compose_file(services):
+    for name, service in services.items():
+        for key, value in _env(service).items():
+            if key.endswith(("_FILE", "_CMD")) and "/run/secrets/" in value:
+                continue  # a path to a secret file, not a secret
+            if SECRET_NAME.search(key) and key != "AIRFLOW__CORE__AUTH_MANAGER":
+                assert VAR.fullmatch(value), f"{name}: {key} must come from .env as ${{VAR}}, not be written here"
+            if "://" in value and "@" in value:
+                password = re.search(r"://[^:/@]+:(.*)@", value).group(1)
+                assert VAR.fullmatch(password), f"{name}: {key} holds a literal password"
+    # Required secrets fail loudly when .env lacks them, instead of running with an empty password:
+    # interpolated ones through ${VAR:?...}, file secrets through airflow-init's check of every file.
+    text = COMPOSE.read_text()
+    for var in ("AIRFLOW_JWT_SECRET", "AIRFLOW_API_SECRET_KEY"):
+        uses = [m for m in VAR.finditer(text) if m.group(1) == var]
+        assert uses and all(m.group(2) == ":?" for m in uses), f"{var} must be required (${{{var}:?…}})"
+    assert '[ -s "$$secret" ] ||' in services["airflow-init"]["command"][1]
+
+
+FILE_SECRETS = ("postgres_password", "airflow_fernet_key", "airflow_admin_password")
+
+
+def test_passwords_reach_containers_as_files_not_environment(compose, services):
+    declared = compose.get("secrets") or {}
+    assert set(declared) == set(FILE_SECRETS)
+    for name, spec in declared.items():
+        # A file each (any Compose reads those), in a folder the user makes once and git ignores.
+        assert spec.get("file", "").endswith(f"secrets}}/{name}"), (name, spec)
+    for name, service in services.items():
+        for key, value in _env(service).items():
+            for var in ("POSTGRES_PASSWORD", "AIRFLOW_FERNET_KEY", "AIRFLOW_ADMIN_PASSWORD"):
+                assert f"${{{var}" not in value, f"{name}: {key} puts {var} into the container's environment"
+            assert "postgresql" not in value or "/run/secrets/postgres_password" in value, f"{name}: {key}"
+    assert _env(services["postgres"])["POSTGRES_PASSWORD_FILE"] == "/run/secrets/postgres_password"
+    assert "postgres_password" in services["postgres"]["secrets"]
+    for name in AIRFLOW_SERVICES:
+        env, secrets = _env(services[name]), services[name].get("secrets") or []
+        assert "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN" not in env and "AIRFLOW__CORE__FERNET_KEY" not in env, name
+        assert "/run/secrets/postgres_password" in env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD"], name
+        assert env["AIRFLOW__CORE__FERNET_KEY_CMD"] == "cat /run/secrets/airflow_fernet_key", name
+        assert {"postgres_password", "airflow_fernet_key"} <= set(secrets), name
+    init = _env(services["airflow-init"])
+    assert "_AIRFLOW_WWW_USER_PASSWORD" not in init
+    assert init["_AIRFLOW_WWW_USER_PASSWORD_CMD"] == "cat /run/secrets/airflow_admin_password"
+
+
+def test_spark_rpc_is_authenticated_with_a_secret_generated_once(compose, services):
+    assert "spark-auth" in (compose.get("volumes") or {})
+    init = services["airflow-init"]["command"][1]
+    # Generated only when absent (a restart keeps it, so running executors stay valid), never readable by others.
+    assert "if [ ! -s /opt/spark-auth/spark-defaults.conf ]; then" in init and "umask 077" in init
+    assert "spark.authenticate true" in init and "spark.authenticate.secret" in init and "secrets.token_hex" in init
+    assert "chmod 0600 /opt/spark-auth/spark-defaults.conf" in init
+    assert _mounts(services["airflow-init"])["/opt/spark-auth"] == "spark-auth"
+    # Master, workers and the driver (in the scheduler) read it as their spark-defaults.conf.
+    for name in [*SPARK_SERVICES, "airflow-scheduler"]:
+        assert _env(services[name])["SPARK_CONF_DIR"] == "/opt/spark-auth", name
+        mounts = {item.split(":")[1]: item for item in services[name]["volumes"]}
+        assert mounts["/opt/spark-auth"] == "spark-auth:/opt/spark-auth:ro", name
+    for name in SPARK_SERVICES:
+        assert services[name]["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully", name
+    assert "spark.authenticate.secret" not in yaml.safe_dump({k: v for k, v in services.items() if k != "airflow-init"})
+
+
+def test_no_recursive_chown_of_the_lake_on_every_start(services):
+    init = services["airflow-init"]["command"][1]
+    for line in init.splitlines():
+        if "chown -R" in line:
+            # Only where a folder's own owner is wrong: once on a fresh volume, not on every start.
+            assert line.strip().startswith("if [ \"$$(stat -c %u:%g") and "!= \"50000:0\" ]; then" in line, line
+    assert "airflow pools set lake_jobs 1" in init
+
+
+def _env_example() -> dict[str, str]:
+    pairs = {}
+    for line in ENV_EXAMPLE.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            pairs[key] = value
+    return pairs
+
+
+def test_env_example_covers_every_variable_with_placeholders_only():
+    used = {m.group(1) for m in VAR.finditer(COMPOSE.read_text())}
+    example = _env_example()
+    assert used - set(example) == set(), f"not in .env.example: {sorted(used - set(example))}"
+    assert set(example) - used == set(), f"unused in docker-compose.yaml: {sorted(set(example) - used)}"
+    for key, value in example.items():
+        if SECRET_NAME.search(key):
+            assert value.startswith("change-me"), f".env.example: {key} must be a placeholder"
+
+
+def _compose_cli() -> list[str] | None:
+    docker = shutil.which("docker")
+    if docker and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0:
+        return [docker, "compose"]
+    legacy = shutil.which("docker-compose")
+    return [legacy] if legacy else None
+
+
+def test_a_real_compose_validator_accepts_the_file(tmp_path):
+    cli = _compose_cli()
+    if cli is None:
+        pytest.skip("no compose validator installed (`docker compose` plugin or `docker-compose`)")
+    env_file = tmp_path / ".env"
+    shutil.copyfile(ENV_EXAMPLE, env_file)
+    # No engine needed: `config` only parses, interpolates and checks against the compose schema.
+    base = cli + ["--project-directory", str(ROOT), "-f", str(COMPOSE), "--env-file", str(env_file), "config"]
+    clean_env = {k: v for k, v in os.environ.items() if k not in _env_example()}
+    done = subprocess.run(base + ["-q"], capture_output=True, text=True, env=clean_env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rendered = subprocess.run(base, capture_output=True, text=True, env=clean_env, timeout=120)
+    assert rendered.returncode == 0, rendered.stderr
+    worker = yaml.safe_load(rendered.stdout)["services"]["spark-worker"]
+    assert worker["command"][3:7] == ["--cores", "2", "--memory", "2g"]
+    # The secrets are files the user makes once; compose names where it reads them.
+    declared = yaml.safe_load(rendered.stdout)["secrets"]
+    assert all(declared[name]["file"].endswith(f"/secrets/{name}") for name in FILE_SECRETS), declared
+
+
+def test_a_kafka_service_and_the_same_source_switch_as_make_run(services, monkeypatch):
+    from market_spread.orchestration import tasks as orchestration
+
+    kafka = services["kafka"]
+    assert kafka["image"] == KAFKA_IMAGE and services["kafka-init"]["image"] == KAFKA_IMAGE
+    env = _env(kafka)
+    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller" and env["KAFKA_ADVERTISED_LISTENERS"] == "PLAINTEXT://kafka:9092"
+    assert int(env["KAFKA_MESSAGE_MAX_BYTES"]) >= 4 * 1024 * 1024, "2 MB records must pass"
+    assert env["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
+    assert "/var/lib/kafka/data" in _mounts(kafka) and _mounts(kafka)["/var/lib/kafka/data"] == "kafka-data"
+    assert "ports" not in kafka, "the broker stays inside the compose network"
+    init = services["kafka-init"]
+    assert init["depends_on"]["kafka"]["condition"] == "service_healthy"
+    assert all(topic in init["command"][-1] for topic in ("quotes orders", "--partitions 4", "--if-not-exists"))
+    for name in AIRFLOW_SERVICES:
+        airflow_env = _env(services[name])
+        assert airflow_env["MARKET_SPREAD_SOURCE"] == "${MARKET_SPREAD_SOURCE:-files}"
+        assert airflow_env["MARKET_SPREAD_BOOTSTRAP_SERVERS"] == "kafka:9092"
+    # With the switch on, the DAGs' commands read and write the kafka service's topics.
+    for key in list(os.environ):
+        if key.startswith(orchestration.ENV_PREFIX):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("MARKET_SPREAD_SOURCE", "kafka")
+    monkeypatch.setenv("MARKET_SPREAD_BOOTSTRAP_SERVERS", _env(services["airflow-scheduler"])["MARKET_SPREAD_BOOTSTRAP_SERVERS"])
+    settings = orchestration.resolve_settings(lambda _name: None)
+    argv = orchestration.stream_argv(settings)
+    assert argv[argv.index("--source") + 1] == "kafka" and argv[argv.index("--bootstrap-servers") + 1] == "kafka:9092"
+    assert "--landing" not in argv
+    assert orchestration.source_args(settings, producer=True) == ["--kafka", "kafka:9092"]
+
+
+def test_dockerfile_fetches_the_kafka_connector_like_make_setup():
+    makefile = (ROOT / "Makefile").read_text()
+    ids = re.search(r"^KAFKA_JAR_IDS := (\S+)$", makefile, re.M).group(1)
+    text = DOCKERFILE.read_text()
+    assert "COPY jobs/maven/kafka-connector-pom.xml" in text and f"-DincludeArtifactIds={ids}" in text
+    assert "MARKET_SPREAD_KAFKA_JARS=/opt/market-spread/.cache/kafka-jars" in text

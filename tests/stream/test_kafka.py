@@ -1,0 +1,345 @@
+"""Kafka (contract 3b): a real single-node broker started by `market-spread broker` on free ports,
+real Spark reading it with the Kafka connector, real Delta. Nothing mocked.
+
+- the semantics scenarios of test_pipeline.py, fed through topics, give the same tables as files;
+- bad records (not JSON, wrong types, unknown symbols, a 2 MB value) are quarantined with their
+  topic/partition/offset; a topic that does not exist is one clear error line;
+- SIGKILL of the stream's process group at the dangerous instants while a producer keeps writing:
+  nothing lost, nothing doubled (5 kills; 20 with MARKET_SPREAD_RELIABILITY=full);
+- the broker stopped and started under a running stream: it waits, resumes, loses nothing.
+"""
+from __future__ import annotations
+
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
+
+from campaign import FULL, Job, diff_rows, duplicates_by_key, kill_when_new_file, make_source, symbols_file  # noqa: E402
+from lakeutil import comparable_tables, land, metrics_totals, order, quote, rows, stream  # noqa: E402
+from market_spread.lake import tables as lake_mod  # noqa: E402
+from market_spread.feeds.broker import BrokerProcess  # noqa: E402
+from market_spread.feeds.generate import Generator, write_backlog  # noqa: E402
+from market_spread.stream.kafka_source import KafkaSettings, feed_source  # noqa: E402
+from market_spread.feeds.producer import KafkaSink  # noqa: E402
+from market_spread.stream.job import run_query  # noqa: E402
+from test_pipeline import BAD_ORDERS, BAD_QUOTES, T  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    not list((Path(__file__).resolve().parents[2] / ".cache" / "broker-jars").glob("kafka_2.13-*.jar"))
+    or not list((Path(__file__).resolve().parents[2] / ".cache" / "kafka-jars").glob("spark-sql-kafka-*.jar")),
+    reason="Kafka JARs not fetched: run `make setup`",
+)
+
+CLI = [sys.executable, "-m", "market_spread.cli.main"]
+SYMBOLS = ["AAPL", "MSFT", "IBM", "GOOG", "TSLA", "ASOF", "LATE", "LQ", "TA", "TM", "TI", "NM"]
+SOURCE_RE = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)/(?P<partition>\d+)/(?P<offset>\d+)$")
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    proc = BrokerProcess(tmp_path_factory.mktemp("kafka") / "data")
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+def topics() -> KafkaSettings:
+    tag = uuid.uuid4().hex[:8]
+    return KafkaSettings("", f"quotes-{tag}", f"orders-{tag}")
+
+
+def settings_for(broker: BrokerProcess, base: KafkaSettings) -> KafkaSettings:
+    return KafkaSettings(broker.bootstrap, base.quotes_topic, base.orders_topic)
+
+
+def kstream(spark, settings: KafkaSettings, lake: Path, symbols=SYMBOLS) -> int:
+    return run_query(
+        spark, lake, lake, lake / lake_mod.CHECKPOINT_SUBDIR, list(symbols), Decimal("0.05"), Decimal("0.05"),
+        available_now=True, source=feed_source(settings),
+    )
+
+
+# The scenarios of test_pipeline.py on distinct symbols, as runs of landing "files" in landing order.
+BIG = "not json " + "x" * (2 * 1024 * 1024)
+RUNS: list[list[tuple[str, list[str]]]] = [
+    [
+        ("quotes", [
+            quote("ASOF", T.format(1), "1.00", "1.10"), quote("ASOF", T.format(3), "1.00", "1.01"),
+            quote("ASOF", T.format(5), "2.00", "2.50"),
+            quote("LATE", T.format(1), "10.00", "10.50"), quote("LATE", T.format(3), "10.00", "10.01"),
+            quote("LQ", T.format(5), "100.00", "100.01"),
+            quote("TA", T.format(1), "1.00", "1.01", seq=2), quote("TA", T.format(1), "1.00", "1.50", seq=1),
+            quote("TM", T.format(1), "1.00", "1.50", seq=1), quote("TM", T.format(1), "1.00", "1.01"),
+            quote("TI", T.format(1), "1.00", "1.50"), quote("TI", T.format(1), "1.00", "1.01"),
+            quote("AAPL", T.format(1), "1.10", "1.15"), quote("MSFT", T.format(1), "0.50", "0.53"),
+            quote("GOOG", T.format(1), "0.1234567850000000000000000000001", "0.74749102461495"),
+            *[l for ls in BAD_QUOTES.values() for l in ls], "", "   ",
+        ]),
+        ("orders", [
+            order("O-0", "ASOF", T.format(0)), order("O-2", "ASOF", T.format(2)), order("O-4", "ASOF", T.format(4)),
+            order("O-5", "ASOF", T.format(5)),
+            order("ta", "TA", T.format(1)), order("tm", "TM", T.format(1)), order("ti", "TI", T.format(1)),
+            order("g", "NM", T.format(2)), order("dup", "TSLA", T.format(1)), order("dup", "TSLA", T.format(2), qty="5"),
+            *[l for ls in BAD_ORDERS.values() for l in ls], BIG,
+        ]),
+    ],
+    [
+        ("quotes", [quote("LQ", T.format(3), "100.00", "120.00")]),
+        ("orders", [order("late", "LATE", T.format(2)), order("now", "LATE", T.format(4)),
+                    order("Q4", "LQ", T.format(4)), order("Q6", "LQ", T.format(6))]),
+    ],
+]
+
+
+def _without_source(tables: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    out = dict(tables)
+    out["quarantine"] = sorted(({k: v for k, v in r.items() if k != "file"} for r in tables["quarantine"]),
+                               key=lambda r: (r["stream"], r["reason"], r["raw"]))
+    return out
+
+
+def test_the_semantics_scenarios_through_kafka_give_the_tables_of_files(spark, broker, tmp_path):
+    base = settings_for(broker, topics())
+    sink = KafkaSink(broker.bootstrap, base.quotes_topic, base.orders_topic)
+    # Delivery reports of the records produced by hand below: (topic, partition, offset) per value.
+    from confluent_kafka import Producer
+
+    delivered: dict[str, str] = {}
+    raw = Producer({"bootstrap.servers": broker.bootstrap, "message.max.bytes": 8 * 1024 * 1024})
+
+    def produce_by_hand(topic: str, value: str, key: str | None) -> None:
+        def report(err, msg):
+            assert err is None, err
+            delivered[value] = f"{msg.topic()}/{msg.partition()}/{msg.offset()}"
+        raw.produce(topic, value=value.encode(), key=key.encode() if key else None, on_delivery=report)
+        assert raw.flush(60) == 0
+
+    files_landing, files_lake, kafka_lake = tmp_path / "landing", tmp_path / "files-lake", tmp_path / "kafka-lake"
+    gen_files, gen_kafka = (Generator(SYMBOLS[:5], seed=5, wide_share=0.4) for _ in range(2))
+    mismatch = quote("IBM", T.format(7), "50.00", "50.01")  # keyed MSFT: the value's symbol rules
+    for i, run in enumerate(RUNS):
+        for feed, lines in run:
+            land(files_landing, feed, lines, name=f"r{i}-{feed}.jsonl")
+            topic = base.quotes_topic if feed == "quotes" else base.orders_topic
+            for line in lines:
+                if line is BIG:
+                    produce_by_hand(topic, line, None)
+                else:
+                    sink(feed, "", [line])
+        if i == 0:
+            land(files_landing, "quotes", [mismatch], name="r0-zz-mismatch.jsonl")
+            produce_by_hand(base.quotes_topic, mismatch, "MSFT")
+            write_backlog(files_landing, gen_files, 150, 150, 3, "gen")
+            write_backlog(files_landing, gen_kafka, 150, 150, 3, "gen", sink=sink)
+        assert stream(spark, files_landing, files_lake, symbols=SYMBOLS) == 0
+        assert kstream(spark, base, kafka_lake) == 0
+
+    want, got = comparable_tables(spark, files_lake), comparable_tables(spark, kafka_lake)
+    assert want["alerts"] and want["quarantine"] and want["symbol_state"]
+    assert _without_source(got) == _without_source(want)
+    assert metrics_totals(spark, kafka_lake)["batches"] == 2
+
+    # Quarantine rows name their record; the 2 MB value is there whole, at the offset Kafka gave it.
+    quarantine = rows(spark, kafka_lake, "quarantine")
+    assert all(SOURCE_RE.match(r["source_file"]) for r in quarantine), quarantine[:3]
+    big = [r for r in quarantine if r["raw"] == BIG]
+    assert len(big) == 1 and big[0]["source_file"] == delivered[BIG] and big[0]["reason"] == "not_json_object"
+    expected_reasons = Counter({k: len(v) for k, v in {**BAD_QUOTES, **BAD_ORDERS}.items()})
+    expected_reasons["not_json_object"] += 1
+    assert Counter(r["reason"] for r in quarantine) == expected_reasons
+    for r in quarantine:
+        topic = SOURCE_RE.match(r["source_file"])["topic"]
+        assert topic == (base.quotes_topic if r["stream"] == "quotes" else base.orders_topic)
+    # The mismatched key changed nothing: the quote counts for IBM, as its value says.
+    state = {r["symbol"]: r for r in rows(spark, kafka_lake, "symbol_state")}
+    assert state["IBM"]["bid"] == Decimal("50") and "MSFT" in state and state["MSFT"]["bid"] != Decimal("50")
+
+
+def test_a_topic_that_does_not_exist_is_one_clear_error_line(broker, tmp_path):
+    base = topics()
+    KafkaSink(broker.bootstrap, base.quotes_topic, "orders-exists-" + base.orders_topic)
+    done = subprocess.run(
+        [*CLI, "stream", "--source", "kafka", "--bootstrap-servers", broker.bootstrap, "--lake", str(tmp_path / "lake"),
+         "--quotes-topic", base.quotes_topic, "--orders-topic", "no-such-topic", "--available-now"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "no-such-topic" in lines[0] and "do not exist" in lines[0] and "Traceback" not in done.stderr
+    # Bad flags are usage errors (exit 2, one line).
+    done = subprocess.run([*CLI, "stream", "--source", "kafka", "--lake", str(tmp_path / "lake")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--bootstrap-servers" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def _producer_thread(sink: KafkaSink, files, stop: threading.Event, pause: float, rng: random.Random):
+    """Sends the pre-generated files, one 'file' at a time (quotes of pair k before orders of pair
+    k-1, each acknowledged before the next), every `pause` seconds, until done or stopped."""
+    sent = {"lines": 0, "files": 0, "errors": []}
+
+    def run() -> None:
+        for feed, path in files:
+            if stop.is_set():
+                break
+            lines = [l for l in path.read_text().splitlines() if l.strip()]
+            while True:
+                try:
+                    sink(feed, path.name, lines)
+                    break
+                except ConnectionError as exc:  # the broker is down: the producer waits too
+                    sent["errors"].append(str(exc))
+                    time.sleep(1)
+            sent["lines"] += len(lines)
+            sent["files"] += 1
+            time.sleep(pause * rng.uniform(0.5, 1.5))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, sent
+
+
+def _compare_with_files(spark, lake: Path, source: Path, tmp_path: Path, lines: int) -> dict:
+    clean = tmp_path / "clean"
+    assert stream(spark, source, clean / "lake", symbols=SYMBOLS[:5]) == 0
+    got, want = _without_source(comparable_tables(spark, lake)), _without_source(comparable_tables(spark, clean / "lake"))
+    lost = doubled = 0
+    for table in want:
+        t_lost, t_doubled = diff_rows(got[table], want[table])
+        lost, doubled = lost + t_lost, doubled + t_doubled
+        if table != "quarantine":
+            assert duplicates_by_key(table, got[table]) == 0, f"{table}: duplicated keys"
+        assert (t_lost, t_doubled) == (0, 0), f"{table}: {t_lost} rows lost, {t_doubled} doubled"
+    quarantine = rows(spark, lake, "quarantine")
+    assert len({r["source_file"] for r in quarantine}) == len(quarantine), "a Kafka record quarantined twice"
+    totals = metrics_totals(spark, lake)
+    assert totals["quotes"] + totals["orders"] + totals["quarantined"] == lines
+    assert totals["alerts"] == len(got["alerts"]) > 0
+    metrics = rows(spark, lake, "batch_metrics", drop=())
+    assert len({m["batch_id"] for m in metrics}) == len(metrics)
+    return {"lost": lost, "doubled": doubled, **totals}
+
+
+def _drain(base: KafkaSettings, broker: BrokerProcess, lake: Path, symbols: Path, log: Path) -> None:
+    drain = Job(["stream", "--source", "kafka", "--bootstrap-servers", broker.bootstrap, "--quotes-topic",
+                 base.quotes_topic, "--orders-topic", base.orders_topic, "--lake", str(lake), "--symbols",
+                 str(symbols), "--available-now"], log)
+    assert drain.wait(900) == 0, drain.tail()
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_stream_while_producers_write_loses_and_doubles_nothing(spark, broker, tmp_path):
+    began = time.monotonic()
+    kills = 20 if FULL else 5
+    rng = random.Random(20261124)
+    symbols = symbols_file(tmp_path, SYMBOLS[:5])
+    source = tmp_path / "source"
+    files = make_source(source, SYMBOLS[:5], seed=29, quotes=60 * (2 * kills + 4), orders=60 * (2 * kills + 4),
+                        files=2 * kills + 4)
+    base = settings_for(broker, topics())
+    sink = KafkaSink(broker.bootstrap, base.quotes_topic, base.orders_topic)
+    lake = tmp_path / "lake"
+    stream_args = ["stream", "--source", "kafka", "--bootstrap-servers", broker.bootstrap, "--quotes-topic",
+                   base.quotes_topic, "--orders-topic", base.orders_topic, "--lake", str(lake),
+                   "--symbols", str(symbols), "--interval", "0.5"]
+    pending = list(files)
+    sent_lines = 0
+    windows = ["offsets", "quarantine", "commits", "alerts", "random"]
+    if FULL:  # every window of the file campaign
+        windows += ["quotes", "symbol_state", "batch_metrics"]
+    seen_windows: Counter[str] = Counter()
+    for i in range(kills):
+        window = windows[i % len(windows)]
+        job = Job(stream_args, tmp_path / f"stream-{i:02d}.log")
+        # The producer keeps writing while the stream starts, runs and is killed.
+        batch = [pending.pop(0) for _ in range(min(len(pending), rng.randint(2, 3)))]
+        thread, sent = _producer_thread(sink, batch, threading.Event(), pause=1.0, rng=rng)
+        if window == "random":
+            kill_when_new_file(job, lake / "_checkpoints" / "stream" / "offsets", committed_only=False,
+                               timeout=600, kill=False)
+            time.sleep(rng.uniform(0, 4))
+            assert job.alive(), job.tail()
+            job.kill()
+        else:
+            folder = (lake / "_checkpoints" / "stream" / window) if window in ("offsets", "commits") \
+                else lake / window / "_delta_log"
+            got = kill_when_new_file(job, folder, committed_only=i % 2 == 0, timeout=600)
+            assert got is not None, f"the stream ended by itself:\n{job.tail()}"
+        thread.join(300)
+        sent_lines += sent["lines"]
+        seen_windows[window] += 1
+        print(f"kafka kill {i + 1}/{kills}: {window}; {len(files) - len(pending)}/{len(files)} files produced", flush=True)
+    thread, sent = _producer_thread(sink, pending, threading.Event(), pause=0.0, rng=rng)
+    thread.join(300)
+    sent_lines += sent["lines"]
+    _drain(base, broker, lake, symbols, tmp_path / "drain.log")
+
+    result = _compare_with_files(spark, lake, source, tmp_path, sent_lines)
+    print(f"\nkafka crash campaign: {kills} kills ({dict(seen_windows)}), {sent_lines} records, "
+          f"{result['batches']} batches, {result['alerts']} alerts, lost {result['lost']}, doubled {result['doubled']}, "
+          f"{time.monotonic() - began:.0f} s")
+
+
+@pytest.mark.slow
+def test_the_stream_waits_for_a_restarted_broker_and_loses_nothing(spark, tmp_path):
+    own = BrokerProcess(tmp_path / "broker")  # its own broker: stopping the shared one would disturb others
+    own.start()
+    try:
+        rng = random.Random(7)
+        symbols = symbols_file(tmp_path, SYMBOLS[:5])
+        source = tmp_path / "source"
+        files = make_source(source, SYMBOLS[:5], seed=31, quotes=400, orders=400, files=8)
+        base = settings_for(own, topics())
+        sink = KafkaSink(own.bootstrap, base.quotes_topic, base.orders_topic)
+        lake = tmp_path / "lake"
+        job = Job(["stream", "--source", "kafka", "--bootstrap-servers", own.bootstrap, "--quotes-topic",
+                   base.quotes_topic, "--orders-topic", base.orders_topic, "--lake", str(lake), "--symbols",
+                   str(symbols), "--interval", "0.5"], tmp_path / "stream.log")
+        thread, sent = _producer_thread(sink, files[:6], threading.Event(), pause=1.0, rng=rng)
+        thread.join(300)
+        # Wait for the first batch, then take the broker away for a while under the running stream.
+        deadline = time.monotonic() + 600
+        while "batch 0:" not in job.tail(100_000) and time.monotonic() < deadline:
+            assert job.alive(), job.tail()
+            time.sleep(0.5)
+        own.stop()
+        time.sleep(20)
+        assert job.alive(), f"the stream died while the broker was down:\n{job.tail()}"
+        own.start()
+        thread, sent_after = _producer_thread(sink, files[6:], threading.Event(), pause=0.5, rng=rng)
+        thread.join(300)
+        total = sent["lines"] + sent_after["lines"]
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            assert job.alive(), job.tail()
+            done = metrics_totals(spark, lake) if (lake / "batch_metrics" / "_delta_log").is_dir() else None
+            if done and done["quotes"] + done["orders"] + done["quarantined"] >= total:
+                break
+            time.sleep(2)
+        job.kill()
+        result = _compare_with_files(spark, lake, source, tmp_path, total)
+        assert (result["lost"], result["doubled"]) == (0, 0)
+    finally:
+        own.stop()
+
+
+@pytest.mark.slow
+def test_the_bench_kafka_row_measures_records_to_committed_alerts(spark, tmp_path):
+    from market_spread_tools.bench_kafka import kafka_latency
+
+    # Time enough to drain: every tick must then be followed to its batch (none left behind).
+    result = kafka_latency(spark, tmp_path, (200,), 3, SYMBOLS[:5], drain_seconds=600)
+    row = result["200"]
+    assert row["ticks"] >= 8 and row["ticks_behind"] == 0, row
+    assert 0 < row["p50"] <= row["p99"] and len(row["cdf_ms"]) == row["ticks"]

@@ -1,0 +1,352 @@
+"""Contract section 5, item by item, on small hand-written inputs (real Spark, real Delta)."""
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal as D
+from pathlib import Path
+
+import pytest
+
+from market_spread.stream import batch as pipeline
+from market_spread.feeds.generate import Generator, write_backlog
+from lakeutil import SYMBOLS, alerts_by_order, comparable_tables, land, metrics_totals, order, quote, rows, stream
+
+
+def ts(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(dt.timezone.utc).replace(tzinfo=None)
+
+
+T = "2026-11-23T14:30:0{}.000Z"
+
+
+def test_orders_are_checked_as_of_their_time_within_a_batch(spark, tmp_path):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    land(landing, "quotes", [
+        quote("AAPL", T.format(1), "1.00", "1.10"),   # wide
+        quote("AAPL", T.format(3), "1.00", "1.01"),   # tight
+        quote("AAPL", T.format(5), "2.00", "2.50"),   # wide, at the same time as order O-5
+    ])
+    land(landing, "orders", [
+        order("O-0", "AAPL", T.format(0)),  # before any quote
+        order("O-2", "AAPL", T.format(2)),  # current quote: the wide one at :01
+        order("O-4", "AAPL", T.format(4)),  # current quote: the tight one at :03
+        order("O-5", "AAPL", T.format(5)),  # a quote at the order's very time counts
+    ])
+    assert stream(spark, landing, lake) == 0
+    alerts = alerts_by_order(spark, lake)
+    assert set(alerts) == {"O-0", "O-2", "O-5"}
+    assert alerts["O-0"]["reason"] == "no_market_data" and alerts["O-0"]["bid"] is None
+    assert alerts["O-2"]["reason"] == "wide_spread"
+    assert (alerts["O-2"]["bid"], alerts["O-2"]["offer"], alerts["O-2"]["quote_time"]) == (D("1.00000000"), D("1.10000000"), ts(T.format(1)))
+    assert alerts["O-5"]["quote_time"] == ts(T.format(5)) and alerts["O-5"]["offer"] == D("2.5")
+
+
+def test_late_orders_are_checked_against_history_not_newer_state(spark, tmp_path):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    land(landing, "quotes", [quote("MSFT", T.format(1), "10.00", "10.50"), quote("MSFT", T.format(3), "10.00", "10.01")])
+    assert stream(spark, landing, lake) == 0
+    land(landing, "orders", [order("late", "MSFT", T.format(2)), order("now", "MSFT", T.format(4))])
+    assert stream(spark, landing, lake) == 0
+    alerts = alerts_by_order(spark, lake)
+    assert set(alerts) == {"late"}, "the late order meets the wide quote of its time; the current one is tight"
+    assert alerts["late"]["quote_time"] == ts(T.format(1))
+    late = spark.read.format("delta").load(str(lake / "batch_metrics")).where("batch_id = 1").first()
+    assert late.late_symbols == 1
+
+
+def test_late_orders_find_a_quote_days_older_than_the_lookback_window(spark, tmp_path):
+    """The history read for late orders starts a day before them; a symbol with no quote in that
+    window is looked up further back, so the answer is the same as with an unbounded read."""
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    land(landing, "quotes", [
+        quote("MSFT", "2026-11-10T14:00:00Z", "10.00", "10.50"),  # wide, 13 days before the late order
+        quote("IBM", "2026-11-22T20:00:00Z", "100.00", "109.00"),  # wide, inside the window
+        quote("IBM", "2026-11-23T09:00:00Z", "100.00", "100.01"),  # tight, after IBM's late order
+        quote("MSFT", "2026-11-23T15:00:00Z", "10.00", "10.01"),  # tight: the state, newer than the order
+    ])
+    assert stream(spark, landing, lake) == 0
+    land(landing, "orders", [
+        order("msft-late", "MSFT", "2026-11-23T12:00:00Z"),
+        order("ibm-late", "IBM", "2026-11-23T08:00:00Z"),
+        order("msft-now", "MSFT", "2026-11-23T16:00:00Z"),
+    ])
+    assert stream(spark, landing, lake) == 0
+    alerts = alerts_by_order(spark, lake)
+    assert set(alerts) == {"msft-late", "ibm-late"}
+    assert alerts["msft-late"]["quote_time"] == ts("2026-11-10T14:00:00Z")
+    assert alerts["ibm-late"]["quote_time"] == ts("2026-11-22T20:00:00Z")
+
+
+def test_commits_carry_the_batch_and_a_replay_skips_what_a_table_already_holds(spark, tmp_path):
+    """Exactly once without Delta's txn tags: each commit names its batch in userMetadata, and a
+    batch at or below a table's last committed batch is not written again (not even when the
+    commit that says so is gone from the log: the rows say it too)."""
+    import json
+
+    from market_spread.lake import tables as lake_mod
+
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    _generated(landing, files=1, seed=5)
+    assert stream(spark, landing, lake) == 0
+    log = (lake / "alerts" / "_delta_log")
+    actions = [json.loads(l) for f in sorted(log.glob("*.json")) for l in f.read_text().splitlines()]
+    assert not [a for a in actions if "txn" in a], "no Delta txn actions: no per-write transaction look-up"
+    assert lake_mod.newest_tagged_batch(lake / "alerts") == 0
+    assert lake_mod.committed_batches(spark, lake)["alerts"] == 0
+
+    before = comparable_tables(spark, lake)
+    batch = spark.read.text(str(landing / "quotes")).selectExpr("'quotes' AS stream", "value", "'q' AS source_file") \
+        .unionByName(spark.read.text(str(landing / "orders")).selectExpr("'orders' AS stream", "value", "'o' AS source_file"))
+    # Batch 0 again, as Spark replays it after a crash: nothing doubles.
+    result = pipeline.process_batch(batch, 0, str(lake), SYMBOLS, D("0.05"), D("0.05"))
+    assert "alerts" in result.skipped and "batch_metrics" in result.skipped
+    assert comparable_tables(spark, lake) == before
+    # Either witness suffices: rows without a tagged commit (the commit gone with Delta's log
+    # clean-up), or a tagged commit without rows (rows deleted by quote retention).
+    other = tmp_path / "other"
+    untagged = spark.range(1).selectExpr("CAST(3 AS BIGINT) AS batch_id")
+    untagged.write.format("delta").save(str(other / "alerts"))
+    spark.conf.set(pipeline.USER_METADATA, lake_mod.batch_tag(5))
+    try:
+        spark.range(1).selectExpr("CAST(1 AS BIGINT) AS batch_id").write.format("delta").save(str(other / "quotes"))
+    finally:
+        spark.conf.unset(pipeline.USER_METADATA)
+    assert lake_mod.newest_tagged_batch(other / "alerts") is None
+    assert lake_mod.committed_batches(spark, other, ("alerts", "quotes", "quarantine")) == {
+        "alerts": 3, "quotes": 5, "quarantine": -1}
+
+
+def test_a_late_quote_enters_history_but_never_overwrites_newer_state(spark, tmp_path):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    land(landing, "quotes", [quote("IBM", T.format(5), "100.00", "100.01")])
+    assert stream(spark, landing, lake) == 0
+    land(landing, "quotes", [quote("IBM", T.format(3), "100.00", "120.00")])
+    land(landing, "orders", [order("O-4", "IBM", T.format(4)), order("O-6", "IBM", T.format(6))])
+    assert stream(spark, landing, lake) == 0
+    state = rows(spark, lake, "symbol_state")
+    assert [(r["symbol"], r["quote_time"], r["offer"]) for r in state] == [("IBM", ts(T.format(5)), D("100.01"))]
+    assert len(rows(spark, lake, "quotes")) == 2
+    # The late quote still answers for the order of its time.
+    assert set(alerts_by_order(spark, lake)) == {"O-4"}
+
+
+def test_ties_in_time_are_broken_by_seq_then_prices(spark, tmp_path):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    same = T.format(1)
+    land(landing, "quotes", [
+        quote("AAPL", same, "1.00", "1.01", seq=2),   # wins over seq 1 although listed first
+        quote("AAPL", same, "1.00", "1.50", seq=1),
+        quote("MSFT", same, "1.00", "1.50", seq=1),   # a seq beats no seq
+        quote("MSFT", same, "1.00", "1.01"),
+        quote("IBM", same, "1.00", "1.50"),           # no seq at all: prices decide, deterministically
+        quote("IBM", same, "1.00", "1.01"),
+    ])
+    land(landing, "orders", [order("a", "AAPL", same), order("m", "MSFT", same), order("i", "IBM", same)])
+    assert stream(spark, landing, lake) == 0
+    alerts = alerts_by_order(spark, lake)
+    assert set(alerts) == {"m", "i"}
+    assert alerts["m"]["quote_seq"] == 1
+    state = {r["symbol"]: r for r in rows(spark, lake, "symbol_state")}
+    assert state["AAPL"]["seq"] == 2 and state["AAPL"]["should_reject_trades"] is False
+    assert state["MSFT"]["offer"] == D("1.5") and state["IBM"]["offer"] == D("1.5")
+
+
+def test_orders_without_market_data_are_rejected(spark, tmp_path):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    land(landing, "quotes", [quote("AAPL", T.format(1), "1.00", "1.01")])
+    land(landing, "orders", [order("g", "GOOG", T.format(2)), order("a", "AAPL", T.format(2))])
+    assert stream(spark, landing, lake) == 0
+    alerts = alerts_by_order(spark, lake)
+    assert set(alerts) == {"g"}
+    g = alerts["g"]
+    assert (g["reason"], g["bid"], g["offer"], g["quote_time"], g["quote_seq"]) == ("no_market_data", None, None, None, None)
+    assert (g["account"], g["side"], g["qty"], g["price"]) == (7, "BUY", D("100"), D("1.00"))
+
+
+BAD_QUOTES = {
+    "not_json_object": ["not json", "[1, 2]", "42", '{"symbol": "AAPL"', '"just a string"'],
+    "missing_field:symbol": ['{"transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 2}', "{}"],
+    "missing_field:bid": ['{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "offer": 2}'],
+    "wrong_type:bid": ['{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": true, "offer": 2}',
+                       '{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": [1], "offer": 2}'],
+    "wrong_type:seq": ['{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 2, "seq": 1.5}'],
+    "non_positive:offer": ['{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 0}',
+                           '{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": -2}'],
+    "non_finite:bid": ['{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": NaN, "offer": 2}',
+                       '{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": Infinity, "offer": 2}'],
+    "out_of_range:bid": ['{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": 12345678901, "offer": 2}'],
+    "bad_time": ['{"symbol": "AAPL", "transact_time": "2026-11-23 14:30:00", "bid": 1, "offer": 2}',
+                 '{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00", "bid": 1, "offer": 2}',
+                 '{"symbol": "AAPL", "transact_time": "2026-02-30T14:30:00Z", "bid": 1, "offer": 2}',
+                 '{"symbol": "AAPL", "transact_time": 1700000000, "bid": 1, "offer": 2}'],
+    "unknown_symbol": ['{"symbol": "aapl", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 2}',
+                       '{"symbol": "ZZZZ", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 2}'],
+}
+BAD_ORDERS = {
+    "unknown_side": [order("x", "AAPL", T.format(1), side="HOLD"), order("y", "AAPL", T.format(1), side="buy")],
+    "non_positive:qty": [order("z", "AAPL", T.format(1), qty="0")],
+    "wrong_type:account": [order("w", "AAPL", T.format(1)).replace('"account": 7', '"account": "seven"')],
+    "missing_field:order_id": [order("", "AAPL", T.format(1))],
+}
+
+
+def test_every_kind_of_bad_line_is_quarantined_once_and_every_line_is_accounted_for(spark, tmp_path):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    good_quotes = [quote("AAPL", T.format(0), "1.00", "1.01"), quote("AAPL", T.format(1), "1.00", "1.01", seq=3)]
+    good_orders = [order("ok", "AAPL", T.format(2), qty="1.5")]
+    quote_lines = good_quotes + [l for ls in BAD_QUOTES.values() for l in ls] + ["", "   ", "\t"]
+    order_lines = good_orders + [l for ls in BAD_ORDERS.values() for l in ls]
+    land(landing, "quotes", quote_lines)
+    land(landing, "orders", order_lines)
+    assert stream(spark, landing, lake) == 0
+
+    quarantine = rows(spark, lake, "quarantine")
+    got: dict[str, list[str]] = {}
+    for r in quarantine:
+        got.setdefault(r["reason"], []).append(r["raw"])
+    expected = {**BAD_QUOTES, **BAD_ORDERS}
+    assert {k: sorted(v) for k, v in got.items()} == {k: sorted(v) for k, v in expected.items()}
+    assert all(r["source_file"].endswith(".jsonl") for r in quarantine)
+    assert {r["stream"] for r in quarantine if r["reason"] == "unknown_side"} == {"orders"}
+
+    nonblank = sum(1 for l in quote_lines + order_lines if l.strip())
+    totals = metrics_totals(spark, lake)
+    assert totals["quotes"] + totals["orders"] + totals["quarantined"] == nonblank
+    assert (totals["quotes"], totals["orders"], totals["quarantined"]) == (2, 1, len(quarantine))
+    assert len(rows(spark, lake, "quotes")) == 2
+
+
+def test_repeated_order_ids_are_separate_orders(spark, tmp_path):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    land(landing, "orders", [order("dup", "TSLA", T.format(1)), order("dup", "TSLA", T.format(2), qty="5")])
+    assert stream(spark, landing, lake) == 0
+    alerts = rows(spark, lake, "alerts")
+    assert [(a["order_id"], a["qty"]) for a in alerts] == [("dup", D("100")), ("dup", D("5"))]
+
+
+def test_prices_are_exact_decimals_from_the_text(spark, tmp_path):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    land(landing, "quotes", [
+        quote("AAPL", T.format(1), "1.10", "1.15"),                          # rejects: exactly 0.05
+        quote("MSFT", T.format(1), "0.50", "0.53"),                          # rejects on the ratio
+        quote("IBM", T.format(1), "1.00", "1.04"),                           # does not reject
+        quote("GOOG", T.format(1), "0.1234567850000000000000000000001", "0.74749102461495"),  # rounded half-up
+    ])
+    assert stream(spark, landing, lake) == 0
+    state = {r["symbol"]: r for r in rows(spark, lake, "symbol_state")}
+    assert state["AAPL"]["should_reject_trades"] is True
+    assert state["MSFT"]["should_reject_trades"] is True
+    assert state["IBM"]["should_reject_trades"] is False
+    assert (state["GOOG"]["bid"], state["GOOG"]["offer"]) == (D("0.12345679"), D("0.74749102"))
+    schema = {f.name: f.dataType.simpleString() for f in spark.read.format("delta").load(str(lake / "alerts")).schema}
+    assert schema["price"] == "decimal(18,8)" and schema["order_time"] == "timestamp" and schema["batch_id"] == "bigint"
+
+
+def _generated(landing: Path, files: int, seed: int = 5, quotes: int = 600, orders: int = 600) -> None:
+    gen = Generator(SYMBOLS, seed=seed, wide_share=0.4)
+    write_backlog(landing, gen, quotes, orders, files, f"cut{files}")
+
+
+def test_same_alerts_whatever_the_cutting_into_files_and_runs(spark, tmp_path):
+    one = tmp_path / "one"
+    _generated(one / "landing", files=1)
+    assert stream(spark, one / "landing", one / "lake") == 0
+    reference = comparable_tables(spark, one / "lake")
+    assert reference["alerts"], "the generated data must produce alerts for this test to mean anything"
+
+    many = tmp_path / "many"
+    _generated(many / "landing", files=7)
+    assert stream(spark, many / "landing", many / "lake") == 0
+
+    # Several runs: land the files pair by pair, a run after every few pairs.
+    staged = tmp_path / "staged"
+    _generated(staged / "src", files=7)
+    for i, chunk in enumerate([[0, 1], [2], [3, 4, 5], [6]]):
+        for k in chunk:
+            for feed in ("quotes", "orders"):
+                target = staged / "landing" / feed
+                target.mkdir(parents=True, exist_ok=True)
+                (staged / "src" / feed / f"cut7-{k:05d}.jsonl").rename(target / f"cut7-{k:05d}.jsonl")
+        assert stream(spark, staged / "landing", staged / "lake") == 0
+    for lake in (many / "lake", staged / "lake"):
+        got = comparable_tables(spark, lake)
+        for table in ("alerts", "symbol_state", "quotes"):
+            assert got[table] == reference[table], table
+    assert metrics_totals(spark, staged / "lake")["batches"] == 4
+
+
+def test_a_batch_replayed_after_a_crash_between_its_writes_leaves_exact_tables(spark, tmp_path, monkeypatch):
+    clean, crashed = tmp_path / "clean", tmp_path / "crashed"
+    for root in (clean, crashed):
+        _generated(root / "landing", files=2, seed=9)
+        land(root / "landing", "quotes", ["garbage line"], name="zz-bad.jsonl")
+    assert stream(spark, clean / "landing", clean / "lake") == 0
+
+    # Crash after the appends (quarantine, history, alerts) but before the state MERGE and metrics.
+    real_merge = pipeline.merge_state
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("simulated crash between the writes of one micro-batch")
+
+    monkeypatch.setattr(pipeline, "merge_state", crash)
+    assert stream(spark, crashed / "landing", crashed / "lake") == 1
+    assert rows(spark, crashed / "lake", "alerts"), "the appends happened before the crash"
+    monkeypatch.setattr(pipeline, "merge_state", real_merge)
+    assert stream(spark, crashed / "landing", crashed / "lake") == 0
+
+    assert comparable_tables(spark, crashed / "lake") == comparable_tables(spark, clean / "lake")
+    totals = metrics_totals(spark, crashed / "lake")
+    assert totals["batches"] == 1
+    assert totals["alerts"] == len(rows(spark, crashed / "lake", "alerts"))
+    assert totals["quotes"] == len(rows(spark, crashed / "lake", "quotes"))
+    assert totals["quarantined"] == len(rows(spark, crashed / "lake", "quarantine")) == 1
+
+
+def test_tables_are_readable_without_spark_by_delta_rs(spark, tmp_path):
+    from deltalake import DeltaTable
+
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    _generated(landing, files=2, seed=3, quotes=100, orders=100)
+    land(landing, "orders", ["oops"])
+    assert stream(spark, landing, lake) == 0
+    for table in ("symbol_state", "alerts", "quotes", "quarantine", "batch_metrics"):
+        arrow = DeltaTable(str(lake / table)).to_pyarrow_table()
+        assert arrow.num_rows == spark.read.format("delta").load(str(lake / table)).count() > 0, table
+    alerts = DeltaTable(str(lake / "alerts")).to_pyarrow_table()
+    assert str(alerts.schema.field("price").type) == "decimal128(18, 8)"
+
+
+def test_a_relative_lake_path_creates_the_tables_where_the_user_is(spark, tmp_path, monkeypatch):
+    # Delta's SQL reads `delta.`path`` as a path only when absolute; `--lake data/lake` must work.
+    from market_spread.lake import tables as lake_mod
+
+    monkeypatch.chdir(tmp_path)
+    lake_mod.ensure_tables(spark, "data/lake")
+    assert all(lake_mod.is_delta_table(tmp_path / "data" / "lake" / name) for name in lake_mod.TABLES)
+
+
+def test_archive_moves_processed_landing_files_out_and_changes_no_answer(spark, tmp_path):
+    """--archive (cleanSource=archive): files leave the landing folder once their batch is committed,
+    so its listing stays small over days; the tables are those of a run without it."""
+    from decimal import Decimal
+
+    from market_spread.lake import tables as lake_mod
+    from market_spread.stream.job import run_query
+
+    plain, archived = tmp_path / "plain", tmp_path / "archived"
+    gen = Generator(SYMBOLS, seed=13, wide_share=0.4)
+    pairs = [gen.events(150, 150), gen.events(150, 150)]
+    lake = archived / "lake"
+    for i, events in enumerate(pairs):
+        for root in (plain, archived):
+            for feed in ("quotes", "orders"):
+                land(root / "landing", feed, [l for f, _, l in events if f == feed], name=f"pair-{i}.jsonl")
+        assert stream(spark, plain / "landing", plain / "lake") == 0
+        # Spark archives a batch's files when it commits them, as the next batch is planned.
+        assert run_query(spark, archived / "landing", lake, lake / lake_mod.CHECKPOINT_SUBDIR, list(SYMBOLS),
+                         Decimal("0.05"), Decimal("0.05"), available_now=True, archive=archived / "archive") == 0
+    moved = sorted(str(p.relative_to(archived / "archive")) for p in (archived / "archive").rglob("*.jsonl"))
+    assert [m for m in moved if m.endswith("pair-0.jsonl")], f"the first pair is archived: {moved}"
+    left = sorted(p.name for p in (archived / "landing").rglob("*.jsonl"))
+    assert "pair-0.jsonl" not in left
+    assert comparable_tables(spark, lake) == comparable_tables(spark, plain / "lake")

@@ -1,0 +1,196 @@
+"""The `stream` command as a process: one writer per lake, the checkpoint guard and graceful stop
+(contract 5.7). Exactly-once through kill -9 is the crash campaign's (tests/reliability)."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from market_spread.feeds.generate import Generator, write_backlog
+from lakeutil import SYMBOLS
+
+CLI = [sys.executable, "-m", "market_spread.cli.main"]
+
+
+def _symbols_file(tmp_path: Path) -> Path:
+    path = tmp_path / "symbols.txt"
+    path.write_text("\n".join(SYMBOLS) + "\n")
+    return path
+
+
+def _start(landing: Path, lake: Path, symbols: Path, *extra: str) -> subprocess.Popen:
+    # A session of its own, so that killing the group takes the Spark JVM down with the driver.
+    return subprocess.Popen(
+        CLI + ["stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols), *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+
+
+def _wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _log_versions(folder: Path) -> int:
+    return len(list(folder.glob("*.json"))) if folder.is_dir() else 0
+
+
+def test_bad_arguments_exit_2_with_one_line(tmp_path):
+    done = subprocess.run(CLI + ["stream", "--landing", str(tmp_path), "--lake", str(tmp_path / "l"), "--interval", "-1"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "--interval" in done.stderr
+    done = subprocess.run(CLI + ["stream", "--lake", str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 2 and "--landing" in done.stderr
+    done = subprocess.run(CLI + ["stream", "--landing", str(tmp_path), "--lake", str(tmp_path / "l"),
+                                "--symbols", str(tmp_path / "nope.txt")], capture_output=True, text=True)
+    assert done.returncode == 2 and "symbol file not found" in done.stderr
+
+
+def test_one_writer_per_lake_graceful_stop_and_the_missing_checkpoint_guard(tmp_path):
+    landing, lake, symbols = tmp_path / "landing", tmp_path / "lake", _symbols_file(tmp_path)
+    write_backlog(landing, Generator(SYMBOLS, seed=2), 50, 50, 1, "a")
+    first = _start(landing, lake, symbols, "--interval", "1")
+    try:
+        _wait_for(lambda: (lake / "batch_metrics" / "_delta_log" / f"{1:020d}.json").exists(), 300, "the first batch")
+        started = time.monotonic()
+        second = subprocess.run(CLI + ["stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols),
+                                       "--available-now"], capture_output=True, text=True, timeout=60)
+        assert second.returncode == 3
+        assert "another stream is already writing this lake" in second.stderr
+        assert time.monotonic() - started < 20, "refused at once, before starting Spark"
+    finally:
+        first.send_signal(signal.SIGTERM)
+        out, _ = first.communicate(timeout=180)
+    assert first.returncode == 0, out
+    assert "stopping after the batch in flight" in out and "batch 0:" in out
+
+    shutil.rmtree(lake / "_checkpoints")
+    versions = _log_versions(lake / "batch_metrics" / "_delta_log")
+    refused = subprocess.run(CLI + ["stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols),
+                                    "--available-now"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 4
+    assert "checkpoint" in refused.stderr and "emit every alert again" in refused.stderr
+    assert _log_versions(lake / "batch_metrics" / "_delta_log") == versions, "the refused run wrote nothing"
+
+
+def test_checkpoint_guard_holds_after_delta_log_clean_up(spark, tmp_path):
+    """Delta's clean-up deletes commit files older than a checkpoint: the guard must still see batches."""
+    from deltalake import DeltaTable
+
+    from lakeutil import land, order, quote, stream
+    from market_spread.lake import tables as lake_mod
+    from market_spread.lake.deltalog import latest_version
+
+    landing, lake, symbols = tmp_path / "landing", tmp_path / "lake", _symbols_file(tmp_path)
+    for i in range(2):
+        land(landing, "quotes", [quote("AAPL", f"2026-11-23T14:30:0{i}.000Z", "1.10", "1.15")])
+        land(landing, "orders", [order(f"O-{i}", "AAPL", f"2026-11-23T14:30:0{i}.500Z")])
+        assert stream(spark, landing, lake) == 0
+    for table in lake_mod.TABLES:
+        path = lake_mod.table_path(lake, table)
+        if latest_version(path) == 0:
+            continue  # created, never written (quarantine: no bad line)
+        # An interval of 1 makes this very commit write a checkpoint, as every tenth commit does.
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.checkpointInterval' = '1')")
+        log = Path(path) / "_delta_log"
+        checkpoint = max(int(p.name[:20]) for p in log.glob("*.checkpoint*.parquet"))
+        assert checkpoint >= 2
+        for old in log.iterdir():  # what the clean-up leaves: the checkpoint and later commits
+            if old.name[:20].isdigit() and int(old.name[:20]) < checkpoint:
+                old.unlink()
+        assert not (log / f"{1:020d}.json").exists()
+        assert latest_version(path) == DeltaTable(path).version() == checkpoint
+    assert not list(lake.glob(f"*/_delta_log/{1:020d}.json")), "the old guard's file is gone everywhere"
+    shutil.rmtree(lake / "_checkpoints")
+
+    refused = subprocess.run(CLI + ["stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols),
+                                    "--available-now"], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 4, refused.stdout + refused.stderr
+    assert "checkpoint" in refused.stderr and "emit every alert again" in refused.stderr
+
+
+def test_latest_version_from_the_log_listing(tmp_path):
+    from market_spread.lake.deltalog import latest_version
+
+    log = tmp_path / "t" / "_delta_log"
+    assert latest_version(tmp_path / "t") is None
+    log.mkdir(parents=True)
+    assert latest_version(tmp_path / "t") is None
+    (log / f"{0:020d}.json").write_text("{}")
+    (log / f".{1:020d}.json.tmp").write_text("{}")  # a commit in flight is no commit
+    (log / f"{5:020d}.crc").write_text("{}")
+    assert latest_version(tmp_path / "t") == 0
+    (log / f"{0:020d}.json").unlink()
+    (log / f"{10:020d}.checkpoint.parquet").write_text("")
+    assert latest_version(tmp_path / "t") == 10
+    (log / "_last_checkpoint").write_text('{"version": 20, "size": 3}')
+    assert latest_version(tmp_path / "t") == 20
+    (log / f"{21:020d}.{24:020d}.compacted.json").write_text("")
+    assert latest_version(tmp_path / "t") == 24
+
+
+def test_lock_record_of_a_reused_pid_is_stale(tmp_path):
+    """After a reboot a recorded pid may name an unrelated live process: it must not block the lake."""
+    import json
+    import socket
+
+    from market_spread.orchestration.tasks import live_stream
+    from market_spread.runtime.processes import process_start_time
+    from market_spread.stream.job import LOCK_FILE, LakeBusy, WriterLock
+
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    lock_path = lake / LOCK_FILE
+    unrelated = subprocess.Popen(["sleep", "60"])
+    try:
+        started = process_start_time(unrelated.pid)
+        assert started is not None
+
+        def write(**record):
+            lock_path.write_text(json.dumps({"host": socket.gethostname(), "since": "2026-01-01T00:00:00+00:00",
+                                             **record}))
+
+        # The recorded processes, really alive: the probe sees a live stream, a new writer waits then refuses.
+        write(pid=unrelated.pid, pid_started=started, jvm_pid=unrelated.pid, jvm_started=started)
+        assert live_stream(lake) is not None
+        lock = WriterLock(lock_path)
+        with pytest.raises(LakeBusy, match="Spark JVM"):
+            lock.acquire(wait_for_jvm_s=0.5)
+
+        # The same pids with another start time: reused pids of unrelated processes.
+        write(pid=unrelated.pid, pid_started=started - 3600, jvm_pid=unrelated.pid, jvm_started=started - 3600)
+        assert live_stream(lake) is None
+        began = time.monotonic()
+        lock.acquire(wait_for_jvm_s=30)
+        assert time.monotonic() - began < 5, "a stale record must not make the writer wait"
+        record = json.loads(lock_path.read_text())
+        assert record["pid"] == os.getpid() and record["host"] == socket.gethostname()
+        assert abs(record["pid_started"] - process_start_time()) < 1
+        lock.release()
+
+        # An older record without start times: the process started after the record was written.
+        lock_path.write_text(json.dumps({"pid": unrelated.pid, "jvm_pid": unrelated.pid,
+                                         "since": "2020-01-01T00:00:00+00:00"}))
+        assert live_stream(lake) is None
+        lock.acquire(wait_for_jvm_s=0.5)
+        lock.release()
+
+        # Another host's record: we hold the flock, so its driver is gone; the probe stays careful.
+        write(host="some-other-host", pid=unrelated.pid, pid_started=started, jvm_pid=unrelated.pid, jvm_started=started)
+        assert live_stream(lake) is not None
+        lock.acquire(wait_for_jvm_s=0.5)
+        lock.release()
+    finally:
+        unrelated.kill()
+        unrelated.wait()
