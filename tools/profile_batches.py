@@ -33,6 +33,13 @@ def jobs_so_far(spark) -> int:
     return spark.sparkContext._jsc.sc().dagScheduler().nextJobId()
 
 
+def codegen_compiles(spark) -> tuple[int, float]:
+    """Whole-stage and expression classes Janino compiled so far, and their total compile time (ms):
+    a plan whose generated code differs from every cached one (e.g. a new literal) is compiled again."""
+    hist = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    return hist.getCount(), hist.getSnapshot().getMean() * hist.getCount()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pairs", type=int, default=12)
@@ -61,13 +68,14 @@ def main() -> int:
     spark = build_session("profile", master="local[*]", extra_conf=extra or None)
     rows = []
     jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
-    last = [jobs_so_far(spark), time.perf_counter(), cpu_seconds(jvm)]
+    last = [jobs_so_far(spark), time.perf_counter(), cpu_seconds(jvm), codegen_compiles(spark)]
 
     def on_batch(result) -> None:
-        now_jobs, now, cpu = jobs_so_far(spark), time.perf_counter(), cpu_seconds(jvm)
-        rows.append((result, now_jobs - last[0], now - last[1], cpu - last[2]))
+        now_jobs, now, cpu, compiles = jobs_so_far(spark), time.perf_counter(), cpu_seconds(jvm), codegen_compiles(spark)
+        rows.append((result, now_jobs - last[0], now - last[1], cpu - last[2], compiles[0] - last[3][0]))
         print(f"batch {result.batch_id}: {result.seconds:.2f}s in batch, {now - last[1]:.2f}s since last, "
-              f"{now_jobs - last[0]} jobs, JVM CPU {cpu - last[2]:.2f}s, {result.input_lines} lines, {result.alerts} alerts; {result.phases_ms}",
+              f"{now_jobs - last[0]} jobs, JVM CPU {cpu - last[2]:.2f}s, {compiles[0] - last[3][0]} codegen compiles "
+              f"({compiles[1] - last[3][1]:.0f} ms), {result.input_lines} lines, {result.alerts} alerts; {result.phases_ms}",
               flush=True)
         if args.jobs:
             store = spark.sparkContext._jsc.sc().statusStore()
@@ -86,7 +94,7 @@ def main() -> int:
                     print(f"   job {job_id}: {took:5d} ms  {data.stageIds().size()} st  {stage.name()[:50]} | {desc[:110]} {where[:100]}")
                 except Exception as exc:  # noqa: BLE001 - evicted from the store
                     print(f"   job {job_id}: ? {str(exc)[:120]}")
-        last[0], last[1], last[2] = now_jobs, now, cpu
+        last[0], last[1], last[2], last[3] = now_jobs, now, cpu, compiles
 
     start = time.perf_counter()
     query, busy = start_query(spark, landing, lake, lake / CHECKPOINT_SUBDIR, symbols, Decimal("0.05"),
@@ -97,7 +105,8 @@ def main() -> int:
     print(f"\n{len(rows)} batches in {total:.1f}s; steady state (batches 2+): median batch "
           f"{statistics.median(r[0].seconds for r in steady):.2f}s, median between batches "
           f"{statistics.median(r[2] for r in steady):.2f}s, median jobs {statistics.median(r[1] for r in steady)}, "
-          f"median JVM CPU {statistics.median(r[3] for r in steady):.2f}s")
+          f"median JVM CPU {statistics.median(r[3] for r in steady):.2f}s, "
+          f"median codegen compiles {statistics.median(r[4] for r in steady)}")
     keys = sorted({k for r in steady for k in r[0].phases_ms})
     print("median phases (ms): " + ", ".join(f"{k} {statistics.median(r[0].phases_ms.get(k, 0) for r in steady):.0f}" for k in keys))
     spark.stop()

@@ -313,7 +313,8 @@ CHILD_BASE_PREFIXES = ("LC_", "SPARK_", "PYSPARK_")
 CHILD_RUNTIME_VARS = frozenset(ENV_PREFIX + n for n in (
     "MASTER", "JARS", "SHUFFLE_PARTITIONS", "SPARK_UI", "SPARK_LOG_LEVEL", "DRIVER_MEMORY", "DRIVER_HOST",
     "DRIVER_BIND_ADDRESS", "DRIVER_PORT", "BLOCK_MANAGER_PORT", "EXECUTOR_MEMORY", "EXECUTOR_CORES",
-    "CORES_MAX", "EVENT_LOG_DIR", "WRITE_THREADS", "RUN_ID", "HOME", "KAFKA_JARS", "BROKER_JARS",
+    "CORES_MAX", "EVENT_LOG_DIR", "WRITE_THREADS", "RUN_ID", "HOME", "KAFKA_JARS", "BROKER_JARS", "CODEGEN_CACHE",
+    "ADAPTIVE",
 ))
 # The flags of the commands the DAGs run (tests/unit/test_config.py checks this against the parsers):
 # their variables reach the job, and only those of its own command.
