@@ -7,7 +7,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from market_spread.lake import tables as lake_mod
-from market_spread.stream.job import run_query
+from market_spread.stream.query import StreamSpec, run_query
 
 SYMBOLS = ["AAPL", "MSFT", "IBM", "GOOG", "TSLA"]
 _counter = itertools.count()
@@ -41,10 +41,9 @@ def order(order_id: str, symbol: str, t: str, side: str = "BUY", qty: str = "100
 
 
 def stream(spark, landing: Path, lake: Path, symbols=SYMBOLS, max_spread="0.05", max_spread_ratio="0.05") -> int:
-    return run_query(
-        spark, Path(landing), Path(lake), Path(lake) / lake_mod.CHECKPOINT_SUBDIR, list(symbols),
-        Decimal(max_spread), Decimal(max_spread_ratio), available_now=True,
-    )
+    spec = StreamSpec(lake=Path(lake), symbols=list(symbols), landing=Path(landing), max_spread=Decimal(max_spread),
+                      max_spread_ratio=Decimal(max_spread_ratio))
+    return run_query(spark, spec)
 
 
 def rows(spark, lake: Path, table: str, drop=("detected_at", "updated_at", "batch_id", "started_at", "finished_at")) -> list[dict]:

@@ -14,7 +14,6 @@ import statistics
 import sys
 import tempfile
 import time
-from decimal import Decimal
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "jobs"))
@@ -51,9 +50,8 @@ def main() -> int:
     args = parser.parse_args()
 
     from market_spread.feeds.generate import Generator, write_backlog
-    from market_spread.lake.tables import CHECKPOINT_SUBDIR
     from market_spread.runtime.spark import build_session
-    from market_spread.stream.job import _supervise, start_query
+    from market_spread.stream.query import StreamSpec, start_query, supervise
     import threading
 
     symbols = [f"S{i:05d}" for i in range(args.symbols)]
@@ -97,9 +95,9 @@ def main() -> int:
         last[0], last[1], last[2], last[3] = now_jobs, now, cpu, compiles
 
     start = time.perf_counter()
-    query, busy = start_query(spark, landing, lake, lake / CHECKPOINT_SUBDIR, symbols, Decimal("0.05"),
-                              Decimal("0.05"), True, 1.0, on_batch, 1)
-    _supervise(query, busy, threading.Event())
+    query, busy = start_query(spark, StreamSpec(lake=lake, symbols=symbols, landing=landing, max_files_per_batch=1),
+                              on_batch)
+    supervise(query, busy, threading.Event())
     total = time.perf_counter() - start
     steady = rows[2:] or rows
     print(f"\n{len(rows)} batches in {total:.1f}s; steady state (batches 2+): median batch "

@@ -502,7 +502,7 @@ def test_maintain_beside_a_live_stream_only_vacuums(small_lake: Path) -> None:
         [sys.executable, "-c", textwrap.dedent(f"""
             import sys, time
             from pathlib import Path
-            from market_spread.stream.job import WriterLock
+            from market_spread.stream.lock import WriterLock
             lock = WriterLock(Path({str(small_lake)!r}) / "_stream.lock")
             lock.acquire()
             print("locked", flush=True)
@@ -555,7 +555,7 @@ def test_maintain_applies_quote_retention_only_with_the_writer_lock(spark, tmp_p
         [sys.executable, "-c", textwrap.dedent(f"""
             import time
             from pathlib import Path
-            from market_spread.stream.job import WriterLock
+            from market_spread.stream.lock import WriterLock
             lock = WriterLock(Path({str(lake)!r}) / "_stream.lock")
             lock.acquire()  # kept referenced: the flock lives as long as the handle
             print("locked", flush=True)
@@ -652,7 +652,7 @@ def test_quality_dag_validates_the_lake(dag_runs: dict) -> None:
 def test_stream_task_log_is_one_summary_per_n_batches() -> None:
     from types import SimpleNamespace
 
-    from market_spread.stream.job import ProgressSummary
+    from market_spread.stream.progress import ProgressSummary
 
     lines: list[str] = []
     summary = ProgressSummary(every=20, max_seconds=3600, out=lines.append)

@@ -27,12 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
 
 from campaign import FULL, Job, diff_rows, duplicates_by_key, kill_when_new_file, make_source, symbols_file  # noqa: E402
 from lakeutil import comparable_tables, land, metrics_totals, order, quote, rows, stream  # noqa: E402
-from market_spread.lake import tables as lake_mod  # noqa: E402
 from market_spread.feeds.broker import BrokerProcess  # noqa: E402
 from market_spread.feeds.generate import Generator, write_backlog  # noqa: E402
 from market_spread.stream.kafka_source import KafkaSettings, feed_source  # noqa: E402
 from market_spread.feeds.producer import KafkaSink  # noqa: E402
-from market_spread.stream.job import run_query  # noqa: E402
+from market_spread.stream.query import StreamSpec, run_query  # noqa: E402
 from test_pipeline import BAD_ORDERS, BAD_QUOTES, T  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
@@ -64,10 +63,7 @@ def settings_for(broker: BrokerProcess, base: KafkaSettings) -> KafkaSettings:
 
 
 def kstream(spark, settings: KafkaSettings, lake: Path, symbols=SYMBOLS) -> int:
-    return run_query(
-        spark, lake, lake, lake / lake_mod.CHECKPOINT_SUBDIR, list(symbols), Decimal("0.05"), Decimal("0.05"),
-        available_now=True, source=feed_source(settings),
-    )
+    return run_query(spark, StreamSpec(lake=lake, symbols=list(symbols), source=feed_source(settings)))
 
 
 # The scenarios of test_pipeline.py on distinct symbols, as runs of landing "files" in landing order.

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from market_spread.lake.state import merge_state
+from market_spread.lake.writes import USER_METADATA
 from market_spread.stream import batch as pipeline
 from market_spread.feeds.generate import Generator, write_backlog
 from lakeutil import SYMBOLS, alerts_by_order, comparable_tables, land, metrics_totals, order, quote, rows, stream
@@ -106,11 +108,11 @@ def test_commits_carry_the_batch_and_a_replay_skips_what_a_table_already_holds(s
     other = tmp_path / "other"
     untagged = spark.range(1).selectExpr("CAST(3 AS BIGINT) AS batch_id")
     untagged.write.format("delta").save(str(other / "alerts"))
-    spark.conf.set(pipeline.USER_METADATA, lake_mod.batch_tag(5))
+    spark.conf.set(USER_METADATA, lake_mod.batch_tag(5))
     try:
         spark.range(1).selectExpr("CAST(1 AS BIGINT) AS batch_id").write.format("delta").save(str(other / "quotes"))
     finally:
-        spark.conf.unset(pipeline.USER_METADATA)
+        spark.conf.unset(USER_METADATA)
     assert lake_mod.newest_tagged_batch(other / "alerts") is None
     assert lake_mod.committed_batches(spark, other, ("alerts", "quotes", "quarantine")) == {
         "alerts": 3, "quotes": 5, "quarantine": -1}
@@ -283,7 +285,7 @@ def test_a_batch_replayed_after_a_crash_between_its_writes_leaves_exact_tables(s
     assert stream(spark, clean / "landing", clean / "lake") == 0
 
     # Crash after the appends (quarantine, history, alerts) but before the state MERGE and metrics.
-    real_merge = pipeline.merge_state
+    real_merge = merge_state
 
     def crash(*args, **kwargs):
         raise RuntimeError("simulated crash between the writes of one micro-batch")
@@ -328,10 +330,7 @@ def test_a_relative_lake_path_creates_the_tables_where_the_user_is(spark, tmp_pa
 def test_archive_moves_processed_landing_files_out_and_changes_no_answer(spark, tmp_path):
     """--archive (cleanSource=archive): files leave the landing folder once their batch is committed,
     so its listing stays small over days; the tables are those of a run without it."""
-    from decimal import Decimal
-
-    from market_spread.lake import tables as lake_mod
-    from market_spread.stream.job import run_query
+    from market_spread.stream.query import StreamSpec, run_query
 
     plain, archived = tmp_path / "plain", tmp_path / "archived"
     gen = Generator(SYMBOLS, seed=13, wide_share=0.4)
@@ -343,8 +342,8 @@ def test_archive_moves_processed_landing_files_out_and_changes_no_answer(spark, 
                 land(root / "landing", feed, [l for f, _, l in events if f == feed], name=f"pair-{i}.jsonl")
         assert stream(spark, plain / "landing", plain / "lake") == 0
         # Spark archives a batch's files when it commits them, as the next batch is planned.
-        assert run_query(spark, archived / "landing", lake, lake / lake_mod.CHECKPOINT_SUBDIR, list(SYMBOLS),
-                         Decimal("0.05"), Decimal("0.05"), available_now=True, archive=archived / "archive") == 0
+        spec = StreamSpec(lake=lake, symbols=list(SYMBOLS), landing=archived / "landing", archive=archived / "archive")
+        assert run_query(spark, spec) == 0
     moved = sorted(str(p.relative_to(archived / "archive")) for p in (archived / "archive").rglob("*.jsonl"))
     assert [m for m in moved if m.endswith("pair-0.jsonl")], f"the first pair is archived: {moved}"
     left = sorted(p.name for p in (archived / "landing").rglob("*.jsonl"))

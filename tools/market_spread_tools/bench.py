@@ -112,12 +112,12 @@ def _dist_version(name: str) -> str | None:
 
 def _stream(spark, landing: Path, lake: Path, symbols: list[str], available_now=True, interval=1.0, on_batch=None,
             stop: threading.Event | None = None, max_files_per_batch: int | None = None) -> None:
-    from market_spread.lake.tables import CHECKPOINT_SUBDIR
-    from market_spread.stream.job import _supervise, start_query
+    from market_spread.stream.query import StreamSpec, start_query, supervise
 
-    query, busy = start_query(spark, landing, lake, lake / CHECKPOINT_SUBDIR, symbols, Decimal("0.05"), Decimal("0.05"),
-                              available_now, interval, on_batch or (lambda r: None), max_files_per_batch)
-    _supervise(query, busy, stop or threading.Event())
+    spec = StreamSpec(lake=lake, symbols=symbols, landing=landing, available_now=available_now, interval=interval,
+                      max_files_per_batch=max_files_per_batch)
+    query, busy = start_query(spark, spec, on_batch or (lambda r: None))
+    supervise(query, busy, stop or threading.Event())
 
 
 # Phases of a micro-batch, in order. The appends and the MERGE run side by side: "writes (wall)"
@@ -223,7 +223,7 @@ def batch_ceiling(spark, landing: Path, out: Path, symbols: list[str]) -> int:
     from pyspark.sql import functions as F
 
     from market_spread.transforms import parsing
-    from market_spread.stream.batch import asof_alerts
+    from market_spread.transforms.asof import asof_alerts
 
     def feed(name: str):
         # _metadata exists only on the file relation itself: select it before the union.

@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 import time
 from datetime import datetime, timezone
-from decimal import Decimal
 from pathlib import Path
 
 
@@ -35,9 +34,8 @@ def kafka_latency(spark, work: Path, rates: tuple[int, ...], rate_seconds: float
     from market_spread.feeds.broker import BrokerProcess
     from market_spread.feeds.generate import Generator
     from market_spread.stream.kafka_source import KafkaSettings, feed_source
-    from market_spread.lake.tables import CHECKPOINT_SUBDIR
     from market_spread.feeds.producer import KafkaSink
-    from market_spread.stream.job import _supervise, start_query
+    from market_spread.stream.query import StreamSpec, start_query, supervise
 
     broker = BrokerProcess(work / "kafka" / "data")
     broker.start()
@@ -104,10 +102,10 @@ def kafka_latency(spark, work: Path, rates: tuple[int, ...], rate_seconds: float
             lake = work / f"kafka-lat{rate}" / "lake"
             feeder = threading.Thread(target=feed, daemon=True)
             feeder.start()
-            query, busy = start_query(spark, lake, lake, lake / CHECKPOINT_SUBDIR, symbols, Decimal("0.05"),
-                                      Decimal("0.05"), available_now=False, interval=0.5, on_batch=on_batch,
-                                      source=feed_source(settings))
-            _supervise(query, busy, stop)
+            spec = StreamSpec(lake=lake, symbols=symbols, available_now=False, interval=0.5,
+                              source=feed_source(settings))
+            query, busy = start_query(spark, spec, on_batch)
+            supervise(query, busy, stop)
             feeder.join()
             # A tick is through when every one of its records has been through a committed batch
             # (a batch may cut a tick in two: its end offsets are read at one instant).

@@ -20,24 +20,22 @@ harmless too.
 """
 from __future__ import annotations
 
-import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Callable
 
-from delta.tables import DeltaTable
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, Observation, SparkSession, Window
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from market_spread.lake import tables as lake_mod
 from market_spread.transforms import parsing
-from market_spread.domain.rules import quote_key_sql, reject_sql
+from market_spread.lake.state import late_history, merge_state, read_state_quotes
+from market_spread.lake.writes import append, literal_row, ms_since, run_all, tagged
+from market_spread.transforms.asof import STATE_QUOTE_COLUMNS, asof_alerts
 
-USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 @dataclass
@@ -84,10 +82,6 @@ class BatchProcessor:
             batch_df, batch_id, self.lake, self.symbols, self.max_spread, self.max_spread_ratio, self.committed,
         )
         self.on_batch(result)
-
-
-def _ms(start: float) -> int:
-    return int((time.perf_counter() - start) * 1000)
 
 
 def spark_jobs_so_far(spark: SparkSession) -> int | None:
@@ -140,7 +134,7 @@ def process_batch(
         result.quotes, result.orders = counts.get(("quotes", True), 0), counts.get(("orders", True), 0)
         result.input_lines = sum(counts.values())
         result.quarantined = result.input_lines - result.quotes - result.orders
-        result.phases_ms["parse"] = _ms(t0)
+        result.phases_ms["parse"] = ms_since(t0)
 
         quotes = parsing.valid_quotes(parsed, max_spread, max_spread_ratio)
         orders = parsing.valid_orders(parsed)
@@ -153,7 +147,7 @@ def process_batch(
             )
             # Counted while it is written: no separate job computes the as-of check twice.
             alerts = alerts.observe(observed, F.count(F.lit(1)).alias("n"))
-        result.phases_ms["check"] = _ms(t1)  # planning, and the look-up of late symbols
+        result.phases_ms["check"] = ms_since(t1)  # planning, and the look-up of late symbols
 
         t2 = time.perf_counter()
         writes: dict[str, Callable[[], None]] = {}
@@ -162,26 +156,23 @@ def process_batch(
                 "stream", "raw", "reason", "source_file",
                 F.current_timestamp().alias("detected_at"), F.lit(batch_id).cast("bigint").alias("batch_id"),
             )
-            writes["quarantine"] = lambda: _append(quarantine, path("quarantine"))
+            writes["quarantine"] = lambda: append(quarantine, path("quarantine"))
         if result.quotes:
             history = quotes.select(
                 "symbol", "bid", "offer", "quote_time", "seq",
                 F.lit(batch_id).cast("bigint").alias("batch_id"), "should_reject_trades",
                 F.to_date("quote_time").alias("quote_date"),
             )
-            writes["quotes"] = lambda: _append(history, path("quotes"))
+            writes["quotes"] = lambda: append(history, path("quotes"))
             writes["symbol_state"] = lambda: merge_state(spark, lake, quotes, batch_id)
         if alerts is not None:
-            writes["alerts"] = lambda: _append(alerts, path("alerts"))
+            writes["alerts"] = lambda: append(alerts, path("alerts"))
         for table in [t for t in writes if committed.get(t, -1) >= batch_id]:
             del writes[table]  # a replay: this table already holds the batch
             result.skipped.append(table)
-        spark.conf.set(USER_METADATA, lake_mod.batch_tag(batch_id))
-        try:
+        with tagged(spark, batch_id):
             # Four different tables: side by side, since a small commit is mostly waiting.
-            _run_all(writes, result.phases_ms)
-        finally:
-            spark.conf.unset(USER_METADATA)
+            run_all(writes, result.phases_ms)
         for table in writes:
             committed[table] = batch_id
         if "alerts" in writes:
@@ -190,7 +181,7 @@ def process_batch(
             result.alerts = (
                 spark.read.format("delta").load(path("alerts")).where(F.col("batch_id") == batch_id).count()
             )
-        result.phases_ms["write"] = _ms(t2)
+        result.phases_ms["write"] = ms_since(t2)
         result.phases_ms.setdefault("merge", 0)
 
         result.seconds = time.perf_counter() - t0
@@ -206,50 +197,16 @@ def process_batch(
         t3 = time.perf_counter()
         if committed.get("batch_metrics", -1) < batch_id:
             metrics = literal_row(spark, lake_mod.SCHEMAS["batch_metrics"], values)
-            spark.conf.set(USER_METADATA, lake_mod.batch_tag(batch_id))
-            try:
-                _append(metrics, path("batch_metrics"))
-            finally:
-                spark.conf.unset(USER_METADATA)
+            with tagged(spark, batch_id):
+                append(metrics, path("batch_metrics"))
             committed["batch_metrics"] = batch_id
         else:
             result.skipped.append("batch_metrics")
-        result.phases_ms["commit_metrics"] = _ms(t3)
+        result.phases_ms["commit_metrics"] = ms_since(t3)
         result.seconds = time.perf_counter() - t0
         return result
     finally:
         parsed.unpersist()
-
-
-def literal_row(spark: SparkSession, schema: str, values: tuple) -> DataFrame:
-    """A one-row DataFrame of literals. Unlike createDataFrame of Python rows, it needs no Python
-    worker on the executors: they stay JVM-only."""
-    fields = [f.strip().split(" ", 1) for f in schema.split(",")]
-    return spark.range(1).select(
-        *[F.lit(v).cast(t).alias(n) for (n, t), v in zip(fields, values)]
-    )
-
-
-def _append(df: DataFrame, path: str) -> None:
-    df.write.format("delta").mode("append").save(path)
-
-
-def _run_all(writes: dict[str, Callable[[], None]], phases_ms: dict[str, int]) -> None:
-    """Run the writes concurrently; re-raise the first failure after all have finished."""
-    if not writes:
-        return
-
-    def timed(name: str) -> None:
-        start = time.perf_counter()
-        writes[name]()
-        # Each write's own time (they overlap: "write" is the wall time of all of them).
-        phases_ms["merge" if name == "symbol_state" else f"append_{name}"] = _ms(start)
-
-    workers = int(os.environ.get("MARKET_SPREAD_WRITE_THREADS", "4"))
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(writes))), thread_name_prefix="delta-write") as pool:
-        futures = [pool.submit(timed, name) for name in writes]
-    for future in futures:
-        future.result()
 
 
 def check_orders(
@@ -288,127 +245,3 @@ def check_orders(
     return asof_alerts(candidates, orders, max_spread, max_spread_ratio, batch_id), len(late)
 
 
-# How far before its first late order a symbol's history is read first (see late_history).
-LATE_LOOKBACK_DAYS = 1
-
-
-def late_history(spark: SparkSession, lake: str, late: list) -> DataFrame:
-    """The history quotes that late orders (older than their symbol's state) may be checked against.
-
-    Read with a lower time bound: from the day before a symbol's first late order. A symbol that
-    has a quote at or before its first late order inside that window needs nothing older (every
-    one of its late orders is at or after that quote). Only the symbols without one (no quote for a
-    day or more) are looked up further back, and only then is the older history read.
-    """
-    history = spark.read.format("delta").load(lake_mod.table_path(lake, "quotes"))
-    spans = {r["symbol"]: (r["first_order"], r["last_order"]) for r in late}
-    # Dates in Spark (the session's UTC), not in Python: collected timestamps are in local time.
-    floor = F.date_sub(F.to_date(F.lit(min(f for f, _ in spans.values()))), LATE_LOOKBACK_DAYS)
-    ceiling = F.to_date(F.lit(max(l for _, l in spans.values())))
-    span_rows = spark.range(1).select(F.explode(F.array(*[
-        F.struct(F.lit(s).alias("symbol"), F.lit(f).alias("first_order"), F.lit(l).alias("last_order"))
-        for s, (f, l) in spans.items()
-    ])).alias("b")).select("b.*")
-
-    def upto_last_order(frame: DataFrame) -> DataFrame:
-        return frame.join(F.broadcast(span_rows), "symbol").where("quote_time <= last_order")
-
-    recent = upto_last_order(
-        history.where(F.col("symbol").isin(list(spans)))
-        # Day partitions outside [floor, ceiling] are never read.
-        .where((F.col("quote_date") >= floor) & (F.col("quote_date") <= ceiling))
-    )
-    covered = {r["symbol"] for r in recent.where("quote_time <= first_order").select("symbol").distinct().collect()}
-    result = recent.select(*STATE_QUOTE_COLUMNS)
-    uncovered = [s for s in spans if s not in covered]
-    if uncovered:
-        older = upto_last_order(
-            history.where(F.col("symbol").isin(uncovered)).where(F.col("quote_date") < floor)
-        )
-        result = result.unionByName(older.select(*STATE_QUOTE_COLUMNS))
-    return result
-
-
-STATE_QUOTE_COLUMNS = ("symbol", "bid", "offer", "quote_time", "seq")
-
-
-def read_state_quotes(spark: SparkSession, lake: str) -> DataFrame:
-    return spark.read.format("delta").load(lake_mod.table_path(lake, "symbol_state")).select(*STATE_QUOTE_COLUMNS)
-
-
-def asof_alerts(candidates: DataFrame, orders: DataFrame, max_spread: Decimal, max_spread_ratio: Decimal,
-                batch_id: int) -> DataFrame:
-    """The alerts of `orders` given every quote (`candidates`) an order may be checked against."""
-    quote_events = candidates.select(
-        "symbol",
-        F.col("quote_time").alias("ts"),
-        F.lit(0).alias("kind"),  # at equal times quotes sort first: a quote at the order's time counts
-        F.expr(quote_key_sql()).alias("quote_key"),
-        F.struct("bid", "offer", "quote_time", "seq").alias("quote"),
-        *[F.lit(None).cast(t).alias(c) for c, t in ORDER_COLUMNS],
-    )
-    order_events = orders.select(
-        "symbol",
-        F.col("order_time").alias("ts"),
-        F.lit(1).alias("kind"),
-        F.lit(None).cast(quote_events.schema["quote_key"].dataType).alias("quote_key"),
-        F.lit(None).cast(quote_events.schema["quote"].dataType).alias("quote"),
-        *[F.col(src).cast(t).alias(c) for (c, t), src in zip(ORDER_COLUMNS, ORDER_SOURCES)],
-    )
-    window = (
-        Window.partitionBy("symbol")
-        .orderBy("ts", "kind", "quote_key")
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    )
-    checked = (
-        quote_events.unionByName(order_events)
-        .withColumn("asof", F.last("quote", ignorenulls=True).over(window))
-        .where("kind = 1")
-    )
-    rejects = reject_sql("asof.bid", "asof.offer", max_spread, max_spread_ratio)
-    alerts = checked.select(
-        "order_id", "account", "symbol", "side", "qty", "price", "order_time",
-        F.expr(f"CASE WHEN asof IS NULL THEN 'no_market_data' WHEN {rejects} THEN 'wide_spread' END").alias("reason"),
-        F.col("asof.bid").alias("bid"),
-        F.col("asof.offer").alias("offer"),
-        F.col("asof.quote_time").alias("quote_time"),
-        F.current_timestamp().alias("detected_at"),
-        F.lit(batch_id).cast("bigint").alias("batch_id"),
-        "order_seq",
-        F.col("asof.seq").alias("quote_seq"),
-    ).where("reason IS NOT NULL")
-    return alerts
-
-
-ORDER_COLUMNS = (
-    ("order_id", "string"), ("account", "bigint"), ("side", "string"), ("qty", "decimal(18,8)"),
-    ("price", "decimal(18,8)"), ("order_time", "timestamp"), ("order_seq", "bigint"),
-)
-ORDER_SOURCES = ("order_id", "account", "side", "qty", "price", "order_time", "seq")
-
-
-def merge_state(spark: SparkSession, lake: str, quotes: DataFrame, batch_id: int) -> None:
-    """Upsert the newest quote per symbol; an older quote (by rules.quote_key) never overwrites.
-
-    The source is at most one row per symbol, computed from the cached batch, and not materialised
-    again by Delta (the session sets `merge.materializeSource=none`: the source is deterministic,
-    the update time a literal). No broadcast hint: Delta's MERGE joins drop it (a full outer join
-    cannot build the left side)."""
-    updated_at = datetime.now(timezone.utc)
-    newest = (
-        quotes.groupBy("symbol")
-        .agg(F.max_by(F.struct("bid", "offer", "quote_time", "seq", "should_reject_trades"), F.expr(quote_key_sql())).alias("q"))
-        .select(
-            "symbol", "q.bid", "q.offer", "q.quote_time", "q.seq", "q.should_reject_trades",
-            F.lit(updated_at).cast("timestamp").alias("updated_at"), F.lit(batch_id).cast("bigint").alias("batch_id"),
-        )
-    )
-    target = DeltaTable.forPath(spark, lake_mod.table_path(lake, "symbol_state"))
-    columns = {c: f"s.{c}" for c in newest.columns}
-    (
-        target.alias("t")
-        .merge(newest.alias("s"), "t.symbol = s.symbol")
-        .whenMatchedUpdate(condition=f"{quote_key_sql('s.')} > {quote_key_sql('t.')}", set=columns)
-        .whenNotMatchedInsert(values=columns)
-        .execute()
-    )

@@ -22,7 +22,6 @@ them; the README says how to restart deliberately past the gap.
 from __future__ import annotations
 
 import argparse
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable

@@ -1,0 +1,63 @@
+"""Writing a micro-batch's tables: appends, one-row literal tables, concurrent writes, commit tags."""
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+# The session setting whose value Delta stores as each commit's userMetadata (lake.batch_tag).
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+def ms_since(start: float) -> int:
+    """Milliseconds since a `time.perf_counter()` reading (the phases of batch_metrics)."""
+    return int((time.perf_counter() - start) * 1000)
+
+
+def literal_row(spark: SparkSession, schema: str, values: tuple) -> DataFrame:
+    """A one-row DataFrame of literals. Unlike createDataFrame of Python rows, it needs no Python
+    worker on the executors: they stay JVM-only."""
+    fields = [f.strip().split(" ", 1) for f in schema.split(",")]
+    return spark.range(1).select(
+        *[F.lit(v).cast(t).alias(n) for (n, t), v in zip(fields, values)]
+    )
+
+
+def append(df: DataFrame, path: str) -> None:
+    df.write.format("delta").mode("append").save(path)
+
+
+def run_all(writes: dict[str, Callable[[], None]], phases_ms: dict[str, int]) -> None:
+    """Run the writes concurrently; re-raise the first failure after all have finished."""
+    if not writes:
+        return
+
+    def timed(name: str) -> None:
+        start = time.perf_counter()
+        writes[name]()
+        # Each write's own time (they overlap: "write" is the wall time of all of them).
+        phases_ms["merge" if name == "symbol_state" else f"append_{name}"] = ms_since(start)
+
+    workers = int(os.environ.get("MARKET_SPREAD_WRITE_THREADS", "4"))
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(writes))), thread_name_prefix="delta-write") as pool:
+        futures = [pool.submit(timed, name) for name in writes]
+    for future in futures:
+        future.result()
+
+
+@contextmanager
+def tagged(spark: SparkSession, batch_id: int) -> Iterator[None]:
+    """Commits made inside carry the batch tag (lake.batch_tag) in their userMetadata: the witness
+    a restarted stream reads to skip the writes a replayed batch already made."""
+    from market_spread.lake.tables import batch_tag
+
+    spark.conf.set(USER_METADATA, batch_tag(batch_id))
+    try:
+        yield
+    finally:
+        spark.conf.unset(USER_METADATA)

@@ -1,0 +1,148 @@
+"""The streaming query: what it reads (a landing folder or a source such as Kafka), its trigger, the
+foreachBatch processor, and how it is supervised and stopped between batches."""
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from market_spread.domain.rules import DEFAULT_MAX_SPREAD, DEFAULT_MAX_SPREAD_RATIO
+from market_spread.lake import tables as lake_mod
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+FEEDS = ("quotes", "orders")
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """One stream's settings: its input, its lake and checkpoint, the reject thresholds, the trigger."""
+
+    lake: Path
+    symbols: list[str]
+    landing: Path | None = None  # the landing folder (quotes/, orders/), unless `source` is given
+    checkpoint: Path | None = None  # default: LAKE/_checkpoints/stream
+    max_spread: Decimal = DEFAULT_MAX_SPREAD
+    max_spread_ratio: Decimal = DEFAULT_MAX_SPREAD_RATIO
+    available_now: bool = True  # process what is there, then stop; else run every `interval` seconds
+    interval: float = 5.0
+    max_files_per_batch: int | None = None
+    archive: Path | None = None  # move landing files here once their batch is committed
+    # A callable spark -> streaming DataFrame of (stream, value, source_file) replacing the landing
+    # folder (kafka_source.feed_source).
+    source: Callable | None = None
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.checkpoint if self.checkpoint is not None else Path(self.lake) / lake_mod.CHECKPOINT_SUBDIR
+
+
+def start_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None = None):
+    """Start the streaming query; returns (query, busy flag). No lock: callers hold the lake's lock.
+
+    `on_batch` gets each batch's BatchResult (default: print its progress line)."""
+    from pyspark.sql import functions as F
+
+    from market_spread.stream.batch import BatchProcessor
+
+    landing, lake, source = spec.landing, spec.lake, spec.source
+    for name in FEEDS if source is None else ():
+        (landing / name).mkdir(parents=True, exist_ok=True)
+    lake_mod.ensure_tables(spark, lake)
+
+    def feed(name: str):
+        reader = spark.readStream.format("text").option("pathGlobFilter", "*.jsonl")  # files land renamed in
+        if spec.max_files_per_batch:
+            reader = reader.option("maxFilesPerTrigger", spec.max_files_per_batch)
+        if spec.archive is not None:
+            # Spark moves a file only after the batch that read it is committed: a replay still finds it.
+            reader = reader.option("cleanSource", "archive").option("sourceArchiveDir", str(spec.archive.absolute() / name))
+        return (
+            reader
+            .load(str(landing / name))
+            .select(F.lit(name).alias("stream"), F.col("value"), F.col("_metadata.file_path").alias("source_file"))
+        )
+
+    busy = threading.Event()
+
+    def print_progress(result) -> None:
+        print(result.progress_line(), flush=True)
+
+    processor = BatchProcessor(str(lake), spec.symbols, spec.max_spread, spec.max_spread_ratio, on_batch or print_progress)
+
+    def guarded(batch_df, batch_id):
+        busy.set()
+        try:
+            processor(batch_df, batch_id)
+        finally:
+            busy.clear()
+
+    feeds = feed("quotes").unionByName(feed("orders")) if source is None else source(spark)
+    writer = feeds.writeStream.foreachBatch(guarded)
+    writer = writer.option("checkpointLocation", str(spec.checkpoint_path))
+    writer = (writer.trigger(availableNow=True) if spec.available_now
+              else writer.trigger(processingTime=f"{spec.interval} seconds"))
+    return writer.start(), busy
+
+
+def run_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None = None,
+              handle_signals: bool = False) -> int:
+    """Run the stream until it is done (available-now) or asked to stop; returns the exit code."""
+    stop_requested = threading.Event()
+
+    def request_stop(signum, _frame):
+        if not stop_requested.is_set():
+            print(f"market-spread stream: {signal.Signals(signum).name}: stopping after the batch in flight", flush=True)
+        stop_requested.set()
+
+    previous = {s: signal.signal(s, request_stop) for s in (signal.SIGINT, signal.SIGTERM)} if handle_signals else {}
+    mode = "available-now" if spec.available_now else f"every {spec.interval}s"
+    print(f"market-spread stream: {getattr(spec.source, 'label', spec.landing)} -> {spec.lake} ({mode}, "
+          f"checkpoint {spec.checkpoint_path})", flush=True)
+    from pyspark.errors import StreamingQueryException
+
+    query, busy = start_query(spark, spec, on_batch)
+    try:
+        return supervise(query, busy, stop_requested)
+    except StreamingQueryException as exc:
+        print(f"market-spread stream: error: {failure_line(exc)}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def supervise(query, busy: threading.Event, stop_requested: threading.Event) -> int:
+    """Wait for the query to end, or stop it between batches once `stop_requested` is set."""
+    while query.isActive:
+        if stop_requested.is_set():
+            # Stop between batches; were it to land inside one, the replay on restart is exact.
+            deadline = time.monotonic() + 600
+            while busy.is_set() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            query.stop()
+            break
+        query.awaitTermination(0.5)
+    error = query.exception()
+    if error is not None:
+        print(f"market-spread stream: error: {failure_line(error)}", file=sys.stderr, flush=True)
+        return 1
+    print("market-spread stream: stopped", flush=True)
+    return 0
+
+
+def failure_line(error: BaseException) -> str:
+    """One line for a failed query: Spark's first line, or the cause itself when it is a full disk
+    (buried under the stack traces otherwise)."""
+    text = str(error).strip()
+    first = text.splitlines()[0] if text else repr(error)
+    if "No space left on device" in text:
+        return ("no space left on device while writing the lake or its checkpoint; free some space and start "
+                "the stream again: the interrupted batch is replayed, nothing is lost or doubled")
+    return f"the query failed: {first}"
