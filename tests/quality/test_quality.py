@@ -145,9 +145,9 @@ def test_clean_lake_passes_with_data_docs(spark, first_run, capsys):
 
 def test_incremental_runs_failed_run_keeps_mark_full_revalidates(spark, first_run, symbols_file, tmp_path, capsys,
                                                                  monkeypatch):
-    from market_spread.quality import validate as quality
+    from market_spread.quality import gx_run
 
-    monkeypatch.setattr(quality, "KEEP_DOCS_RUNS", 2)  # Data Docs keep the last runs only
+    monkeypatch.setattr(gx_run, "KEEP_DOCS_RUNS", 2)  # Data Docs keep the last runs only
     lake = copy_lake(first_run[0], tmp_path / "lake")
     docs = tmp_path / "docs"
 

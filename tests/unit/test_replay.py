@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from market_spread.cli.main import main
-from market_spread.domain.fixish import DecodeError, Order, Quote, Record, decimal_text, decode_file, detect_format
+from market_spread.domain.wallaroo_files import decode_file, detect_format
+from market_spread.domain.wallaroo_records import DecodeError, Order, Quote, Record, decimal_text
 from market_spread_tools.reference import parse_line
 
 PAIRS = [  # (fixish conversion, FIX text original), relative to the Wallaroo data folder

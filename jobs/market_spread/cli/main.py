@@ -20,7 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "stream": ("market_spread.stream.job", "run the streaming job over a landing folder into a lake"),
     "generate": ("market_spread.feeds.generate", "write synthetic quote and order feeds into a landing folder"),
     "replay": ("market_spread.feeds.replay", "convert Wallaroo fixish/FIX files into landing files"),
-    "validate": ("market_spread.quality.validate", "run the Great Expectations suites on the lake"),
+    "validate": ("market_spread.quality.command", "run the Great Expectations suites on the lake"),
     "sql": ("market_spread.lake.query", "query the lake's tables by name"),
     "maintain": ("market_spread.lake.maintenance", "compact and vacuum the lake's tables"),
     "bench": ("market_spread_tools.bench", "measure throughput, latency and scaling"),

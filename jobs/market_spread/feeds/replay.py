@@ -55,8 +55,8 @@ class FileSummary:
 
 
 def quote_line(quote, seq: int) -> str:
-    """A landing line for a fixish.Quote; doubles as their shortest exact decimal text."""
-    from market_spread.domain.fixish import decimal_text
+    """A landing line for a wallaroo_records.Quote; doubles as their shortest exact decimal text."""
+    from market_spread.domain.wallaroo_records import decimal_text
 
     return (
         f'{{"symbol": {json.dumps(quote.symbol)}, "transact_time": "{quote.transact_time}", '
@@ -65,8 +65,8 @@ def quote_line(quote, seq: int) -> str:
 
 
 def order_line(order, seq: int) -> str:
-    """A landing line for a fixish.Order."""
-    from market_spread.domain.fixish import decimal_text
+    """A landing line for a wallaroo_records.Order."""
+    from market_spread.domain.wallaroo_records import decimal_text
 
     return (
         f'{{"order_id": {json.dumps(order.order_id)}, "account": {order.account}, '
@@ -154,7 +154,8 @@ def replay_file(
 ) -> FileSummary:
     """Replay one input file into `landing/<stream>/` (or, with a `sink`, to its topic in chunks of
     `records_per_file`, each acknowledged before the next); returns its counts."""
-    from market_spread.domain.fixish import DecodeError, Order, Quote, decode_file
+    from market_spread.domain.wallaroo_files import decode_file
+    from market_spread.domain.wallaroo_records import DecodeError, Order, Quote
 
     folder = landing / stream
     if sink is None:
@@ -193,7 +194,8 @@ def replay_file(
 
 def check_strict(inputs: Iterable[tuple[Path, str]]) -> str | None:
     """Decode every input without writing; the first error as text, or None when all are clean."""
-    from market_spread.domain.fixish import StrictDecodeError, decode_file
+    from market_spread.domain.wallaroo_files import decode_file
+    from market_spread.domain.wallaroo_records import StrictDecodeError
 
     for path, stream in inputs:
         try:

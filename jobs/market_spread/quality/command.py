@@ -1,0 +1,72 @@
+"""`market-spread validate`: the command line of validate_lake. Exits 0 only when every critical
+expectation of both suites holds, 1 when one fails."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from market_spread.cli.options import add_lake, add_symbols, add_thresholds, load_symbols
+from market_spread.quality.slices import DEFAULT_ORPHAN_GRACE_S
+from market_spread.quality.validate import DEFAULT_DOCS, _check_lake, validate_lake
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_lake(parser)
+    add_symbols(parser)
+    parser.add_argument(
+        "--docs", default=str(DEFAULT_DOCS), help="folder for the Data Docs site and GX files (default: data/quality)"
+    )
+    parser.add_argument(
+        "--full", action="store_true", help="validate every alert, not only those since the last passing run"
+    )
+    parser.add_argument(
+        "--orphan-grace-seconds", type=_grace, default=DEFAULT_ORPHAN_GRACE_S, metavar="S",
+        help="alerts of a batch with no batch_metrics row wait this long for it (a batch in flight), then are "
+             f"validated and reported as orphans, failing the run (default {DEFAULT_ORPHAN_GRACE_S:g})",
+    )
+    parser.add_argument(
+        "--expectations", default=None, help="folder of alerts.json and symbol_state.json (default: expectations/)"
+    )
+    add_thresholds(parser)
+
+
+def _grace(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be >= 0 seconds: {text!r}")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    from market_spread.cli.main import UsageError
+    from market_spread.quality.suites import SuiteFileError, load_suites
+
+    lake = Path(args.lake)
+    _check_lake(lake)  # before starting Spark: a wrong path answers at once
+    symbols = load_symbols(args.symbols)
+    try:
+        suites = load_suites(args.expectations, ["symbols"])
+    except SuiteFileError as exc:
+        raise UsageError(str(exc)) from None
+
+    from pyspark.sql import SparkSession
+
+    from market_spread.runtime.spark import build_session
+
+    # In-process callers (tests, an Airflow task) already have a session: use the default one, the
+    # session GX itself picks up with getOrCreate(), without build_session resetting its settings.
+    owned = SparkSession.getActiveSession() is None
+    spark = build_session("market-spread-validate") if owned else SparkSession.builder.getOrCreate()
+    try:
+        summary = validate_lake(
+            spark, lake, symbols, docs=args.docs, full=args.full, max_spread=args.max_spread,
+            max_spread_ratio=args.max_spread_ratio, suites=suites, orphan_grace_s=args.orphan_grace_seconds,
+        )
+    finally:
+        if owned:
+            spark.stop()
+    print(summary.text(), flush=True)
+    return 0 if summary.passed else 1
