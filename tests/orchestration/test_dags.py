@@ -181,13 +181,6 @@ def test_outside_airflow_variables_are_not_asked() -> None:
     assert orch.airflow_variable("market_spread_lake") is None
 
 
-def test_lock_file_names_match_the_stream() -> None:
-    from market_spread.stream import job as streaming
-
-    assert orch.STREAM_LOCK_FILE == streaming.LOCK_FILE
-    assert orch.EXIT_LAKE_BUSY == streaming.EXIT_LAKE_BUSY
-
-
 def test_hold_expires() -> None:
     now = time.time()
     hold = json.dumps({"reason": "maintenance window", "until": now + 60})

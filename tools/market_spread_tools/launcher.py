@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Callable
 
 from market_spread.orchestration import tasks as orchestration
+from market_spread.runtime.env import TRUE_WORDS
 
 # A checkout tool: the project is the checkout this file sits in (tools/market_spread_tools/).
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -582,7 +583,7 @@ def main() -> int:
     port = int(os.environ.get("PORT") or 8080)
     # Overridable so that tests can run a private instance beside a real one.
     home = Path(os.environ.get("MARKET_SPREAD_AIRFLOW_HOME") or PROJECT_ROOT / ".airflow").resolve()
-    start_paused = os.environ.get("MARKET_SPREAD_START_PAUSED", "").strip().lower() in orchestration.TRUE_WORDS
+    start_paused = os.environ.get("MARKET_SPREAD_START_PAUSED", "").strip().lower() in TRUE_WORDS
     dags = PROJECT_ROOT / "dags"
     os.umask(0o077)  # everything written below (.airflow, data/) is readable by its owner only
     stop_leftovers_of_dead_runs(home)

@@ -28,28 +28,23 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from market_spread.runtime.env import ENV_PREFIX, FALSE_WORDS, TRUE_WORDS
 from market_spread.runtime.paths import project_home
 from market_spread.runtime.processes import pid_alive, record_alive  # pid_alive: kept importable from here for callers
+from market_spread.runtime.stream_contract import EXIT_LAKE_BUSY, LOCK_FILE
 
 VAR_PREFIX = "market_spread_"
-ENV_PREFIX = "MARKET_SPREAD_"
-# Same file as market_spread.stream.job.LOCK_FILE (not imported: that module pulls in pyspark).
-STREAM_LOCK_FILE = "_stream.lock"
 # The Airflow pool (1 slot) that serialises the lake's other writers: validate appends
 # quality_results, maintain rewrites files; two JVMs committing to one Delta table on a local file
 # system can overwrite each other's commit. A pool slot, not a lock awaited inside a worker slot.
 LAKE_JOBS_POOL = "lake_jobs"
 LAKE_JOBS_POOL_DESCRIPTION = "market-spread: validate and maintain write the lake one at a time"
 HOLD_VARIABLE = "market_spread_stream_hold"
-EXIT_LAKE_BUSY = 3  # market_spread.stream.job.EXIT_LAKE_BUSY
 START_DATE = datetime(2026, 1, 1, tzinfo=timezone.utc)
 OWNER = "data-platform"
 
 log = logging.getLogger("market_spread.orchestration.tasks")
 Logger = Callable[[str], None]
-
-TRUE_WORDS = {"1", "true", "yes", "on"}
-FALSE_WORDS = {"0", "false", "no", "off"}
 
 
 def _bool(text: str) -> bool:
@@ -375,7 +370,7 @@ def run_job(argv: list[str], logger: Logger, timeout: float | None = None, env: 
 
 def read_stream_lock(lake: Path) -> dict[str, Any]:
     try:
-        value = json.loads((lake / STREAM_LOCK_FILE).read_text(encoding="utf-8") or "{}")
+        value = json.loads((lake / LOCK_FILE).read_text(encoding="utf-8") or "{}")
     except (OSError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}

@@ -16,12 +16,10 @@ from typing import IO
 
 from market_spread.lake import tables as lake_mod
 from market_spread.runtime.processes import process_start_time, record_alive, this_host
+from market_spread.runtime.stream_contract import EXIT_LAKE_BUSY, EXIT_REFUSED, LOCK_FILE
 from market_spread.cli.options import add_lake, add_symbols, add_thresholds, load_symbols, whole_number
 
 FEEDS = ("quotes", "orders")
-LOCK_FILE = "_stream.lock"
-EXIT_LAKE_BUSY = 3
-EXIT_REFUSED = 4
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
