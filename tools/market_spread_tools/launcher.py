@@ -32,7 +32,8 @@ import urllib.request
 from pathlib import Path
 from typing import Callable
 
-from market_spread.orchestration import tasks as orchestration
+from market_spread.orchestration.probes import live_stream
+from market_spread.orchestration.settings import resolve_settings
 from market_spread.runtime.env import TRUE_WORDS
 
 # A checkout tool: the project is the checkout this file sits in (tools/market_spread_tools/).
@@ -156,7 +157,7 @@ def set_paused(port: int, token: str, dag_id: str, paused: bool) -> None:
 
 
 def our_dag_ids(dags: Path) -> list[str]:
-    # Each file is named after its DAG (checked by tests/orchestration/test_dags.py).
+    # Each file is named after its DAG (checked by tests/orchestration/test_dag_integrity.py).
     return sorted(p.stem for p in dags.glob("market_spread_*.py"))
 
 
@@ -361,7 +362,7 @@ def describe(proc) -> str:
         text = f"[{proc.name() if proc.is_running() else '?'}]"
     else:
         if cmd[1:2] == ["-c"] and len(cmd) > 2 and "market_spread.cli.main" in cmd[2]:
-            cmd = ["market-spread", *cmd[3:]]  # orchestration.cli_argv
+            cmd = ["market-spread", *cmd[3:]]  # orchestration.jobs.cli_argv
         elif Path(cmd[0]).name.startswith("python") and len(cmd) > 1 and cmd[1].endswith("/airflow"):
             cmd = ["airflow", *cmd[2:]]
         elif Path(cmd[0]).name == "java":
@@ -590,8 +591,8 @@ def main() -> int:
     if not port_free(port):
         say(f"error: port {port} on 127.0.0.1 is in use: stop what holds it or run `make run PORT=8081`")
         return 1
-    settings = orchestration.resolve_settings()
-    holder = orchestration.live_stream(settings.lake)
+    settings = resolve_settings()
+    holder = live_stream(settings.lake)
     if holder:
         say(f"error: a stream is already running on {settings.lake} (pid {holder.get('pid')}): stop it first")
         return 1
