@@ -18,6 +18,7 @@ from market_spread.runtime.stream_contract import LOCK_FILE
 
 
 def read_stream_lock(lake: Path) -> dict[str, Any]:
+    """The lake's writer lock record as written by its holder; {} when absent or unreadable."""
     try:
         value = json.loads((lake / LOCK_FILE).read_text(encoding="utf-8") or "{}")
     except (OSError, ValueError):
@@ -53,6 +54,7 @@ def last_batch(lake: Path) -> dict[str, Any] | None:
 
 
 def delta_tables(lake: Path) -> list[str]:
+    """Names of the Delta tables directly under `lake`, sorted."""
     if not lake.is_dir():
         return []
     return sorted(p.name for p in lake.iterdir() if (p / "_delta_log").is_dir())
@@ -152,6 +154,7 @@ class StreamHealth:
 
 
 def data_docs_location(docs: Path) -> str:
+    """The Data Docs index as a file:// URI (the shallowest index.html), else the folder itself."""
     index = docs / "index.html"
     if not index.is_file():
         found = sorted(docs.glob("**/index.html"), key=lambda p: len(p.parts)) if docs.is_dir() else []

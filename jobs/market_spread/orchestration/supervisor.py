@@ -23,6 +23,8 @@ class StreamFailed(Exception):
 
 @dataclass
 class StreamOutcome:
+    """How a supervised stream ended without failing, and how far it got."""
+
     reason: str
     batches: int
     last_batch_id: int | None

@@ -220,6 +220,7 @@ def release_stream_task() -> str:
 
 
 def default_args(**overrides: Any) -> dict[str, Any]:
+    """The DAGs' default_args (owner, one retry after 30 s), with `overrides` on top."""
     from datetime import timedelta
 
     args: dict[str, Any] = {"owner": OWNER, "retries": 1, "retry_delay": timedelta(seconds=30)}
