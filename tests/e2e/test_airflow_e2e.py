@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from market_spread.orchestration import tasks as orch
+from market_spread.orchestration.jobs import cli_argv
+from market_spread.orchestration.probes import live_stream
 from market_spread_tools import launcher as run
 
 pytestmark = pytest.mark.slow
@@ -75,7 +76,7 @@ def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
     )
     # A small backlog, so the first batch already has alerts to find.
     subprocess.run(
-        [*orch.cli_argv("generate"), "--landing", str(landing), "--quotes", "300", "--orders", "300", "--files", "2"],
+        [*cli_argv("generate"), "--landing", str(landing), "--quotes", "300", "--orders", "300", "--files", "2"],
         check=True, capture_output=True, env=env, timeout=60,
     )
     log = tmp_path / "run.log"
@@ -129,7 +130,7 @@ def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
         assert len(streams(home, lake)) == 1
 
         # Kill the stream's JVM: the job dies, its task fails, the next run starts a new job.
-        before = orch.live_stream(lake)
+        before = live_stream(lake)
         assert before and before.get("jvm_pid"), before
         os.kill(int(before["jvm_pid"]), signal.SIGKILL)
         killed_at = time.monotonic()
@@ -137,7 +138,7 @@ def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
         def restarted() -> bool:
             # Back = a new driver holding the lake with its Spark JVM up (a batch after that can take
             # minutes on a busy 2-core machine: recovery replays the batch the kill interrupted).
-            now = orch.live_stream(lake)
+            now = live_stream(lake)
             assert len(streams(home, lake)) <= 1, "two streams on one lake"
             return bool(now and now.get("pid") != before["pid"] and now.get("jvm_pid"))
 
@@ -180,4 +181,4 @@ def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
     assert proc.returncode == 0, log.read_text()[-3000:]
     assert left == [], f"processes left running: {[(p.pid, p.info['cmdline']) for p in left]}"
     assert "nothing left running" in log.read_text()
-    assert orch.live_stream(lake) is None
+    assert live_stream(lake) is None

@@ -163,7 +163,9 @@ def test_landing_and_lake_share_one_volume_at_the_same_path(compose, services):
 
 
 def test_dags_point_at_the_cluster_through_configuration(services, monkeypatch):
-    from market_spread.orchestration import tasks as orchestration
+    from market_spread.orchestration.settings import resolve_settings
+    from market_spread.orchestration.supervisor import stream_argv
+    from market_spread.runtime.env import ENV_PREFIX
 
     for name in AIRFLOW_SERVICES:
         env = _env(services[name])
@@ -174,15 +176,15 @@ def test_dags_point_at_the_cluster_through_configuration(services, monkeypatch):
     # The names are the ones the DAGs read: resolve the settings as a task would.
     env = _env(services["airflow-scheduler"])
     for key in list(os.environ):
-        if key.startswith(orchestration.ENV_PREFIX):
+        if key.startswith(ENV_PREFIX):
             monkeypatch.delenv(key)
     for key, value in env.items():
-        if key.startswith(orchestration.ENV_PREFIX) and "${" not in value:
+        if key.startswith(ENV_PREFIX) and "${" not in value:
             monkeypatch.setenv(key, value)
-    settings = orchestration.resolve_settings(lambda _name: None)
+    settings = resolve_settings(lambda _name: None)
     assert settings.master == MASTER_URL
     assert settings.lake == Path("/data/lake") and settings.landing == Path("/data/landing")
-    assert "--master" in orchestration.stream_argv(settings)
+    assert "--master" in stream_argv(settings)
     # The master the DAGs name is the one the spark-master service runs.
     master = services["spark-master"]["command"]
     assert master[master.index("--host") + 1] == "spark-master" and master[master.index("--port") + 1] == "7077"
@@ -310,7 +312,9 @@ def test_a_real_compose_validator_accepts_the_file(tmp_path):
 
 
 def test_a_kafka_service_and_the_same_source_switch_as_make_run(services, monkeypatch):
-    from market_spread.orchestration import tasks as orchestration
+    from market_spread.orchestration.settings import resolve_settings
+    from market_spread.orchestration.supervisor import source_args, stream_argv
+    from market_spread.runtime.env import ENV_PREFIX
 
     kafka = services["kafka"]
     assert kafka["image"] == KAFKA_IMAGE and services["kafka-init"]["image"] == KAFKA_IMAGE
@@ -329,15 +333,15 @@ def test_a_kafka_service_and_the_same_source_switch_as_make_run(services, monkey
         assert airflow_env["MARKET_SPREAD_BOOTSTRAP_SERVERS"] == "kafka:9092"
     # With the switch on, the DAGs' commands read and write the kafka service's topics.
     for key in list(os.environ):
-        if key.startswith(orchestration.ENV_PREFIX):
+        if key.startswith(ENV_PREFIX):
             monkeypatch.delenv(key)
     monkeypatch.setenv("MARKET_SPREAD_SOURCE", "kafka")
     monkeypatch.setenv("MARKET_SPREAD_BOOTSTRAP_SERVERS", _env(services["airflow-scheduler"])["MARKET_SPREAD_BOOTSTRAP_SERVERS"])
-    settings = orchestration.resolve_settings(lambda _name: None)
-    argv = orchestration.stream_argv(settings)
+    settings = resolve_settings(lambda _name: None)
+    argv = stream_argv(settings)
     assert argv[argv.index("--source") + 1] == "kafka" and argv[argv.index("--bootstrap-servers") + 1] == "kafka:9092"
     assert "--landing" not in argv
-    assert orchestration.source_args(settings, producer=True) == ["--kafka", "kafka:9092"]
+    assert source_args(settings, producer=True) == ["--kafka", "kafka:9092"]
 
 
 def test_dockerfile_fetches_the_kafka_connector_like_make_setup():

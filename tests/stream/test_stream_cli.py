@@ -145,7 +145,7 @@ def test_lock_record_of_a_reused_pid_is_stale(tmp_path):
     import json
     import socket
 
-    from market_spread.orchestration.tasks import live_stream
+    from market_spread.orchestration.probes import live_stream
     from market_spread.runtime.processes import process_start_time
     from market_spread.stream.lock import LOCK_FILE, LakeBusy, WriterLock
 

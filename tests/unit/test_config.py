@@ -7,7 +7,8 @@ import os
 import pytest
 
 from market_spread.cli import main as cli
-from market_spread.orchestration import tasks as orchestration
+from market_spread.orchestration import jobs
+from market_spread.orchestration.settings import Settings
 
 
 def parse(monkeypatch, env: dict[str, str], argv: list[str]) -> argparse.Namespace:
@@ -85,7 +86,7 @@ def test_ambiguous_flags_and_the_dag_commands_flags_are_up_to_date():
         for flag, action in _flags(sub).items():
             meaning.setdefault(flag, set()).add((type(action).__name__, action.nargs, getattr(action.type, "__name__", None)))
     assert {f for f, m in meaning.items() if len(m) > 1} == set(cli.AMBIGUOUS_FLAGS)
-    for command, flags in orchestration.COMMAND_FLAGS.items():
+    for command, flags in jobs.COMMAND_FLAGS.items():
         assert set(flags) == set(_flags(commands[command])), command
 
 
@@ -97,13 +98,13 @@ def test_airflow_jobs_get_only_the_settings_they_need():
         "MARKET_SPREAD_LAKE": "/lake", "MARKET_SPREAD_GENERATE_ORDERS": "9", "MARKET_SPREAD_VALIDATE_FULL": "true",
         "MARKET_SPREAD_RUN_ID": "run-1", "MARKET_SPREAD_JARS": "/jars", "MARKET_SPREAD_FEED_RATE": "20",
     }
-    settings = orchestration.Settings(master="spark://m:7077")
-    env = orchestration.child_env(settings, "validate", environ)
+    settings = Settings(master="spark://m:7077")
+    env = jobs.child_env(settings, "validate", environ)
     assert env == {
         "PATH": "/usr/bin", "HOME": "/home/a", "JAVA_HOME": "/jdk", "LC_ALL": "C.UTF-8", "SPARK_LOCAL_IP": "127.0.0.1",
         "MARKET_SPREAD_LAKE": "/lake", "MARKET_SPREAD_VALIDATE_FULL": "true", "MARKET_SPREAD_RUN_ID": "run-1",
         "MARKET_SPREAD_JARS": "/jars", "MARKET_SPREAD_MASTER": "spark://m:7077",
     }
-    env = orchestration.child_env(orchestration.Settings(), "generate", environ)
+    env = jobs.child_env(Settings(), "generate", environ)
     assert env["MARKET_SPREAD_GENERATE_ORDERS"] == "9" and "MARKET_SPREAD_VALIDATE_FULL" not in env
     assert not any(k.startswith(("AIRFLOW", "AWS")) for k in env) and "MARKET_SPREAD_MASTER" not in env

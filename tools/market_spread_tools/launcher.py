@@ -32,7 +32,9 @@ import urllib.request
 from pathlib import Path
 from typing import Callable
 
-from market_spread.orchestration import tasks as orchestration
+from market_spread.orchestration.probes import live_stream
+from market_spread.orchestration.settings import resolve_settings
+from market_spread.runtime.env import TRUE_WORDS
 
 # A checkout tool: the project is the checkout this file sits in (tools/market_spread_tools/).
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -155,7 +157,7 @@ def set_paused(port: int, token: str, dag_id: str, paused: bool) -> None:
 
 
 def our_dag_ids(dags: Path) -> list[str]:
-    # Each file is named after its DAG (checked by tests/orchestration/test_dags.py).
+    # Each file is named after its DAG (checked by tests/orchestration/test_dag_integrity.py).
     return sorted(p.stem for p in dags.glob("market_spread_*.py"))
 
 
@@ -360,7 +362,7 @@ def describe(proc) -> str:
         text = f"[{proc.name() if proc.is_running() else '?'}]"
     else:
         if cmd[1:2] == ["-c"] and len(cmd) > 2 and "market_spread.cli.main" in cmd[2]:
-            cmd = ["market-spread", *cmd[3:]]  # orchestration.cli_argv
+            cmd = ["market-spread", *cmd[3:]]  # orchestration.jobs.cli_argv
         elif Path(cmd[0]).name.startswith("python") and len(cmd) > 1 and cmd[1].endswith("/airflow"):
             cmd = ["airflow", *cmd[2:]]
         elif Path(cmd[0]).name == "java":
@@ -582,15 +584,15 @@ def main() -> int:
     port = int(os.environ.get("PORT") or 8080)
     # Overridable so that tests can run a private instance beside a real one.
     home = Path(os.environ.get("MARKET_SPREAD_AIRFLOW_HOME") or PROJECT_ROOT / ".airflow").resolve()
-    start_paused = os.environ.get("MARKET_SPREAD_START_PAUSED", "").strip().lower() in orchestration.TRUE_WORDS
+    start_paused = os.environ.get("MARKET_SPREAD_START_PAUSED", "").strip().lower() in TRUE_WORDS
     dags = PROJECT_ROOT / "dags"
     os.umask(0o077)  # everything written below (.airflow, data/) is readable by its owner only
     stop_leftovers_of_dead_runs(home)
     if not port_free(port):
         say(f"error: port {port} on 127.0.0.1 is in use: stop what holds it or run `make run PORT=8081`")
         return 1
-    settings = orchestration.resolve_settings()
-    holder = orchestration.live_stream(settings.lake)
+    settings = resolve_settings()
+    holder = live_stream(settings.lake)
     if holder:
         say(f"error: a stream is already running on {settings.lake} (pid {holder.get('pid')}): stop it first")
         return 1

@@ -16,6 +16,8 @@ import os
 import sys
 from typing import Any, Sequence
 
+from market_spread.runtime.env import ENV_PREFIX, FALSE_WORDS, TRUE_WORDS
+
 COMMANDS: dict[str, tuple[str, str]] = {
     "stream": ("market_spread.stream.job", "run the streaming job over a landing folder into a lake"),
     "generate": ("market_spread.feeds.generate", "write synthetic quote and order feeds into a landing folder"),
@@ -27,9 +29,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "broker": ("market_spread.feeds.broker", "run a single-node Kafka broker (KRaft) on 127.0.0.1 in the foreground"),
 }
 
-TRUE_WORDS = {"1", "true", "yes", "on"}
-FALSE_WORDS = {"0", "false", "no", "off"}
-ENV_PREFIX = "MARKET_SPREAD_"
 # Flags that mean different things in different commands (`generate --orders N` is a count,
 # `replay --orders FILE...` a file list): only the command's own variable is read for them
 # (MARKET_SPREAD_GENERATE_ORDERS, MARKET_SPREAD_REPLAY_ORDERS); the shared name is refused.

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import IO
 
 from market_spread.runtime.processes import process_start_time, record_alive, this_host
-
-LOCK_FILE = "_stream.lock"
+from market_spread.runtime.stream_contract import LOCK_FILE  # noqa: F401 - callers take the name from here
 
 
 class LakeBusy(Exception):

@@ -1,0 +1,103 @@
+"""`make run`'s launcher (market_spread_tools.launcher): what it stops on Ctrl-C and at start."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+
+SWEEP_SCRIPT = r"""
+import json, subprocess, sys, time
+from market_spread_tools import launcher as run
+
+assert run.become_subreaper()
+# One ignores SIGTERM (and so does its child), one is a setsid orphan (re-parented to us), and one
+# starts a new orphan when it is told to stop: that one only exists after the first snapshot.
+subprocess.Popen(["bash", "-c", "trap '' TERM; sleep 300 & wait"])
+subprocess.Popen(["bash", "-c", "setsid sleep 300 &"]).wait()
+subprocess.Popen(["bash", "-c", "trap 'setsid sleep 301 & exit 0' TERM; sleep 300 & wait"])
+time.sleep(1)
+lines = []
+stopped, left = run.sweep(grace=1.0, out=lines.append)
+print(json.dumps({"stopped": stopped, "left": [p.pid for p in left], "lines": lines,
+                  "after": [run.describe(p) for p in run._alive(run.descendants())]}))
+"""
+
+
+def test_sweep_leaves_nothing_not_even_late_orphans() -> None:
+    """What `make run` does last on Ctrl-C: rounds until a snapshot finds nothing alive."""
+    began = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", SWEEP_SCRIPT], capture_output=True, text=True, timeout=60, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["left"] == [] and result["after"] == [], result
+    assert sum(text.split(" ", 2)[2] == "sleep 301" for text in result["stopped"]) == 1, result  # the late orphan
+    assert any("SIGKILL" in line and "trap '' TERM" in line for line in result["lines"]), result
+    assert time.monotonic() - began < 20
+
+
+MARKED_SCRIPT = r"""
+import json, os, subprocess, sys, time
+from market_spread_tools import launcher as run
+
+# Not a subreaper here: a double-forked setsid child leaves our tree (it is re-parented to init),
+# so only the run's environment marker can find it.
+run_id = run.new_run_id()
+env = dict(os.environ, **{run.RUN_MARKER: run_id})
+quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+subprocess.Popen(["bash", "-c", "setsid sleep 302 &"], env=env, **quiet).wait()
+subprocess.Popen(["bash", "-c", "setsid sleep 303 &"], **quiet).wait()  # unmarked: not ours to stop
+time.sleep(0.5)
+escaped = {p.pid: p.cmdline() for p in run.marked(run_id)}
+in_tree = [p.pid for p in run.descendants()]
+stopped, left = run.sweep(grace=1.0, out=lambda _: None, run_id=run_id)
+print(json.dumps({"escaped": list(escaped.values()), "in_tree": [pid for pid in escaped if pid in in_tree],
+                  "stopped": stopped, "left": [p.pid for p in left], "after": [p.pid for p in run._alive(run.marked(run_id))]}))
+"""
+
+
+def test_sweep_finds_processes_outside_the_tree_by_run_marker() -> None:
+    import psutil
+
+    try:
+        out = subprocess.run([sys.executable, "-c", MARKED_SCRIPT], capture_output=True, text=True, timeout=60, check=True)
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        assert result["escaped"] == [["sleep", "302"]] and result["in_tree"] == [], result
+        assert [text.split(" ", 2)[2] for text in result["stopped"]] == ["sleep 302"], result
+        assert result["left"] == [] and result["after"] == [], result
+    finally:
+        for proc in psutil.process_iter(["cmdline"]):
+            if proc.info["cmdline"] in (["sleep", "302"], ["sleep", "303"]):
+                proc.kill()
+
+
+STALE_SCRIPT = r"""
+import json, os, subprocess, sys, time
+from pathlib import Path
+from market_spread_tools import launcher as run
+
+home = Path(sys.argv[1])
+# A launcher that died (its pid is gone) left a process behind on this AIRFLOW_HOME; another run
+# on another home and one of a live launcher (this process, named like one) are left alone.
+dead = subprocess.Popen(["true"]); dead.wait()
+def start(run_id, airflow_home, tag):
+    env = dict(os.environ, AIRFLOW_HOME=str(airflow_home), **{run.RUN_MARKER: run_id})
+    return subprocess.Popen(["bash", "-c", f"exec -a {tag} sleep 300"], env=env)
+stale = start(f"{dead.pid}-x", home, "stale")
+other = start(f"{dead.pid}-y", home.parent / "elsewhere", "other")
+time.sleep(0.5)
+lines = []
+n = run.stop_leftovers_of_dead_runs(home, out=lines.append)
+time.sleep(0.2)
+print(json.dumps({"n": n, "stale": stale.poll(), "other": other.poll(), "lines": lines}))
+other.kill()
+"""
+
+
+def test_leftovers_of_a_killed_launcher_are_stopped_at_start(tmp_path) -> None:
+    out = subprocess.run([sys.executable, "-c", STALE_SCRIPT, str(tmp_path / "home")],
+                         capture_output=True, text=True, timeout=60, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["n"] == 1 and result["stale"] is not None and result["other"] is None, result
+    assert "earlier run" in result["lines"][0], result
+
