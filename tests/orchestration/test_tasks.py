@@ -101,7 +101,7 @@ def test_maintain_beside_a_live_stream_only_vacuums(small_lake: Path) -> None:
         [sys.executable, "-c", textwrap.dedent(f"""
             import sys, time
             from pathlib import Path
-            from market_spread.stream.lock import WriterLock
+            from market_spread.lake.lock import WriterLock
             lock = WriterLock(Path({str(small_lake)!r}) / "_stream.lock")
             lock.acquire()
             print("locked", flush=True)
@@ -154,7 +154,7 @@ def test_maintain_applies_quote_retention_only_with_the_writer_lock(spark, tmp_p
         [sys.executable, "-c", textwrap.dedent(f"""
             import time
             from pathlib import Path
-            from market_spread.stream.lock import WriterLock
+            from market_spread.lake.lock import WriterLock
             lock = WriterLock(Path({str(lake)!r}) / "_stream.lock")
             lock.acquire()  # kept referenced: the flock lives as long as the handle
             print("locked", flush=True)

@@ -147,7 +147,7 @@ def test_lock_record_of_a_reused_pid_is_stale(tmp_path):
 
     from market_spread.orchestration.probes import live_stream
     from market_spread.runtime.processes import process_start_time
-    from market_spread.stream.lock import LOCK_FILE, LakeBusy, WriterLock
+    from market_spread.lake.lock import LOCK_FILE, LakeBusy, WriterLock
 
     lake = tmp_path / "lake"
     lake.mkdir()

@@ -147,7 +147,7 @@ def vacuum(spark: Any, path: str, hours: int) -> int:
 def run(args: argparse.Namespace) -> int:
     from market_spread.lake import tables as lake_mod
     from market_spread.cli.main import UsageError
-    from market_spread.stream.lock import LOCK_FILE, LakeBusy, WriterLock
+    from market_spread.lake.lock import LOCK_FILE, LakeBusy, WriterLock
 
     lake = Path(args.lake)
     if not lake.is_dir():

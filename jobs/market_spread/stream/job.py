@@ -8,7 +8,7 @@ from pathlib import Path
 from market_spread.cli.options import add_lake, add_symbols, add_thresholds, load_symbols, whole_number
 from market_spread.lake import tables as lake_mod
 from market_spread.runtime.stream_contract import EXIT_LAKE_BUSY, EXIT_REFUSED
-from market_spread.stream.lock import LOCK_FILE, LakeBusy, WriterLock
+from market_spread.lake.lock import LOCK_FILE, LakeBusy, WriterLock
 from market_spread.stream.progress import ProgressSummary
 
 
