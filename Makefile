@@ -61,7 +61,7 @@ test: setup
 	$(PY) -m pytest -ra --durations=25 tests
 
 # The fast folders: the pure logic (no Spark) and the Spark transforms against the reference engine;
-# no Airflow, no broker, no lake commands, no campaigns (about 3 minutes here).
+# no Airflow, no broker, no lake commands, no campaigns (under 4 minutes here).
 FAST_TESTS := tests/unit tests/spark
 test-fast: setup
 	$(PY) -m pytest -ra -m "not slow" $(FAST_TESTS)
