@@ -32,12 +32,11 @@ from market_spread.feeds.generate import Generator, write_backlog  # noqa: E402
 from market_spread.stream.kafka_source import KafkaSettings, feed_source  # noqa: E402
 from market_spread.feeds.producer import KafkaSink  # noqa: E402
 from market_spread.stream.query import StreamSpec, run_query  # noqa: E402
+from market_spread_tools.bench_kafka import broker_available  # noqa: E402
 from test_pipeline import BAD_ORDERS, BAD_QUOTES, T  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
-    not list((Path(__file__).resolve().parents[2] / ".cache" / "broker-jars").glob("kafka_2.13-*.jar"))
-    or not list((Path(__file__).resolve().parents[2] / ".cache" / "kafka-jars").glob("spark-sql-kafka-*.jar")),
-    reason="Kafka JARs not fetched: run `make setup`",
+    broker_available() is not None, reason="Kafka JARs not fetched: run `make setup`",
 )
 
 CLI = [sys.executable, "-m", "market_spread.cli.main"]

@@ -16,13 +16,16 @@ from pathlib import Path
 
 
 def broker_available() -> str | None:
-    """None when the broker and connector JARs are there, else why the Kafka row is skipped."""
-    from market_spread.runtime.spark import MissingJars, cached_jars
+    """None when the broker and connector JARs are there, else why the Kafka row is skipped (the
+    product's own look-ups, so the bench skips exactly when `broker` or `stream --source kafka` would fail)."""
+    from market_spread.cli.main import UsageError
+    from market_spread.feeds.broker import broker_jars
+    from market_spread.stream.kafka_source import kafka_jars
 
     try:
-        cached_jars("MARKET_SPREAD_BROKER_JARS", "broker-jars", "kafka_2.13-", "Kafka broker")
-        cached_jars("MARKET_SPREAD_KAFKA_JARS", "kafka-jars", "spark-sql-kafka-", "Spark Kafka connector")
-    except MissingJars as exc:
+        broker_jars()
+        kafka_jars()
+    except (UsageError, SystemExit) as exc:
         return str(exc)
     return None
 
@@ -53,13 +56,17 @@ def kafka_latency(spark, work: Path, rates: tuple[int, ...], rate_seconds: float
             warmed, stop = threading.Event(), threading.Event()
             lock = threading.Lock()
 
+            def through(last_of: dict[str, int]) -> bool:
+                """Every partition the tick wrote to has been taken up to its last offset (call under `lock`)."""
+                return all(taken.get(where, -1) >= offset for where, offset in last_of.items())
+
             def on_batch(result) -> None:
                 now = time.time()
                 with lock:
                     for where, last in result.last_offsets.items():
                         taken[where] = max(last, taken.get(where, -1))
                     for tick, last_of in needs.items():
-                        if tick not in done and all(taken.get(w, -1) >= o for w, o in last_of.items()):
+                        if tick not in done and through(last_of):
                             done[tick] = now
                 warmed.set()
 
@@ -73,7 +80,7 @@ def kafka_latency(spark, work: Path, rates: tuple[int, ...], rate_seconds: float
                 with lock:
                     needs[tick] = last_of
                     # A batch may have taken the records before their acknowledgements came back.
-                    if all(taken.get(w, -1) >= o for w, o in last_of.items()):
+                    if through(last_of):
                         done[tick] = time.time()
 
             def feed() -> None:
