@@ -27,11 +27,6 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def jobs_so_far(spark) -> int:
-    # Job ids are allocated in sequence by the DAG scheduler: the count of jobs ever submitted.
-    return spark.sparkContext._jsc.sc().dagScheduler().nextJobId()
-
-
 def codegen_compiles(spark) -> tuple[int, float]:
     """Whole-stage and expression classes Janino compiled so far, and their total compile time (ms):
     a plan whose generated code differs from every cached one (e.g. a new literal) is compiled again."""
@@ -51,6 +46,7 @@ def main() -> int:
 
     from market_spread.feeds.generate import Generator, write_backlog
     from market_spread.runtime.spark import build_session
+    from market_spread.stream.batch import spark_jobs_so_far
     from market_spread.stream.query import StreamSpec, start_query, supervise
     import threading
 
@@ -66,10 +62,10 @@ def main() -> int:
     spark = build_session("profile", master="local[*]", extra_conf=extra or None)
     rows = []
     jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
-    last = [jobs_so_far(spark), time.perf_counter(), cpu_seconds(jvm), codegen_compiles(spark)]
+    last = [spark_jobs_so_far(spark), time.perf_counter(), cpu_seconds(jvm), codegen_compiles(spark)]
 
     def on_batch(result) -> None:
-        now_jobs, now, cpu, compiles = jobs_so_far(spark), time.perf_counter(), cpu_seconds(jvm), codegen_compiles(spark)
+        now_jobs, now, cpu, compiles = spark_jobs_so_far(spark), time.perf_counter(), cpu_seconds(jvm), codegen_compiles(spark)
         rows.append((result, now_jobs - last[0], now - last[1], cpu - last[2], compiles[0] - last[3][0]))
         print(f"batch {result.batch_id}: {result.seconds:.2f}s in batch, {now - last[1]:.2f}s since last, "
               f"{now_jobs - last[0]} jobs, JVM CPU {cpu - last[2]:.2f}s, {compiles[0] - last[3][0]} codegen compiles "

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Callable
 
 from market_spread.domain.rules import DEFAULT_MAX_SPREAD, DEFAULT_MAX_SPREAD_RATIO, parse_threshold
-
 from market_spread.runtime.paths import default_symbols
 
 DEFAULT_SYMBOLS = default_symbols()

@@ -31,11 +31,10 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from market_spread.lake import tables as lake_mod
-from market_spread.transforms import parsing
 from market_spread.lake.state import late_history, merge_state, read_state_quotes
 from market_spread.lake.writes import append, literal_row, ms_since, run_all, tagged
+from market_spread.transforms import parsing
 from market_spread.transforms.asof import STATE_QUOTE_COLUMNS, asof_alerts
-
 
 
 @dataclass
