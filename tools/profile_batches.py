@@ -84,7 +84,7 @@ def main() -> int:
                     desc = data.description()
                     desc = desc.get() if desc.isDefined() else ""
                     # The stream prefixes its own query id and batch: keep what follows.
-                    desc = " ".join(desc.split("\n")[3:] if desc.startswith("\nid =") else desc.split("\n"))
+                    desc = " ".join(desc.split("\n")[3:] if desc.startswith("\nid =") else desc.split("\n")).replace("market-spread ", "")
                     print(f"   job {job_id}: {took:5d} ms  {data.stageIds().size()} st  {stage.name()[:50]} | {desc[:110]} {where[:100]}")
                 except Exception as exc:  # noqa: BLE001 - evicted from the store
                     print(f"   job {job_id}: ? {str(exc)[:120]}")

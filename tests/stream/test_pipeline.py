@@ -349,3 +349,51 @@ def test_archive_moves_processed_landing_files_out_and_changes_no_answer(spark, 
     left = sorted(p.name for p in (archived / "landing").rglob("*.jsonl"))
     assert "pair-0.jsonl" not in left
     assert comparable_tables(spark, lake) == comparable_tables(spark, plain / "lake")
+
+
+def _pair(spark, landing: Path, k: int, files: int):
+    """File pair k of a generated landing folder, as the stream hands it to a batch."""
+    def feed(name: str):
+        path = landing / name / f"cut{files}-{k:05d}.jsonl"
+        return spark.read.text(str(path)).selectExpr(f"'{name}' AS stream", "value", f"'{path}' AS source_file")
+    return feed("quotes").unionByName(feed("orders"))
+
+
+def test_the_drivers_copy_of_the_state_is_the_table_after_every_batch(spark, tmp_path, monkeypatch):
+    """The stream keeps symbol_state's quotes on the driver (lake.state.StateMirror) rather than
+    reading the table twice a batch. Batch after batch in one process it must hold what the table
+    holds, a failed batch must make it read the table (and the marks of committed writes) again,
+    and the answers must be those of a
+    run over one batch."""
+    from pyspark.testing import assertDataFrameEqual
+
+    from market_spread.lake import tables as lake_mod
+    from market_spread.transforms.asof import STATE_QUOTE_COLUMNS
+
+    one = tmp_path / "one"
+    _generated(one / "landing", files=1, seed=11)
+    assert stream(spark, one / "landing", one / "lake") == 0
+    reference = comparable_tables(spark, one / "lake")
+
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    _generated(landing, files=5, seed=11)
+    lake_mod.ensure_tables(spark, lake)
+    processor = pipeline.BatchProcessor(str(lake), SYMBOLS, D("0.05"), D("0.05"), on_batch=lambda result: None)
+    table = lambda: spark.read.format("delta").load(lake_mod.table_path(lake, "symbol_state")).select(*STATE_QUOTE_COLUMNS)  # noqa: E731
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("simulated failure of the state MERGE")
+
+    for k in range(5):
+        if k == 3:  # the copy may move on before the MERGE fails: it must be dropped, not kept
+            monkeypatch.setattr(pipeline, "merge_state", crash)
+            with pytest.raises(RuntimeError):
+                processor(_pair(spark, landing, k, 5), k)
+            assert processor.state._df is None
+            monkeypatch.setattr(pipeline, "merge_state", merge_state)
+        processor(_pair(spark, landing, k, 5), k)
+        assert processor.state._df is not None, "the copy is in use, not the table"
+        assertDataFrameEqual(processor.state.quotes(), table())
+    got = comparable_tables(spark, lake)
+    for name in ("alerts", "symbol_state", "quotes"):
+        assert got[name] == reference[name], name

@@ -31,7 +31,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from market_spread.lake import tables as lake_mod
-from market_spread.lake.state import late_history, merge_state, read_state_quotes
+from market_spread.lake.state import StateMirror, late_history, merge_state
 from market_spread.lake.writes import append, literal_row, ms_since, run_all, tagged
 from market_spread.transforms import parsing
 from market_spread.transforms.asof import STATE_QUOTE_COLUMNS, asof_alerts
@@ -72,14 +72,24 @@ class BatchProcessor:
     on_batch: Callable[[BatchResult], None] = print
     # Per table, the last batch committed; read from the lake at the first batch of this process.
     committed: dict[str, int] | None = None
+    state: StateMirror | None = None  # symbol_state's quotes on the driver (this process is the only writer)
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         spark = batch_df.sparkSession
         if self.committed is None:
             self.committed = lake_mod.committed_batches(spark, self.lake)
-        result = process_batch(
-            batch_df, batch_id, self.lake, self.symbols, self.max_spread, self.max_spread_ratio, self.committed,
-        )
+        if self.state is None:
+            self.state = StateMirror(spark, self.lake)
+        try:
+            result = process_batch(
+                batch_df, batch_id, self.lake, self.symbols, self.max_spread, self.max_spread_ratio, self.committed,
+                self.state,
+            )
+        except BaseException:
+            # Some writes may be in and the copy ahead of the table: read both from the lake again.
+            self.committed = None
+            self.state.reset()
+            raise
         self.on_batch(result)
 
 
@@ -99,18 +109,23 @@ def process_batch(
     max_spread: Decimal,
     max_spread_ratio: Decimal,
     committed: dict[str, int] | None = None,
+    state: StateMirror | None = None,
 ) -> BatchResult:
     """Process one micro-batch. `committed` (table -> last batch written) is updated in place;
-    None reads it from the lake (a one-off call, e.g. in tests)."""
+    None reads it from the lake (a one-off call, e.g. in tests). `state` likewise."""
     spark = batch_df.sparkSession
     if committed is None:
         committed = lake_mod.committed_batches(spark, lake)
+    if state is None:
+        state = StateMirror(spark, lake)
     t0 = time.perf_counter()
     jobs0 = spark_jobs_so_far(spark)
     started_at = datetime.now(timezone.utc)
     result = BatchResult(batch_id)
     path = lambda name: lake_mod.table_path(lake, name)  # noqa: E731
 
+    describe = lambda phase: spark.sparkContext.setJobDescription(f"market-spread batch {batch_id}: {phase}")  # noqa: E731
+    describe("parse")
     lines = parsing.nonblank_lines(batch_df)
     # Everything below reads the parsed batch several times: parse each input line once. Kept
     # deserialised: serialising the cached columns costs more than the memory it saves.
@@ -139,10 +154,11 @@ def process_batch(
         orders = parsing.valid_orders(parsed)
 
         t1 = time.perf_counter()
+        describe("late check")
         alerts, observed = None, Observation(f"alerts-{batch_id}")
         if result.orders:
             alerts, result.late_symbols = check_orders(
-                spark, lake, quotes, orders, max_spread, max_spread_ratio, batch_id,
+                spark, lake, state.quotes(), quotes, orders, max_spread, max_spread_ratio, batch_id,
             )
             # Counted while it is written: no separate job computes the as-of check twice.
             alerts = alerts.observe(observed, F.count(F.lit(1)).alias("n"))
@@ -166,12 +182,17 @@ def process_batch(
             writes["symbol_state"] = lambda: merge_state(spark, lake, quotes, batch_id)
         if alerts is not None:
             writes["alerts"] = lambda: append(alerts, path("alerts"))
+        # Each write names its table in the Spark UI (a job description is per thread).
+        writes = {t: (lambda t=t, w=w: (describe(f"write {t}"), w())) for t, w in writes.items()}
         for table in [t for t in writes if committed.get(t, -1) >= batch_id]:
             del writes[table]  # a replay: this table already holds the batch
             result.skipped.append(table)
+        tasks = dict(writes)
+        if result.quotes:  # not a table: the driver's copy of the state moves on with the MERGE
+            tasks["state_mirror"] = lambda: (describe("advance state mirror"), state.advance(quotes))
         with tagged(spark, batch_id):
             # Four different tables: side by side, since a small commit is mostly waiting.
-            run_all(writes, result.phases_ms)
+            run_all(tasks, result.phases_ms)
         for table in writes:
             committed[table] = batch_id
         if "alerts" in writes:
@@ -194,6 +215,7 @@ def process_batch(
             result.phases_ms["merge"], result.spark_jobs,
         )
         t3 = time.perf_counter()
+        describe("write batch_metrics")
         if committed.get("batch_metrics", -1) < batch_id:
             metrics = literal_row(spark, lake_mod.SCHEMAS["batch_metrics"], values)
             with tagged(spark, batch_id):
@@ -206,11 +228,13 @@ def process_batch(
         return result
     finally:
         parsed.unpersist()
+        spark.sparkContext.setJobDescription(None)
 
 
 def check_orders(
     spark: SparkSession,
     lake: str,
+    state_quotes: DataFrame,
     quotes: DataFrame,
     orders: DataFrame,
     max_spread: Decimal,
@@ -219,7 +243,7 @@ def check_orders(
 ) -> tuple[DataFrame, int]:
     """Alerts for the batch's orders, each checked against the quote current at its time.
 
-    Candidates: this batch's quotes, the stored state, and, only for symbols with orders older than
+    Candidates: this batch's quotes, the stored state (`state_quotes`), and, only for symbols with orders older than
     their stored state ("late"), the quote history up to those orders' times. The as-of choice is a
     sort within each symbol with the last quote carried forward (no range join: that would go
     quadratic on hot symbols).
@@ -227,7 +251,6 @@ def check_orders(
     bounds = orders.groupBy("symbol").agg(
         F.min("order_time").alias("first_order"), F.max("order_time").alias("last_order")
     )
-    state_quotes = read_state_quotes(spark, lake)
     late = (
         bounds.join(state_quotes.select("symbol", "quote_time"), "symbol")
         .where("quote_time > first_order")
