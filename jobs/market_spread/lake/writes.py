@@ -32,6 +32,10 @@ def append(df: DataFrame, path: str) -> None:
     df.write.format("delta").mode("append").save(path)
 
 
+# The phase (batch_metrics, bench) each concurrent task's time is recorded under; tables not named here are appends.
+_PHASES = {"symbol_state": "merge", "state_mirror": "state_mirror"}
+
+
 def run_all(writes: dict[str, Callable[[], None]], phases_ms: dict[str, int]) -> None:
     """Run the writes concurrently; re-raise the first failure after all have finished."""
     if not writes:
@@ -41,7 +45,7 @@ def run_all(writes: dict[str, Callable[[], None]], phases_ms: dict[str, int]) ->
         start = time.perf_counter()
         writes[name]()
         # Each write's own time (they overlap: "write" is the wall time of all of them).
-        phases_ms["merge" if name == "symbol_state" else name if name == "state_mirror" else f"append_{name}"] = ms_since(start)
+        phases_ms[_PHASES.get(name, f"append_{name}")] = ms_since(start)
 
     workers = int(os.environ.get("MARKET_SPREAD_WRITE_THREADS", "4"))
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(writes))), thread_name_prefix="delta-write") as pool:
