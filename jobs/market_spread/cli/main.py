@@ -1,6 +1,6 @@
 """`market-spread`: the command-line entry point.
 
-The commands are click commands, one module each in market_spread.commands (found by name here,
+The commands are click commands, one module each in market_spread.cli.commands (found by name here,
 so this layer does not import the features). Every flag may also come from the environment:
 `--max-spread-ratio` from `MARKET_SPREAD_STREAM_MAX_SPREAD_RATIO` (the command's own name) or
 `MARKET_SPREAD_MAX_SPREAD_RATIO` (shared by every command, except for flags that differ between
@@ -28,14 +28,14 @@ HELP = ("Catch the orders to reject because the market for their symbol is too w
 
 # name -> (module, one-line help). `bench` is a developer tool, offered only where it is installed.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "stream": ("market_spread.commands.stream", "run the streaming job over a landing folder into a lake"),
-    "generate": ("market_spread.commands.generate", "write synthetic quote and order feeds into a landing folder"),
-    "replay": ("market_spread.commands.replay", "convert Wallaroo fixish/FIX files into landing files"),
-    "validate": ("market_spread.commands.validate", "run the Great Expectations suites on the lake"),
-    "sql": ("market_spread.commands.sql", "query the lake's tables by name"),
-    "maintain": ("market_spread.commands.maintain", "compact and vacuum the lake's tables"),
+    "stream": ("market_spread.cli.commands.stream", "run the streaming job over a landing folder into a lake"),
+    "generate": ("market_spread.cli.commands.generate", "write synthetic quote and order feeds into a landing folder"),
+    "replay": ("market_spread.cli.commands.replay", "convert Wallaroo fixish/FIX files into landing files"),
+    "validate": ("market_spread.cli.commands.validate", "run the Great Expectations suites on the lake"),
+    "sql": ("market_spread.cli.commands.sql", "query the lake's tables by name"),
+    "maintain": ("market_spread.cli.commands.maintain", "compact and vacuum the lake's tables"),
     "bench": ("market_spread_tools.bench_command", "measure throughput, latency and scaling"),
-    "broker": ("market_spread.commands.broker", "run a single-node Kafka broker (KRaft) on 127.0.0.1 in the foreground"),
+    "broker": ("market_spread.cli.commands.broker", "run a single-node Kafka broker (KRaft) on 127.0.0.1 in the foreground"),
 }
 
 

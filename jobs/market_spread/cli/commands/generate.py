@@ -7,7 +7,7 @@ import click
 
 from market_spread.cli.options import ranged, symbols, whole_number
 from market_spread.cli.params import choice, number, options
-from market_spread.commands import kafka
+from market_spread.cli.commands import kafka
 
 opt = options("generate")
 

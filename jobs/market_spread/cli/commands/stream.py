@@ -7,7 +7,7 @@ import click
 
 from market_spread.cli.options import lake, master, symbols, thresholds, whole_number
 from market_spread.cli.params import exclusive, number, options
-from market_spread.commands import kafka
+from market_spread.cli.commands import kafka
 
 opt = options("stream")
 CHECKS = (lambda ctx: exclusive(ctx, "available_now", "interval"),)  # run by cli.main after parsing

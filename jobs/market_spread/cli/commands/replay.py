@@ -6,7 +6,7 @@ import argparse
 import click
 
 from market_spread.cli.params import number, options
-from market_spread.commands import kafka
+from market_spread.cli.commands import kafka
 from market_spread.feeds.replay import DEFAULT_RECORDS_PER_FILE
 
 opt = options("replay")
