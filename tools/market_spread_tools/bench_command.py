@@ -3,15 +3,13 @@ from __future__ import annotations
 
 import argparse
 
-import click
-
-from market_spread.cli.params import options
+from market_spread.cli.params import env_command, options
 from market_spread.runtime.paths import project_home
 
 opt = options("bench")
 
 
-@click.command("bench")
+@env_command("bench")
 @opt("--quick", is_flag=True,
      help="a smaller run: about 5 minutes on 2 cores (100k events, 2 rates, 20 batches, 2 symbol counts)")
 @opt("--out", default=str(project_home() / "bench" / "results"), help="results folder")

@@ -11,19 +11,23 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
+import inspect
 import sys
 from typing import Sequence
 
 import click
 from click.core import ParameterSource
 
-from market_spread.cli.envnames import AMBIGUOUS_FLAGS, env_name, env_names  # noqa: F401 - the public names
-from market_spread.cli.params import expand_lists
+# The variable names stay importable from here (orchestration.jobs reads them from cli.envnames).
+from market_spread.cli.envnames import AMBIGUOUS_FLAGS, env_name, env_names
+
+__all__ = ["AMBIGUOUS_FLAGS", "COMMANDS", "UsageError", "commands", "env_name", "env_names", "main", "parse",
+           "parse_args"]
 
 PROG = "market-spread"
 HELP = ("Catch the orders to reject because the market for their symbol is too wide or unknown. "
         "Every flag can also be set by its environment variable (shown in each command's --help).")
+HELP_OPTIONS = ["-h", "--help"]  # as argparse had them
 
 
 # name -> (module, one-line help). `bench` is a developer tool, offered only where it is installed.
@@ -53,14 +57,20 @@ def commands() -> dict[str, click.Command]:
             if not module_name.startswith(exc.name or "\0"):
                 raise
             continue
-        module.command.help = module.command.help or help_text
+        details = inspect.getdoc(module.command.callback)  # e.g. what sql's QUERY argument is
+        module.command.help = help_text + (f"\n\n{details}" if details else "")
         module.command.short_help = help_text
         found[name] = module.command
     return found
 
 
+class _Commands(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)  # in COMMANDS' order, not sorted
+
+
 def build_cli() -> click.Group:
-    return click.Group(PROG, commands=commands(), help=HELP)
+    return _Commands(PROG, commands=commands(), help=HELP, context_settings={"help_option_names": HELP_OPTIONS})
 
 
 def _fail(prog: str, message: str) -> None:
@@ -86,21 +96,15 @@ def parse(argv: Sequence[str] | None = None) -> tuple[click.Context, click.Comma
     try:
         if not argv:
             _fail(prog, f"a command is required (choose from {', '.join(group.commands)}; --help for more)")
-        if argv[0] in ("-h", "--help"):
-            with group.make_context(PROG, ["--help"]):
-                pass
+        if argv[0] in HELP_OPTIONS:
+            group.make_context(PROG, ["--help"])  # prints the help, then raises Exit
         name = argv[0]
         command = group.commands.get(name)
         if command is None:
             _fail(prog, f"unknown command {name!r} (choose from {', '.join(group.commands)})")
         prog = f"{PROG} {name}"
-        module = sys.modules[command.callback.__module__]
-        rest = expand_lists(argv[1:], getattr(module, "LIST_FLAGS", set()))
-        parent = click.Context(group, info_name=PROG)
-        ctx = command.make_context(name, rest, parent=parent)
-        for check in getattr(module, "CHECKS", ()):  # checks across options, e.g. exclusive ones
-            check(ctx)
-        return ctx, command
+        parent = click.Context(group, info_name=PROG, help_option_names=HELP_OPTIONS)
+        return command.make_context(name, argv[1:], parent=parent), command
     except click.exceptions.Exit as done:
         raise SystemExit(done.exit_code) from None
     except click.ClickException as exc:
@@ -123,6 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         sys.stderr.write(f"{prog}: error: {exc}\n")
         return 2
+    except click.ClickException as exc:  # a command that checks a value itself, click's way
+        sys.stderr.write(f"{prog}: error: {_one_line(exc)}\n")
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130
 

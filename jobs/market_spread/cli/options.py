@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from market_spread.cli.params import Converted, choice, number, options
+from market_spread.cli.params import Converted, number, options
 from market_spread.domain.rules import DEFAULT_MAX_SPREAD, DEFAULT_MAX_SPREAD_RATIO, parse_threshold
 from market_spread.runtime.paths import default_symbols
 

@@ -1,5 +1,6 @@
 """click plumbing shared by the commands: options that also read the environment, value types
-built from plain converter functions, mutually exclusive options, and space-separated lists.
+built from plain converter functions, and commands with mutually exclusive options and lists that
+take several values after one flag.
 
 Every option reads MARKET_SPREAD_<COMMAND>_<FLAG>, then MARKET_SPREAD_<FLAG> (see envnames). click
 converts a value from the environment with the option's own type, so it is checked as a flag
@@ -19,9 +20,13 @@ from market_spread.runtime.env import FALSE_WORDS, TRUE_WORDS
 class Converted(click.ParamType):
     """A click type from a function `text -> value` that raises ValueError with the reason."""
 
-    def __init__(self, convert: Callable[[str], Any], name: str | None = None) -> None:
+    def __init__(self, convert: Callable[[str], Any], name: str | None = None, metavar: str | None = None) -> None:
         self._convert = convert
         self.name = name or getattr(convert, "__name__", "value").strip("_")
+        self._metavar = metavar
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str | None:
+        return self._metavar
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if not isinstance(value, str):
@@ -38,7 +43,7 @@ def choice(*values: str) -> Converted:
             raise ValueError(f"not one of {', '.join(values)}")
         return text
 
-    return Converted(one_of, "choice")
+    return Converted(one_of, "choice", "[" + "|".join(values) + "]")
 
 
 def number(kind: type) -> Converted:
@@ -105,6 +110,28 @@ def options(command: str) -> Callable[..., Callable]:
     return opt
 
 
+class EnvCommand(click.Command):
+    """A command of EnvOptions: a list option takes several values after one flag, as argparse's
+    nargs="+" did (`--nbbo a.msg b.msg`), and each group of `exclusive` options is refused when more
+    than one of them is set, whether by flag or by variable."""
+
+    def __init__(self, *args: Any, exclusive: Iterable[tuple[str, ...]] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.exclusive = tuple(exclusive)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        lists = {p.flag for p in self.params if isinstance(p, EnvOption) and p.multiple}
+        rest = super().parse_args(ctx, expand_lists(args, lists))
+        for names in self.exclusive:
+            exclusive(ctx, *names)
+        return rest
+
+
+def env_command(name: str, **kwargs: Any) -> Callable[[Callable], EnvCommand]:
+    """`@env_command("stream", exclusive=[("available_now", "interval")])` over a function of the options."""
+    return click.command(name, cls=EnvCommand, **kwargs)
+
+
 def given(ctx: click.Context, name: str) -> bool:
     """Whether the user set an option (flag or variable; a switch only counts when on)."""
     source = ctx.get_parameter_source(name)
@@ -137,6 +164,9 @@ def expand_lists(argv: Iterable[str], list_flags: set[str]) -> list[str]:
         token = argv[i]
         out.append(token)
         i += 1
+        if token == "--":  # the rest are arguments, not options
+            out.extend(argv[i:])
+            break
         if token in list_flags:
             values = []
             while i < len(argv) and not (argv[i].startswith("-") and argv[i] != "-"):

@@ -1,13 +1,11 @@
 """`market-spread validate`: the command line of validate_lake. Exits 0 only when every critical
-expectation of both suites holds, 1 when one fails."""
+expectation of both suites holds, 1 when one fails. Spark and GX are imported inside run()."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
 from market_spread.cli.options import load_symbols
-from market_spread.quality.slices import DEFAULT_ORPHAN_GRACE_S
-from market_spread.quality.validate import DEFAULT_DOCS, _check_lake, validate_lake
 
 
 def grace_seconds(text: str) -> float:
@@ -24,6 +22,7 @@ def grace_seconds(text: str) -> float:
 def run(args: argparse.Namespace) -> int:
     from market_spread.cli.main import UsageError
     from market_spread.quality.suites import SuiteFileError, load_suites
+    from market_spread.quality.validate import _check_lake, validate_lake
 
     lake = Path(args.lake)
     _check_lake(lake)  # before starting Spark: a wrong path answers at once

@@ -3,14 +3,12 @@ from __future__ import annotations
 
 import argparse
 
-import click
-
-from market_spread.cli.params import number, options
+from market_spread.cli.params import env_command, number, options
 
 opt = options("broker")
 
 
-@click.command("broker")
+@env_command("broker")
 @opt("--port", type=number(int), default=9092, help="client port on 127.0.0.1 (default 9092)")
 @opt("--controller-port", type=number(int), default=0, help="KRaft controller port on 127.0.0.1 (default: --port + 1000)")
 @opt("--data", default="data/kafka", help="data folder, kept across restarts (default data/kafka)")

@@ -3,16 +3,14 @@ from __future__ import annotations
 
 import argparse
 
-import click
-
 from market_spread.cli.options import ranged, symbols, whole_number
-from market_spread.cli.params import choice, number, options
+from market_spread.cli.params import choice, env_command, number, options
 from market_spread.cli.commands import kafka
 
 opt = options("generate")
 
 
-@click.command("generate")
+@env_command("generate")
 @opt("--landing", help="landing folder (quotes/ and orders/ are created); or --kafka")
 @symbols("generate")
 @opt("--quotes", type=whole_number(0), default=1000, help="quotes to write (default 1000)")

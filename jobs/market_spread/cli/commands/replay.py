@@ -3,18 +3,14 @@ from __future__ import annotations
 
 import argparse
 
-import click
-
-from market_spread.cli.params import number, options
+from market_spread.cli.params import env_command, number, options
 from market_spread.cli.commands import kafka
 from market_spread.feeds.replay import DEFAULT_RECORDS_PER_FILE
 
 opt = options("replay")
-# Flags that take several values after one flag (`--nbbo a.msg b.msg`); see cli.params.expand_lists.
-LIST_FLAGS = {"--nbbo", "--orders"}
 
 
-@click.command("replay")
+@env_command("replay")
 @opt("--landing", help="landing folder (quotes/ and orders/ are made inside); or --kafka")
 @opt("--nbbo", multiple=True, metavar="FILE...", help="market data files (fixish or FIX text)")
 @opt("--orders", multiple=True, metavar="FILE...", help="order files (fixish or FIX text)")

@@ -6,12 +6,12 @@ import argparse
 import click
 
 from market_spread.cli.options import lake
-from market_spread.cli.params import choice, options
+from market_spread.cli.params import choice, env_command, options
 
 opt = options("sql")
 
 
-@click.command("sql")
+@env_command("sql")
 @lake("sql")
 @opt("--format", type=choice("table", "json", "csv"), default="table", help="output format (default table)")
 @click.argument("query")

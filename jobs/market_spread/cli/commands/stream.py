@@ -3,17 +3,14 @@ from __future__ import annotations
 
 import argparse
 
-import click
-
 from market_spread.cli.options import lake, master, symbols, thresholds, whole_number
-from market_spread.cli.params import exclusive, number, options
+from market_spread.cli.params import env_command, number, options
 from market_spread.cli.commands import kafka
 
 opt = options("stream")
-CHECKS = (lambda ctx: exclusive(ctx, "available_now", "interval"),)  # run by cli.main after parsing
 
 
-@click.command("stream")
+@env_command("stream", exclusive=[("available_now", "interval")])
 @opt("--landing", help="landing folder with quotes/ and orders/ (with --source files)")
 @lake("stream")
 @symbols("stream")

@@ -3,16 +3,15 @@ from __future__ import annotations
 
 import argparse
 
-import click
-
 from market_spread.cli.options import lake, symbols, thresholds
-from market_spread.cli.params import Converted, options
-from market_spread.quality.command import DEFAULT_DOCS, DEFAULT_ORPHAN_GRACE_S, grace_seconds
+from market_spread.cli.params import Converted, env_command, options
+from market_spread.quality.command import grace_seconds
+from market_spread.quality.defaults import DEFAULT_DOCS, DEFAULT_ORPHAN_GRACE_S
 
 opt = options("validate")
 
 
-@click.command("validate")
+@env_command("validate")
 @lake("validate")
 @symbols("validate")
 @opt("--docs", default=str(DEFAULT_DOCS), help="folder for the Data Docs site and GX files (default: data/quality)")
