@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from pathlib import Path
 
-from market_spread.runtime.paths import default_symbols, project_home
+from market_spread.runtime.paths import default_symbols
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,6 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-
 DEFAULT_RETAIN_HOURS = 168  # Delta's own default retention: 7 days
 EXTRA_TABLES = ("quality_results",)
 CONFLICT_MARKERS = (

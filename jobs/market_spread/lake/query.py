@@ -16,7 +16,6 @@ from datetime import date, datetime
 from decimal import Decimal
 
 
-
 def _text(value: object) -> str:
     if value is None:
         return ""
