@@ -121,3 +121,21 @@ def test_airflow_jobs_get_only_the_settings_they_need():
     env = jobs.child_env(Settings(), "generate", environ)
     assert env["MARKET_SPREAD_GENERATE_ORDERS"] == "9" and "MARKET_SPREAD_VALIDATE_FULL" not in env
     assert not any(k.startswith(("AIRFLOW", "AWS")) for k in env) and "MARKET_SPREAD_MASTER" not in env
+
+
+def test_help_answers_without_spark_and_bench_is_offered_only_with_the_tools(monkeypatch, capsys):
+    import subprocess
+    import sys
+
+    for argv in (["-h"], ["stream", "-h"], ["sql", "--help"]):
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(argv)
+        assert exit_info.value.code == 0 and "Usage: market-spread" in capsys.readouterr().out
+    # Parsing every command's options loads no Spark (a child process: this one may have it already).
+    code = ("import sys; from market_spread.cli.main import parse_args; parse_args(['stream', '--lake', 'K']); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j', 'great_expectations')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
+    assert "bench" in cli.commands()
+    monkeypatch.setitem(sys.modules, "market_spread_tools.bench_command", None)  # as if not installed
+    assert "bench" not in cli.commands() and "stream" in cli.commands()
