@@ -56,6 +56,21 @@ def alerts_by_order(spark, lake: Path) -> dict[str, dict]:
     return {r["order_id"]: r for r in rows(spark, lake, "alerts")}
 
 
+PROCESSING_COLUMNS = ("detected_at", "updated_at", "batch_id", "started_at", "finished_at")
+
+
+def assert_same_tables(spark, lake, reference, tables=("alerts", "symbol_state", "quotes")) -> None:
+    """The product tables of two lakes hold the same rows (any order), processing-time columns aside."""
+    from pyspark.testing import assertDataFrameEqual
+
+    def frame(root: Path, table: str):
+        df = spark.read.format("delta").load(lake_mod.table_path(root, table))
+        return df.drop(*[c for c in PROCESSING_COLUMNS if c in df.columns])
+
+    for table in tables:
+        assertDataFrameEqual(frame(lake, table), frame(reference, table))
+
+
 def comparable_tables(spark, lake: Path) -> dict[str, list[dict]]:
     """Every product table minus processing-time columns: equal across cuttings, runs and crashes."""
     out = {t: rows(spark, lake, t) for t in lake_mod.TABLES if t != "batch_metrics"}

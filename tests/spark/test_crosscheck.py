@@ -12,7 +12,7 @@ import pytest
 from market_spread_tools import reference
 from market_spread.feeds.generate import Generator, write_backlog
 from market_spread.cli.options import load_symbols
-from market_spread.feeds.replay import configure as replay_configure, run as replay_run
+from market_spread.cli.main import main as cli_main
 from lakeutil import SYMBOLS, rows, stream
 
 ALERT_KEYS = ("order_id", "account", "symbol", "side", "qty", "price", "order_time", "reason", "bid", "offer",
@@ -46,12 +46,7 @@ def _reference_state(result) -> dict:
 
 
 def _replay(landing: Path, nbbo: list[Path], orders: list[Path]) -> None:
-    import argparse
-
-    parser = argparse.ArgumentParser()
-    replay_configure(parser)
-    args = parser.parse_args(["--landing", str(landing), "--nbbo", *map(str, nbbo), "--orders", *map(str, orders)])
-    assert replay_run(args) == 0
+    assert cli_main(["replay", "--landing", str(landing), "--nbbo", *map(str, nbbo), "--orders", *map(str, orders)]) == 0
 
 
 @pytest.mark.parametrize("nbbo, trades, reasons", [

@@ -7,6 +7,7 @@ import os
 import pytest
 
 from market_spread.cli import main as cli
+from market_spread.cli.params import EnvOption
 from market_spread.orchestration import jobs
 from market_spread.orchestration.settings import Settings
 
@@ -16,7 +17,7 @@ def parse(monkeypatch, env: dict[str, str], argv: list[str]) -> argparse.Namespa
         monkeypatch.delenv(name)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    return cli.build_parser().parse_args(argv)
+    return cli.parse_args(argv)
 
 
 def refused(monkeypatch, capsys, env: dict[str, str], argv: list[str]) -> str:
@@ -74,17 +75,29 @@ def test_precedence_and_per_command_names(monkeypatch, capsys):
     assert "MARKET_SPREAD_REPLAY_ORDERS" in err
 
 
-def _flags(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
-    return {a.env_flag: a for a in parser._actions if hasattr(a, "env_flag")}
+def test_lists_take_several_values_after_one_flag_and_errors_stay_one_line(monkeypatch, capsys):
+    args = parse(monkeypatch, {}, ["replay", "--landing", "L", "--nbbo", "a.msg", "b.msg", "--orders", "c.msg", "--strict"])
+    assert (args.nbbo, args.orders, args.strict) == (["a.msg", "b.msg"], ["c.msg"], True)
+    args = parse(monkeypatch, {}, ["maintain", "--lake", "K", "--tables", "alerts", "--tables", "quotes"])
+    assert args.tables == ["alerts", "quotes"]
+    args = parse(monkeypatch, {}, ["maintain", "--lake", "K"])
+    assert args.tables is None and args.retain_hours == 168  # as argparse gave: None, not []
+    assert "--lake" in refused(monkeypatch, capsys, {}, ["stream", "--landing", "L"])
+    assert "--max-spread" in refused(monkeypatch, capsys, {}, [*STREAM, "--max-spread", "wide"])
+    assert "a command is required" in refused(monkeypatch, capsys, {}, [])
+    assert "unknown command 'strem'" in refused(monkeypatch, capsys, {}, ["strem"])
+
+
+def _flags(command) -> dict[str, object]:
+    return {p.flag: p for p in command.params if isinstance(p, EnvOption)}
 
 
 def test_ambiguous_flags_and_the_dag_commands_flags_are_up_to_date():
-    parser = cli.build_parser()
-    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    commands = cli.commands()
     meaning: dict[str, set] = {}
-    for sub in commands.values():
-        for flag, action in _flags(sub).items():
-            meaning.setdefault(flag, set()).add((type(action).__name__, action.nargs, getattr(action.type, "__name__", None)))
+    for command in commands.values():
+        for flag, option in _flags(command).items():
+            meaning.setdefault(flag, set()).add((option.is_flag, option.multiple, option.type.name))
     assert {f for f, m in meaning.items() if len(m) > 1} == set(cli.AMBIGUOUS_FLAGS)
     for command, flags in jobs.COMMAND_FLAGS.items():
         assert set(flags) == set(_flags(commands[command])), command
@@ -108,3 +121,21 @@ def test_airflow_jobs_get_only_the_settings_they_need():
     env = jobs.child_env(Settings(), "generate", environ)
     assert env["MARKET_SPREAD_GENERATE_ORDERS"] == "9" and "MARKET_SPREAD_VALIDATE_FULL" not in env
     assert not any(k.startswith(("AIRFLOW", "AWS")) for k in env) and "MARKET_SPREAD_MASTER" not in env
+
+
+def test_help_answers_without_spark_and_bench_is_offered_only_with_the_tools(monkeypatch, capsys):
+    import subprocess
+    import sys
+
+    for argv in (["-h"], ["stream", "-h"], ["sql", "--help"]):
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(argv)
+        assert exit_info.value.code == 0 and "Usage: market-spread" in capsys.readouterr().out
+    # Parsing every command's options loads no Spark (a child process: this one may have it already).
+    code = ("import sys; from market_spread.cli.main import parse_args; parse_args(['stream', '--lake', 'K']); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j', 'great_expectations')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
+    assert "bench" in cli.commands()
+    monkeypatch.setitem(sys.modules, "market_spread_tools.bench_command", None)  # as if not installed
+    assert "bench" not in cli.commands() and "stream" in cli.commands()

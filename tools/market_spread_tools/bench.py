@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from pathlib import Path
 
-from market_spread.runtime.paths import default_symbols, project_home
+from market_spread.runtime.paths import default_symbols
 
 
 @dataclass(frozen=True)
@@ -47,13 +47,6 @@ class Plan:
 # The quick backlog is cut into 3 batches, so that its throughput is that of several batches.
 QUICK = Plan(120_000, 6, 2, (1_000, 10_000), 12, (10, 20), (350, 3_000), 120_000)
 FULL = Plan(2_000_000, 40, None, (1_000, 10_000, 50_000), 60, (100, 1_000, 10_000), (350, 3_000, 30_000), 2_000_000)
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quick", action="store_true", help="a smaller run: about 5 minutes on 2 cores (100k events, 2 rates, 20 batches, 2 symbol counts)")
-    parser.add_argument("--out", default=str(project_home() / "bench" / "results"), help="results folder")
-    parser.add_argument("--work", default=str(project_home() / "bench" / "work"), help="scratch folder (deleted)")
-    parser.add_argument("--only", help="comma-separated parts: throughput,latency,growth,symbols,kafka")
 
 
 def _say(text: str) -> None:

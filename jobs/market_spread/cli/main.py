@@ -1,188 +1,137 @@
 """`market-spread`: the command-line entry point.
 
-Each command lives in its own module exposing `configure(parser)` and `run(args) -> int`; modules
-import Spark and friends inside `run`, so `--help` and argument errors answer at once.
-Every flag may also come from the environment: `--max-spread-ratio` from
-`MARKET_SPREAD_STREAM_MAX_SPREAD_RATIO` (the command's own name) or `MARKET_SPREAD_MAX_SPREAD_RATIO`
-(shared by every command, except for flags that differ between commands: see AMBIGUOUS_FLAGS), and
-so on. Values from the environment are checked as flags are. Bad arguments exit 2 with a one-line
-reason.
+The commands are click commands, one module each in market_spread.cli.commands (found by name here,
+so this layer does not import the features). Every flag may also come from the environment:
+`--max-spread-ratio` from `MARKET_SPREAD_STREAM_MAX_SPREAD_RATIO` (the command's own name) or
+`MARKET_SPREAD_MAX_SPREAD_RATIO` (shared by every command, except for flags that differ between
+commands: see AMBIGUOUS_FLAGS), and so on. Values from the environment are checked as flags are.
+Bad arguments exit 2 with a one-line reason.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
-import os
+import inspect
 import sys
-from typing import Any, Sequence
+from typing import Sequence
 
-from market_spread.runtime.env import ENV_PREFIX, FALSE_WORDS, TRUE_WORDS
+import click
+from click.core import ParameterSource
 
+# The variable names stay importable from here (orchestration.jobs reads them from cli.envnames).
+from market_spread.cli.envnames import AMBIGUOUS_FLAGS, env_name, env_names
+
+__all__ = ["AMBIGUOUS_FLAGS", "COMMANDS", "UsageError", "commands", "env_name", "env_names", "main", "parse",
+           "parse_args"]
+
+PROG = "market-spread"
+HELP = ("Catch the orders to reject because the market for their symbol is too wide or unknown. "
+        "Every flag can also be set by its environment variable (shown in each command's --help).")
+HELP_OPTIONS = ["-h", "--help"]  # as argparse had them
+
+
+# name -> (module, one-line help). `bench` is a developer tool, offered only where it is installed.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "stream": ("market_spread.stream.job", "run the streaming job over a landing folder into a lake"),
-    "generate": ("market_spread.feeds.generate", "write synthetic quote and order feeds into a landing folder"),
-    "replay": ("market_spread.feeds.replay", "convert Wallaroo fixish/FIX files into landing files"),
-    "validate": ("market_spread.quality.command", "run the Great Expectations suites on the lake"),
-    "sql": ("market_spread.lake.query", "query the lake's tables by name"),
-    "maintain": ("market_spread.lake.maintenance", "compact and vacuum the lake's tables"),
-    "bench": ("market_spread_tools.bench", "measure throughput, latency and scaling"),
-    "broker": ("market_spread.feeds.broker", "run a single-node Kafka broker (KRaft) on 127.0.0.1 in the foreground"),
+    "stream": ("market_spread.cli.commands.stream", "run the streaming job over a landing folder into a lake"),
+    "generate": ("market_spread.cli.commands.generate", "write synthetic quote and order feeds into a landing folder"),
+    "replay": ("market_spread.cli.commands.replay", "convert Wallaroo fixish/FIX files into landing files"),
+    "validate": ("market_spread.cli.commands.validate", "run the Great Expectations suites on the lake"),
+    "sql": ("market_spread.cli.commands.sql", "query the lake's tables by name"),
+    "maintain": ("market_spread.cli.commands.maintain", "compact and vacuum the lake's tables"),
+    "bench": ("market_spread_tools.bench_command", "measure throughput, latency and scaling"),
+    "broker": ("market_spread.cli.commands.broker", "run a single-node Kafka broker (KRaft) on 127.0.0.1 in the foreground"),
 }
-
-# Flags that mean different things in different commands (`generate --orders N` is a count,
-# `replay --orders FILE...` a file list): only the command's own variable is read for them
-# (MARKET_SPREAD_GENERATE_ORDERS, MARKET_SPREAD_REPLAY_ORDERS); the shared name is refused.
-AMBIGUOUS_FLAGS = frozenset({"--orders"})
-_FROM_ENV = object()  # the default while parsing of a flag whose variable is set
-
-
-def env_name(flag: str, command: str | None = None) -> str:
-    """MARKET_SPREAD_<FLAG>, or MARKET_SPREAD_<COMMAND>_<FLAG> for a command's own name."""
-    stem = flag.lstrip("-").replace("-", "_").upper()
-    return ENV_PREFIX + (f"{command.upper()}_" if command else "") + stem
-
-
-def env_names(flag: str, command: str | None) -> list[str]:
-    """The variables a flag is read from, first match wins: the command's own name, then the shared
-    one unless the flag is ambiguous across commands."""
-    names = [env_name(flag, command)] if command else []
-    if not (command and flag in AMBIGUOUS_FLAGS):
-        names.append(env_name(flag))
-    return names
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with settings from the environment and one-line errors.
-
-    Each flag comes from the command line, else from its environment variable, else from its
-    default; a value from the environment goes through the same checks as on the command line (the
-    flag's type converter, its choices, true/false for switches, mutually exclusive groups) and a bad
-    one exits 2 naming the variable.
-    """
-
-    command: str | None = None  # set by build_parser on each command's parser
-
-    def _add_action(self, action: argparse.Action) -> argparse.Action:
-        # Every flag passes here, also those added through a (mutually exclusive) group.
-        long = next((n for n in action.option_strings if n.startswith("--")), None)
-        if long and long != "--help":
-            action.env_flag = long  # type: ignore[attr-defined]
-            if action.help is not None and action.help is not argparse.SUPPRESS:
-                action.help = f"{action.help} [env {' or '.join(env_names(long, self.command))}]"
-        return super()._add_action(action)
-
-    def _env_value(self, action: argparse.Action) -> tuple[str, str] | None:
-        flag = getattr(action, "env_flag", None)
-        if flag is None:
-            return None
-        if self.command and flag in AMBIGUOUS_FLAGS:
-            shared = os.environ.get(env_name(flag), "")
-            if shared.strip() and not os.environ.get(env_name(flag, self.command), "").strip():
-                self.error(f"environment variable {env_name(flag)} is ambiguous ({flag} differs between "
-                           f"commands): set {env_name(flag, self.command)} instead")
-        for name in env_names(flag, self.command):
-            value = os.environ.get(name)
-            if value is not None and value.strip() != "":
-                return name, value
-        return None
-
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
-        from_env = {a: found for a in self._actions if (found := self._env_value(a)) is not None}
-        saved = {a: (a.default, a.required) for a in from_env}
-        for a in from_env:
-            a.default, a.required = _FROM_ENV, False
-        try:
-            namespace, extras = super().parse_known_args(args, namespace)
-        finally:
-            for a, (default, required) in saved.items():
-                a.default, a.required = default, required
-        filled = []
-        for a, (name, raw) in from_env.items():
-            if getattr(namespace, a.dest, None) is _FROM_ENV:
-                setattr(namespace, a.dest, self._convert_env(a, name, raw))
-                filled.append(a)
-        given = {a for a in self._actions if a not in from_env and getattr(namespace, a.dest, None) is not a.default}
-        given |= {a for a in from_env if a not in filled}
-        for group in self._mutually_exclusive_groups:
-            chosen = [a for a in group._group_actions
-                      if a in given or (a in filled and getattr(namespace, a.dest) not in (False, None))]
-            if len(chosen) > 1:
-                def where(a: argparse.Action) -> str:
-                    return f"environment variable {from_env[a][0]}" if a in filled else a.option_strings[-1]
-                self.error(f"{where(chosen[0])} and {where(chosen[1])} cannot be used together")
-        return namespace, extras
-
-    def _convert_env(self, action: argparse.Action, name: str, raw: str) -> Any:
-        def bad(reason: str) -> None:
-            self.error(f"environment variable {name}={raw!r}: {reason}")
-
-        if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
-            word = raw.strip().lower()
-            if word not in TRUE_WORDS | FALSE_WORDS:
-                bad("not a boolean (use true or false)")
-            on = word in TRUE_WORDS
-            return on if isinstance(action, argparse._StoreTrueAction) else not on
-        if isinstance(action, argparse._CountAction):
-            try:
-                return int(raw)
-            except ValueError:
-                bad("not a whole number")
-        if action.nargs in ("+", "*"):
-            items = [self._convert_one(action, v, bad) for v in raw.split(os.pathsep) if v]
-            if action.nargs == "+" and not items:
-                bad("expected at least one value")
-            return items
-        return self._convert_one(action, raw, bad)
-
-    @staticmethod
-    def _convert_one(action: argparse.Action, text: str, bad) -> Any:
-        value: Any = text
-        if action.type is not None:
-            try:
-                value = action.type(text)
-            except (argparse.ArgumentTypeError, ValueError, TypeError) as exc:
-                bad(str(exc) or f"invalid {getattr(action.type, '__name__', 'value')}")
-        if action.choices is not None and value not in action.choices:
-            bad(f"not one of {', '.join(map(str, action.choices))}")
-        return value
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
-        raise SystemExit(2)
-
-
-def build_parser() -> Parser:
-    parser = Parser(prog="market-spread", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    sub.required = True
-    for name, (module_name, help_text) in COMMANDS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue  # a command not built yet is simply not offered
-        cmd = sub.add_parser(name, help=help_text, description=help_text)
-        cmd.command = name  # before configure: the flags' variable names depend on it
-        module.configure(cmd)
-        cmd.set_defaults(_run=module.run, _prog=cmd.prog)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return int(args._run(args) or 0)
-    except UsageError as exc:
-        sys.stderr.write(f"{args._prog}: error: {exc}\n")
-        return 2
-    except KeyboardInterrupt:
-        return 130
 
 
 class UsageError(Exception):
     """A bad argument found after parsing (e.g. a missing file): exit 2 with this one line."""
+
+
+def commands() -> dict[str, click.Command]:
+    """The commands on offer (a developer tool that is not installed is simply not offered)."""
+    found: dict[str, click.Command] = {}
+    for name, (module_name, help_text) in COMMANDS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if not module_name.startswith(exc.name or "\0"):
+                raise
+            continue
+        details = inspect.getdoc(module.command.callback)  # e.g. what sql's QUERY argument is
+        module.command.help = help_text + (f"\n\n{details}" if details else "")
+        module.command.short_help = help_text
+        found[name] = module.command
+    return found
+
+
+class _Commands(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)  # in COMMANDS' order, not sorted
+
+
+def build_cli() -> click.Group:
+    return _Commands(PROG, commands=commands(), help=HELP, context_settings={"help_option_names": HELP_OPTIONS})
+
+
+def _fail(prog: str, message: str) -> None:
+    sys.stderr.write(f"{prog}: error: {message}\n")
+    raise SystemExit(2)
+
+
+def _one_line(exc: click.ClickException) -> str:
+    """click's message on one line, naming the environment variable when the bad value came from one."""
+    ctx, param = getattr(exc, "ctx", None), getattr(exc, "param", None)
+    if isinstance(exc, click.BadParameter) and ctx is not None and param is not None:
+        found = ctx.meta.get(("env", param.name))
+        if found and ctx.get_parameter_source(param.name) in (ParameterSource.ENVIRONMENT, None):
+            return f"environment variable {found[0]}={found[1]!r}: {exc.message}"
+    return " ".join(exc.format_message().split())
+
+
+def parse(argv: Sequence[str] | None = None) -> tuple[click.Context, click.Command]:
+    """The command's context with every value parsed and checked (exit 2 with one line if not)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    group = build_cli()
+    prog = PROG
+    try:
+        if not argv:
+            _fail(prog, f"a command is required (choose from {', '.join(group.commands)}; --help for more)")
+        if argv[0] in HELP_OPTIONS:
+            group.make_context(PROG, ["--help"])  # prints the help, then raises Exit
+        name = argv[0]
+        command = group.commands.get(name)
+        if command is None:
+            _fail(prog, f"unknown command {name!r} (choose from {', '.join(group.commands)})")
+        prog = f"{PROG} {name}"
+        parent = click.Context(group, info_name=PROG, help_option_names=HELP_OPTIONS)
+        return command.make_context(name, argv[1:], parent=parent), command
+    except click.exceptions.Exit as done:
+        raise SystemExit(done.exit_code) from None
+    except click.ClickException as exc:
+        _fail(prog, _one_line(exc))
+    raise AssertionError("unreachable")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The parsed values of a command line, as the command's function receives them (no run)."""
+    ctx, command = parse(argv)
+    return argparse.Namespace(command=command.name, **ctx.params)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ctx, command = parse(argv)
+    prog = f"{PROG} {command.name}"
+    try:
+        with ctx:
+            return int(command.invoke(ctx) or 0)
+    except UsageError as exc:
+        sys.stderr.write(f"{prog}: error: {exc}\n")
+        return 2
+    except click.ClickException as exc:  # a command that checks a value itself, click's way
+        sys.stderr.write(f"{prog}: error: {_one_line(exc)}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

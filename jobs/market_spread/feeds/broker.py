@@ -26,19 +26,6 @@ MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 DEFAULT_PARTITIONS = 4
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", type=int, default=9092, help="client port on 127.0.0.1 (default 9092)")
-    parser.add_argument(
-        "--controller-port", type=int, default=0,
-        help="KRaft controller port on 127.0.0.1 (default: --port + 1000)",
-    )
-    parser.add_argument("--data", default="data/kafka", help="data folder, kept across restarts (default data/kafka)")
-    parser.add_argument("--heap", default="512m", help="JVM heap (default 512m)")
-    parser.add_argument(
-        "--ready-timeout", type=float, default=120.0, help="seconds to wait for the broker to accept clients"
-    )
-
-
 def broker_jars() -> list[str]:
     from market_spread.cli.main import UsageError
     from market_spread.runtime.spark import MissingJars, cached_jars

@@ -21,48 +21,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable
 
-from market_spread.cli.options import add_symbols, load_symbols
+from market_spread.cli.options import load_symbols
 
 BASE_TIME = datetime(2026, 11, 23, 14, 30, tzinfo=timezone.utc)
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--landing", help="landing folder (quotes/ and orders/ are created); or --kafka")
-    add_symbols(parser)
-    parser.add_argument("--quotes", type=_count, default=1000, help="quotes to write (default 1000)")
-    parser.add_argument("--orders", type=_count, default=1000, help="orders to write (default 1000)")
-    parser.add_argument("--files", type=_positive_int, default=1, help="files per feed (default 1)")
-    parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    parser.add_argument("--wide-share", type=_share, default=0.1, help="share of symbols quoting wide (default 0.1)")
-    parser.add_argument("--profile", choices=("default", "wallaroo"), default="default", help="data recipe")
-    parser.add_argument("--rate", type=float, help="events per second to land continuously (with --duration)")
-    parser.add_argument("--duration", type=float, help="seconds to keep landing files at --rate (0: until stopped)")
-    parser.add_argument("--tick", type=float, default=1.0, help="seconds between files in --rate mode (default 1)")
-    parser.add_argument("--start", help="event time of the first record, ISO-8601 (default 2026-11-23T14:30:00Z)")
-    from market_spread.feeds.producer import add_arguments as add_kafka_arguments
-
-    add_kafka_arguments(parser)
-
-
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be >= 0")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be >= 1")
-    return value
-
-
-def _share(text: str) -> float:
-    value = float(text)
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError("must be between 0 and 1")
-    return value
 
 
 @dataclass

@@ -19,16 +19,6 @@ MAX_MESSAGE_BYTES = 8 * 1024 * 1024  # the broker's message.max.bytes (broker.py
 _SYMBOL = re.compile(r'"symbol"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--kafka HOST:PORT` and the topic names, for the producing commands."""
-    parser.add_argument("--kafka", metavar="HOST:PORT[,HOST:PORT]",
-                        help="write the records to Kafka topics at these brokers instead of landing files")
-    parser.add_argument("--quotes-topic", default=DEFAULT_QUOTES_TOPIC, help="with --kafka: quotes topic (default quotes)")
-    parser.add_argument("--orders-topic", default=DEFAULT_ORDERS_TOPIC, help="with --kafka: orders topic (default orders)")
-    parser.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS,
-                        help=f"with --kafka: partitions of topics it creates (default {DEFAULT_PARTITIONS})")
-
-
 def key_of(line: str) -> bytes | None:
     """The record key: the line's symbol, or None when the line has none (it is still sent, and
     the stream quarantines it). A regex, not a JSON parse: this runs for every record."""

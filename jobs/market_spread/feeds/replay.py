@@ -27,20 +27,6 @@ STAMP_FORMAT = "%Y%m%dT%H%M%S%fZ"
 _STAMP_IN_NAME = re.compile(r"^replay-(\d{8}T\d{12}Z)-")
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--landing", help="landing folder (quotes/ and orders/ are made inside); or --kafka")
-    parser.add_argument("--nbbo", nargs="+", default=[], metavar="FILE", help="market data files (fixish or FIX text)")
-    parser.add_argument("--orders", nargs="+", default=[], metavar="FILE", help="order files (fixish or FIX text)")
-    parser.add_argument(
-        "--records-per-file", type=int, default=DEFAULT_RECORDS_PER_FILE, metavar="N",
-        help=f"records per landing file (default {DEFAULT_RECORDS_PER_FILE})",
-    )
-    parser.add_argument("--strict", action="store_true", help="stop at the first bad frame or line; write nothing then")
-    from market_spread.feeds.producer import add_arguments as add_kafka_arguments
-
-    add_kafka_arguments(parser)
-
-
 @dataclass
 class FileSummary:
     path: Path

@@ -33,8 +33,6 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from market_spread.cli.options import add_lake, whole_number
-
 DEFAULT_RETAIN_HOURS = 168  # Delta's own default retention: 7 days
 EXTRA_TABLES = ("quality_results",)
 CONFLICT_MARKERS = (
@@ -53,29 +51,6 @@ CONFLICT_MARKERS = (
 T = TypeVar("T")
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    add_lake(parser)
-    parser.add_argument(
-        "--retain-hours", type=_hours, default=DEFAULT_RETAIN_HOURS,
-        help=f"VACUUM keeps files removed less than this long ago (default {DEFAULT_RETAIN_HOURS} = 7 days)",
-    )
-    parser.add_argument("--tables", nargs="+", help="only these tables (default: every product table present)")
-    parser.add_argument(
-        "--attempts", type=_attempts, default=5, help="tries per operation on Delta write conflicts (default 5)"
-    )
-    parser.add_argument(
-        "--quote-retention-days", type=_days, default=0, metavar="N",
-        help="delete quote history rows of days before today (UTC) minus N; 0 keeps everything (default 0)",
-    )
-    parser.add_argument("--master", help="Spark master URL (default local[*])")
-
-
-_hours = whole_number(1, "hours")
-
-
-_days = whole_number(0, "days", " (0 keeps everything)")
-
-
 def quote_cutoff(days: int, today: date | None = None) -> date:
     """The first quote_date kept: today (UTC) minus `days`."""
     today = today or datetime.now(timezone.utc).date()
@@ -86,13 +61,6 @@ def expire_quotes(spark: Any, path: str, cutoff: date) -> int:
     """DELETE the quote history before `cutoff` (a partition predicate: whole files go); rows deleted."""
     rows = spark.sql(f"DELETE FROM delta.`{path}` WHERE quote_date < DATE'{cutoff.isoformat()}'").collect()
     return int(rows[0]["num_affected_rows"]) if rows and "num_affected_rows" in rows[0].asDict() else 0
-
-
-def _attempts(text: str) -> int:
-    value = int(text)
-    if not 1 <= value <= 20:
-        raise argparse.ArgumentTypeError("must be between 1 and 20")
-    return value
 
 
 def is_conflict(exc: BaseException) -> bool:

@@ -15,14 +15,6 @@ import sys
 from datetime import date, datetime
 from decimal import Decimal
 
-from market_spread.cli.options import add_lake
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    add_lake(parser)
-    parser.add_argument("--format", choices=("table", "json", "csv"), default="table", help="output format (default table)")
-    parser.add_argument("query", help='a Spark SQL query, e.g. "SELECT reason, count(*) FROM alerts GROUP BY reason"')
-
 
 def _text(value: object) -> str:
     if value is None:

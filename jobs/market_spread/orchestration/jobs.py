@@ -180,7 +180,7 @@ def child_env(settings: Settings, command: str, environ: dict[str, str] | None =
     """The environment of a `command` job: the base variables, Spark's and Java's, the runtime
     MARKET_SPREAD_* ones and the variables of that command's flags; nothing else. A Spark master
     set by Variable reaches every command (build_session reads MARKET_SPREAD_MASTER)."""
-    from market_spread.cli.main import env_names  # standard library only: cheap
+    from market_spread.cli.envnames import env_names  # standard library only: cheap
 
     environ = dict(os.environ if environ is None else environ)
     wanted = set(CHILD_BASE_VARS) | set(CHILD_RUNTIME_VARS)

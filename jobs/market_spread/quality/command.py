@@ -1,48 +1,28 @@
 """`market-spread validate`: the command line of validate_lake. Exits 0 only when every critical
-expectation of both suites holds, 1 when one fails."""
+expectation of both suites holds, 1 when one fails. Spark and GX are imported inside run()."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from market_spread.cli.options import add_lake, add_symbols, add_thresholds, load_symbols
-from market_spread.quality.slices import DEFAULT_ORPHAN_GRACE_S
-from market_spread.quality.validate import DEFAULT_DOCS, _check_lake, validate_lake
+from market_spread.cli.options import load_symbols
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    add_lake(parser)
-    add_symbols(parser)
-    parser.add_argument(
-        "--docs", default=str(DEFAULT_DOCS), help="folder for the Data Docs site and GX files (default: data/quality)"
-    )
-    parser.add_argument(
-        "--full", action="store_true", help="validate every alert, not only those since the last passing run"
-    )
-    parser.add_argument(
-        "--orphan-grace-seconds", type=_grace, default=DEFAULT_ORPHAN_GRACE_S, metavar="S",
-        help="alerts of a batch with no batch_metrics row wait this long for it (a batch in flight), then are "
-             f"validated and reported as orphans, failing the run (default {DEFAULT_ORPHAN_GRACE_S:g})",
-    )
-    parser.add_argument(
-        "--expectations", default=None, help="folder of alerts.json and symbol_state.json (default: expectations/)"
-    )
-    add_thresholds(parser)
-
-
-def _grace(text: str) -> float:
+def grace_seconds(text: str) -> float:
+    """--orphan-grace-seconds: a number of seconds >= 0."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+        raise ValueError(f"not a number of seconds: {text!r}") from None
     if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be >= 0 seconds: {text!r}")
+        raise ValueError(f"must be >= 0 seconds: {text!r}")
     return value
 
 
 def run(args: argparse.Namespace) -> int:
     from market_spread.cli.main import UsageError
     from market_spread.quality.suites import SuiteFileError, load_suites
+    from market_spread.quality.validate import _check_lake, validate_lake
 
     lake = Path(args.lake)
     _check_lake(lake)  # before starting Spark: a wrong path answers at once

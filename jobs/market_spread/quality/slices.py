@@ -7,16 +7,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from market_spread.lake import tables as lake_mod
+from market_spread.quality.defaults import DEFAULT_ORPHAN_GRACE_S
 from market_spread.quality.versions import _read, commit_time, latest_version
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 SMALL_ROWS = 1_000_000  # below this a slice is validated on one partition: task overhead dominates
-# How long alerts of a batch without a batch_metrics row may wait for that row: long enough for a
-# batch in flight (a few seconds to minutes), short enough that a batch that never finishes is
-# reported as orphaned within one quality schedule or two instead of holding the mark back forever.
-DEFAULT_ORPHAN_GRACE_S = 600.0
 
 
 @dataclass

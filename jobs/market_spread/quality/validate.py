@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from market_spread.lake import tables as lake_mod
 from market_spread.domain.rules import DEFAULT_MAX_SPREAD, DEFAULT_MAX_SPREAD_RATIO
+from market_spread.quality.defaults import DEFAULT_DOCS
 from market_spread.quality.gx_run import _run_suites
 from market_spread.quality.outcomes import ExpectationOutcome, SuiteOutcome, Summary
 from market_spread.quality.results_table import RESULTS_SCHEMA, _next_mark, ensure_results_table, high_water_mark
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 
     from market_spread.quality.suites import LoadedSuite
 
-DEFAULT_DOCS = Path("data") / "quality"
 PARAMS_VIEW = "quality_params"
 METRICS_VIEW = "quality_batch_metrics"
 

@@ -5,44 +5,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from market_spread.cli.options import add_lake, add_symbols, add_thresholds, load_symbols, whole_number
+from market_spread.cli.options import load_symbols
 from market_spread.lake import tables as lake_mod
 from market_spread.runtime.stream_contract import EXIT_LAKE_BUSY, EXIT_REFUSED
 from market_spread.lake.lock import LOCK_FILE, LakeBusy, WriterLock
 from market_spread.stream.progress import ProgressSummary
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--landing", help="landing folder with quotes/ and orders/ (with --source files)")
-    add_lake(parser)
-    add_symbols(parser)
-    parser.add_argument("--checkpoint", help="streaming checkpoint folder (default: LAKE/_checkpoints/stream)")
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--available-now", action="store_true", help="process every file present, then exit 0")
-    mode.add_argument("--interval", type=float, help="seconds between micro-batches when running continuously (default 5)")
-    parser.add_argument(
-        "--max-files-per-batch", type=int, metavar="N",
-        help="take at most N new files per feed in one micro-batch (default: all): bounds the size and "
-             "memory of batches when catching up on a backlog",
-    )
-    parser.add_argument(
-        "--archive", metavar="DIR",
-        help="move each landing file here once its micro-batch is committed (Spark's cleanSource=archive), "
-             "so the landing folder, and its listing at every trigger, stays small (default: leave files in place)",
-    )
-    parser.add_argument("--master", help="Spark master URL (default local[*])")
-    parser.add_argument(
-        "--progress-every", type=_at_least_one, default=1, metavar="N",
-        help="print one summary line per N batches (and at least every minute while batches run) instead of "
-             "one per batch (default 1); per-batch figures are in the batch_metrics table",
-    )
-    add_thresholds(parser)
-    from market_spread.stream.kafka_source import add_arguments as add_kafka_arguments
-
-    add_kafka_arguments(parser)
-
-
-_at_least_one = whole_number(1)
 
 
 def checkpoint_has_progress(checkpoint: Path) -> bool:

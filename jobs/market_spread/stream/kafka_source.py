@@ -36,21 +36,6 @@ OFFSET_RETRIES = 86_400
 POLL_TIMEOUT_MS = 30 * 60 * 1000
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The stream's Kafka flags (every one also from MARKET_SPREAD_<FLAG>)."""
-    parser.add_argument("--source", choices=SOURCES, default="files",
-                        help="read the landing folder (files, default) or Kafka topics (kafka)")
-    parser.add_argument("--bootstrap-servers", metavar="HOST:PORT[,HOST:PORT]",
-                        help="Kafka brokers, with --source kafka")
-    parser.add_argument("--quotes-topic", default=DEFAULT_QUOTES_TOPIC, help="topic of the quotes (default quotes)")
-    parser.add_argument("--orders-topic", default=DEFAULT_ORDERS_TOPIC, help="topic of the orders (default orders)")
-    parser.add_argument("--starting-offsets", choices=("earliest", "latest"), default="earliest",
-                        help="where a stream with a new checkpoint starts reading (default earliest); "
-                             "afterwards the checkpoint's offsets rule")
-    parser.add_argument("--max-records-per-batch", type=int, metavar="N",
-                        help="with --source kafka: take at most N new records in one micro-batch (default: all)")
-
-
 @dataclass(frozen=True)
 class KafkaSettings:
     bootstrap_servers: str

@@ -1,0 +1,35 @@
+"""`market-spread stream`: the streaming job over a landing folder (or Kafka topics) into a lake."""
+from __future__ import annotations
+
+import argparse
+
+from market_spread.cli.options import lake, master, symbols, thresholds, whole_number
+from market_spread.cli.params import env_command, number, options
+from market_spread.cli.commands import kafka
+
+opt = options("stream")
+
+
+@env_command("stream", exclusive=[("available_now", "interval")])
+@opt("--landing", help="landing folder with quotes/ and orders/ (with --source files)")
+@lake("stream")
+@symbols("stream")
+@opt("--checkpoint", help="streaming checkpoint folder (default: LAKE/_checkpoints/stream)")
+@opt("--available-now", is_flag=True, help="process every file present, then exit 0")
+@opt("--interval", type=number(float), help="seconds between micro-batches when running continuously (default 5)")
+@opt("--max-files-per-batch", type=number(int), metavar="N",
+     help="take at most N new files per feed in one micro-batch (default: all): bounds the size and "
+          "memory of batches when catching up on a backlog")
+@opt("--archive", metavar="DIR",
+     help="move each landing file here once its micro-batch is committed (Spark's cleanSource=archive), "
+          "so the landing folder, and its listing at every trigger, stays small (default: leave files in place)")
+@master("stream")
+@opt("--progress-every", type=whole_number(1), default=1, metavar="N",
+     help="print one summary line per N batches (and at least every minute while batches run) instead of "
+          "one per batch (default 1); per-batch figures are in the batch_metrics table")
+@thresholds("stream")
+@kafka.source("stream")
+def command(**params) -> int:
+    from market_spread.stream.job import run
+
+    return run(argparse.Namespace(**params))

@@ -1,0 +1,21 @@
+"""`market-spread bench`: the benchmark, offered as a command where the developer tools are installed."""
+from __future__ import annotations
+
+import argparse
+
+from market_spread.cli.params import env_command, options
+from market_spread.runtime.paths import project_home
+
+opt = options("bench")
+
+
+@env_command("bench")
+@opt("--quick", is_flag=True,
+     help="a smaller run: about 5 minutes on 2 cores (100k events, 2 rates, 20 batches, 2 symbol counts)")
+@opt("--out", default=str(project_home() / "bench" / "results"), help="results folder")
+@opt("--work", default=str(project_home() / "bench" / "work"), help="scratch folder (deleted)")
+@opt("--only", help="comma-separated parts: throughput,latency,growth,symbols,kafka")
+def command(**params) -> int:
+    from market_spread_tools.bench import run
+
+    return run(argparse.Namespace(**params))
