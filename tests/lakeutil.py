@@ -6,6 +6,7 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
+from market_spread.domain.rules import Thresholds
 from market_spread.lake import tables as lake_mod
 from market_spread.stream.query import StreamSpec, run_query
 
@@ -41,8 +42,8 @@ def order(order_id: str, symbol: str, t: str, side: str = "BUY", qty: str = "100
 
 
 def stream(spark, landing: Path, lake: Path, symbols=SYMBOLS, max_spread="0.05", max_spread_ratio="0.05") -> int:
-    spec = StreamSpec(lake=Path(lake), symbols=list(symbols), landing=Path(landing), max_spread=Decimal(max_spread),
-                      max_spread_ratio=Decimal(max_spread_ratio))
+    spec = StreamSpec(lake=Path(lake), symbols=list(symbols), landing=Path(landing),
+                      thresholds=Thresholds(Decimal(max_spread), Decimal(max_spread_ratio)))
     return run_query(spark, spec)
 
 

@@ -275,7 +275,7 @@ def critical_names(suite: str) -> list[str]:
 
 def test_each_critical_expectation_catches_its_violating_row(spark, symbols_file, tmp_path):
     """One lake, one violating row per critical expectation; each row breaks exactly one of them."""
-    from market_spread.quality.validate import validate_lake
+    from market_spread.quality.validate import ValidateOptions, validate_lake
 
     lake = tmp_path / "lake"
     lake_mod.ensure_tables(spark, lake)
@@ -323,7 +323,7 @@ def test_each_critical_expectation_catches_its_violating_row(spark, symbols_file
         state("NVDA", "100.00", "100.01", True),           # flag contradicts the rule
         state("ORCL", "1.00", "1.01", False, updated_at=None),  # warning only
     ])
-    summary = validate_lake(spark, lake, SYMBOLS, docs=tmp_path / "docs")
+    summary = validate_lake(spark, lake, SYMBOLS, ValidateOptions(docs=tmp_path / "docs"))
     assert not summary.passed
     text = summary.text()
     by_suite = {s.suite: {o.name: o for o in s.outcomes} for s in summary.suites}

@@ -7,11 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from market_spread.domain.rules import Thresholds
 from market_spread.lake.state import merge_state
 from market_spread.lake.writes import USER_METADATA
 from market_spread.stream import batch as pipeline
 from market_spread.feeds.generate import Generator, write_backlog
 from lakeutil import SYMBOLS, alerts_by_order, assert_same_tables, comparable_tables, land, metrics_totals, order, quote, rows, stream
+
+
+def _settings(lake: Path) -> pipeline.BatchSettings:
+    return pipeline.BatchSettings(str(lake), list(SYMBOLS), Thresholds(D("0.05"), D("0.05")))
 
 
 def ts(text: str) -> dt.datetime:
@@ -100,7 +105,7 @@ def test_commits_carry_the_batch_and_a_replay_skips_what_a_table_already_holds(s
     batch = spark.read.text(str(landing / "quotes")).selectExpr("'quotes' AS stream", "value", "'q' AS source_file") \
         .unionByName(spark.read.text(str(landing / "orders")).selectExpr("'orders' AS stream", "value", "'o' AS source_file"))
     # Batch 0 again, as Spark replays it after a crash: nothing doubles.
-    result = pipeline.process_batch(batch, 0, str(lake), SYMBOLS, D("0.05"), D("0.05"))
+    result = pipeline.process_batch(batch, 0, _settings(lake))
     assert "alerts" in result.skipped and "batch_metrics" in result.skipped
     assert comparable_tables(spark, lake) == before
     # Either witness suffices: rows without a tagged commit (the commit gone with Delta's log
@@ -374,7 +379,7 @@ def test_the_drivers_copy_of_the_state_is_the_table_after_every_batch(spark, tmp
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     _generated(landing, files=5, seed=11)
     lake_mod.ensure_tables(spark, lake)
-    processor = pipeline.BatchProcessor(str(lake), SYMBOLS, D("0.05"), D("0.05"), on_batch=lambda result: None)
+    processor = pipeline.BatchProcessor(_settings(lake), on_batch=lambda result: None)
     table = lambda: spark.read.format("delta").load(lake_mod.table_path(lake, "symbol_state")).select(*STATE_QUOTE_COLUMNS)  # noqa: E731
 
     def crash(*args, **kwargs):

@@ -24,9 +24,9 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from decimal import Decimal
 from pathlib import Path
 
+from market_spread.domain.rules import DEFAULT_THRESHOLDS
 from market_spread.runtime.paths import default_symbols
 
 
@@ -103,12 +103,12 @@ def _dist_version(name: str) -> str | None:
         return None
 
 
-def _stream(spark, landing: Path, lake: Path, symbols: list[str], available_now=True, interval=1.0, on_batch=None,
-            stop: threading.Event | None = None, max_files_per_batch: int | None = None) -> None:
+def _stream(spark, landing: Path, lake: Path, symbols: list[str], on_batch=None, stop: threading.Event | None = None,
+            **spec_fields) -> None:
+    """One stream over `landing`; `spec_fields` are further StreamSpec fields (trigger, files per batch)."""
     from market_spread.stream.query import StreamSpec, start_query, supervise
 
-    spec = StreamSpec(lake=lake, symbols=symbols, landing=landing, available_now=available_now, interval=interval,
-                      max_files_per_batch=max_files_per_batch)
+    spec = StreamSpec(lake=lake, symbols=symbols, landing=landing, **spec_fields)
     query, busy = start_query(spark, spec, on_batch or (lambda r: None))
     supervise(query, busy, stop or threading.Event())
 
@@ -225,8 +225,8 @@ def batch_ceiling(spark, landing: Path, out: Path, symbols: list[str]) -> int:
 
     raw = feed("quotes").unionByName(feed("orders"))
     parsed = parsing.parse_lines(parsing.nonblank_lines(raw), symbols)
-    quotes = parsing.valid_quotes(parsed, Decimal("0.05"), Decimal("0.05")).select("symbol", "bid", "offer", "quote_time", "seq")
-    alerts = asof_alerts(quotes, parsing.valid_orders(parsed), Decimal("0.05"), Decimal("0.05"), 0)
+    quotes = parsing.valid_quotes(parsed, DEFAULT_THRESHOLDS).select("symbol", "bid", "offer", "quote_time", "seq")
+    alerts = asof_alerts(quotes, parsing.valid_orders(parsed), DEFAULT_THRESHOLDS, 0)
     shutil.rmtree(out, ignore_errors=True)
     alerts.write.format("delta").save(str(out))
     return spark.read.format("delta").load(str(out)).count()

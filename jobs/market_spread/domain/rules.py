@@ -8,6 +8,7 @@ stay exact within Spark's 38 digits (a division would widen the scale and Spark 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation, localcontext
 from typing import NamedTuple
 
@@ -46,10 +47,21 @@ def should_reject(
         return spread >= max_spread or spread >= max_spread_ratio * mid
 
 
-def reject_sql(bid: str, offer: str, max_spread: Decimal, max_spread_ratio: Decimal) -> str:
+@dataclass(frozen=True)
+class Thresholds:
+    """The two thresholds of the reject rule: they always travel together."""
+
+    max_spread: Decimal = DEFAULT_MAX_SPREAD
+    max_spread_ratio: Decimal = DEFAULT_MAX_SPREAD_RATIO
+
+
+DEFAULT_THRESHOLDS = Thresholds()
+
+
+def reject_sql(bid: str, offer: str, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> str:
     """The reject rule as a Spark SQL expression over two DECIMAL(18,8) columns."""
-    ms = f"CAST('{max_spread}' AS DECIMAL(18,8))"
-    mr = f"CAST('{max_spread_ratio}' AS DECIMAL(18,8))"
+    ms = f"CAST('{thresholds.max_spread}' AS DECIMAL(18,8))"
+    mr = f"CAST('{thresholds.max_spread_ratio}' AS DECIMAL(18,8))"
     spread = f"({offer} - {bid})"
     return (
         f"(({bid}) IS NOT NULL AND ({offer}) IS NOT NULL AND {spread} > 0 AND "

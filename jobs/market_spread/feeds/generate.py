@@ -189,15 +189,26 @@ def run(args: argparse.Namespace) -> int:
             q, o = write_backlog(landing, gen, args.quotes, args.orders, args.files, f"gen-{stamp}-s{args.seed}", sink)
             print(f"generate: wrote {q} quotes and {o} orders in {args.files} file(s) per feed to {target}")
             return 0
-        return _run_rate(landing, gen, args.rate, args.duration or 0.0, args.tick, stamp, sink, target)
+        written, ticks = _run_rate(landing, gen, Pace(args.rate, args.duration or 0.0, args.tick), stamp, sink)
+        print(f"generate: wrote {written} events in {ticks} ticks to {target}", flush=True)
+        return 0
     except ConnectionError as exc:
         print(f"generate: error: {exc}", file=sys.stderr)
         return 1
 
 
-def _run_rate(landing: Path, gen: Generator, rate: float, duration: float, tick: float, stamp: str,
-              sink: Sink | None = None, target: str | None = None) -> int:
-    """Land a pair of files every tick, holding `rate` events/s on average, for `duration` s."""
+@dataclass(frozen=True)
+class Pace:
+    """A live feed's pace (generate --rate)."""
+
+    rate: float  # events per second, on average
+    duration: float  # seconds; 0: until interrupted
+    tick: float  # seconds between two pairs of files
+
+
+def _run_rate(landing: Path, gen: Generator, pace: Pace, stamp: str, sink: Sink | None = None) -> tuple[int, int]:
+    """Land a pair of files every tick, holding the pace; returns (events written, ticks)."""
+    rate, duration, tick = pace.rate, pace.duration, pace.tick
     began = time.monotonic()
     written = ticks = 0
     share_quotes = 0.5
@@ -213,5 +224,4 @@ def _run_rate(landing: Path, gen: Generator, rate: float, duration: float, tick:
             time.sleep(max(0.0, began + ticks * tick - time.monotonic()))
     except KeyboardInterrupt:
         pass
-    print(f"generate: wrote {written} events in {ticks} ticks to {target or landing}", flush=True)
-    return 0
+    return written, ticks

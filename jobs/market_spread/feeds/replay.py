@@ -134,16 +134,24 @@ def _report(error, shown: int) -> None:
         print(f"replay: {error}", file=sys.stderr)
 
 
-def replay_file(
-    path: Path, stream: str, landing: Path, stamp: str, index: int, records_per_file: int, strict: bool = False,
-    sink=None,
-) -> FileSummary:
-    """Replay one input file into `landing/<stream>/` (or, with a `sink`, to its topic in chunks of
-    `records_per_file`, each acknowledged before the next); returns its counts."""
+@dataclass(frozen=True)
+class ReplayTarget:
+    """Where one replay run writes: landing files named with its stamp, or a Kafka sink."""
+
+    landing: Path
+    stamp: str  # in every file (or chunk) name of this run
+    records_per_file: int
+    sink: object = None  # feeds.producer.KafkaSink: send chunks to topics instead of landing files
+
+
+def replay_file(path: Path, stream: str, index: int, target: ReplayTarget, strict: bool = False) -> FileSummary:
+    """Replay one input file into `landing/<stream>/` (or, with a sink, to its topic in chunks of
+    `records_per_file`, each acknowledged before the next); returns its counts. `index` orders
+    this input's files after the earlier inputs' files."""
     from market_spread.domain.wallaroo_files import decode_file
     from market_spread.domain.wallaroo_records import DecodeError, Order, Quote
 
-    folder = landing / stream
+    folder, sink = target.landing / stream, target.sink
     if sink is None:
         folder.mkdir(parents=True, exist_ok=True)
     summary = FileSummary(path, stream)
@@ -152,7 +160,7 @@ def replay_file(
     chunk: list[str] = []
 
     def flush() -> None:
-        name = f"replay-{stamp}-{index:03d}-{summary.files:05d}-{_safe_stem(path)}.jsonl"
+        name = f"replay-{target.stamp}-{index:03d}-{summary.files:05d}-{_safe_stem(path)}.jsonl"
         if sink is None:
             write_atomically(folder, name, chunk)
         else:
@@ -169,7 +177,7 @@ def replay_file(
             continue
         assert isinstance(item.message, (Quote, Order))
         chunk.append(make_line(item.message, item.position))
-        if len(chunk) >= records_per_file:
+        if len(chunk) >= target.records_per_file:
             flush()
     if chunk:
         flush()
@@ -209,11 +217,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"replay: error: {exc}", file=sys.stderr)
         return 1
     stamp = replay_stamp(landing) if sink is None else datetime.now(timezone.utc).strftime(STAMP_FORMAT)
-    target = f"Kafka {args.kafka} (topics {args.quotes_topic}, {args.orders_topic})" if sink else str(landing)
+    where = f"Kafka {args.kafka} (topics {args.quotes_topic}, {args.orders_topic})" if sink else str(landing)
+    target = ReplayTarget(landing, stamp, args.records_per_file, sink)
     totals = FileSummary(landing, "")
     for index, (path, stream) in enumerate(inputs):
         try:
-            s = replay_file(path, stream, landing, stamp, index, args.records_per_file, strict=args.strict, sink=sink)
+            s = replay_file(path, stream, index, target, strict=args.strict)
         except ConnectionError as exc:
             print(f"replay: error: {exc}", file=sys.stderr)
             return 1
@@ -225,5 +234,5 @@ def run(args: argparse.Namespace) -> int:
         totals.read, totals.written, totals.rejected = (
             totals.read + s.read, totals.written + s.written, totals.rejected + s.rejected,
         )
-    print(f"replay: total: read {totals.read}, written {totals.written}, rejected {totals.rejected} into {target}")
+    print(f"replay: total: read {totals.read}, written {totals.written}, rejected {totals.rejected} into {where}")
     return 0

@@ -22,7 +22,8 @@ def grace_seconds(text: str) -> float:
 def run(args: argparse.Namespace) -> int:
     from market_spread.cli.main import UsageError
     from market_spread.quality.suites import SuiteFileError, load_suites
-    from market_spread.quality.validate import _check_lake, validate_lake
+    from market_spread.domain.rules import Thresholds
+    from market_spread.quality.validate import ValidateOptions, _check_lake, validate_lake
 
     lake = Path(args.lake)
     _check_lake(lake)  # before starting Spark: a wrong path answers at once
@@ -41,10 +42,11 @@ def run(args: argparse.Namespace) -> int:
     owned = SparkSession.getActiveSession() is None
     spark = build_session("market-spread-validate") if owned else SparkSession.builder.getOrCreate()
     try:
-        summary = validate_lake(
-            spark, lake, symbols, docs=args.docs, full=args.full, max_spread=args.max_spread,
-            max_spread_ratio=args.max_spread_ratio, suites=suites, orphan_grace_s=args.orphan_grace_seconds,
+        options = ValidateOptions(
+            docs=Path(args.docs), full=args.full, thresholds=Thresholds(args.max_spread, args.max_spread_ratio),
+            orphan_grace_s=args.orphan_grace_seconds,
         )
+        summary = validate_lake(spark, lake, symbols, options, suites)
     finally:
         if owned:
             spark.stop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from market_spread.quality.outcomes import ExpectationOutcome
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
     from market_spread.quality.suites import LoadedSuite
 
@@ -108,16 +109,22 @@ def _observed(result: Any, sample: list | None = None) -> tuple[int | None, str]
     return None, "" if observed is None else f"observed {observed}"
 
 
-def _run_suites(
-    spark: SparkSession,
-    docs: Path,
-    suites: dict[str, LoadedSuite],
-    batches: dict[str, DataFrame],
-    parameters: dict[str, Any],
-    run_id: str,
-    validated_at: dt.datetime,
-    run_info: dict[str, dict[str, Any]],
+@dataclass(frozen=True)
+class SuiteRun:
+    """One validate run as GX sees it: its name and time, the suites' parameters, and per suite what
+    was validated (shown in Data Docs)."""
+
+    run_id: str
+    validated_at: dt.datetime
+    parameters: dict[str, Any]
+    info: dict[str, dict[str, Any]]
+
+
+def run_suites(
+    docs: Path, suites: dict[str, LoadedSuite], batches: dict[str, DataFrame], run: SuiteRun,
 ) -> tuple[dict[str, list[ExpectationOutcome]], str]:
+    """Run each suite on its batch, write the results and the Data Docs site under `docs`.
+    Returns the outcomes per suite and the path of the site's index."""
     import great_expectations as gx
     from great_expectations.core.run_identifier import RunIdentifier
 
@@ -137,11 +144,11 @@ def _run_suites(
         # even when nothing is unexpected. Failed expectations get their samples just below.
         result = definition.run(
             batch_parameters={"dataframe": batches[name]},
-            expectation_parameters=parameters,
+            expectation_parameters=run.parameters,
             result_format={"result_format": "BASIC", "partial_unexpected_count": 0},
-            run_id=RunIdentifier(run_name=run_id, run_time=validated_at),
+            run_id=RunIdentifier(run_name=run.run_id, run_time=run.validated_at),
         )
-        samples = _failed_samples(batch_definition, batches[name], suite, result, parameters)
+        samples = _failed_samples(batch_definition, batches[name], suite, result, run.parameters)
         found = []
         for r in result.results:
             info = by_id.get(r.expectation_config.id)
@@ -160,10 +167,10 @@ def _run_suites(
     # Data Docs show a result's batch markers under "Show more info": put the Delta version range
     # and the thresholds there, so the HTML report says what exactly was validated.
     for key in store.list_keys():
-        if key.run_id.run_name == run_id and key.expectation_suite_identifier.name in results:
+        if key.run_id.run_name == run.run_id and key.expectation_suite_identifier.name in results:
             stored = results[key.expectation_suite_identifier.name]
             markers = dict(stored.meta.get("batch_markers") or {})
-            markers.update({k: str(v) for k, v in run_info[key.expectation_suite_identifier.name].items()})
+            markers.update({k: str(v) for k, v in run.info[key.expectation_suite_identifier.name].items()})
             stored.meta["batch_markers"] = markers
             store.set(key, stored)
     keys = store.list_keys()
@@ -176,7 +183,7 @@ def _run_suites(
         )
         for old in mine[KEEP_DOCS_RUNS:]:
             store.remove_key(old)
-    new_results = [k for k in store.list_keys() if k.run_id.run_name == run_id]
+    new_results = [k for k in store.list_keys() if k.run_id.run_name == run.run_id]
     from great_expectations.data_context.types.resource_identifiers import ExpectationSuiteIdentifier
 
     resources: list[Any] = [ExpectationSuiteIdentifier(name=n) for n in suites] + new_results

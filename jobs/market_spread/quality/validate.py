@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from decimal import Decimal
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from market_spread.lake import tables as lake_mod
-from market_spread.domain.rules import DEFAULT_MAX_SPREAD, DEFAULT_MAX_SPREAD_RATIO
+from market_spread.domain.rules import DEFAULT_THRESHOLDS, Thresholds
 from market_spread.quality.defaults import DEFAULT_DOCS
-from market_spread.quality.gx_run import _run_suites
+from market_spread.quality.gx_run import SuiteRun, run_suites
 from market_spread.quality.outcomes import ExpectationOutcome, SuiteOutcome, Summary
 from market_spread.quality.results_table import RESULTS_SCHEMA, _next_mark, ensure_results_table, high_water_mark
 from market_spread.quality.slices import DEFAULT_ORPHAN_GRACE_S, _slice_alerts, _small
@@ -42,19 +42,26 @@ def _check_lake(lake: Path) -> None:
             raise UsageError(f"no Delta table {table} in {lake}: run `market-spread stream` first")
 
 
+@dataclass(frozen=True)
+class ValidateOptions:
+    """How to validate: the command's flags, with the command's defaults."""
+
+    docs: Path = field(default_factory=lambda: Path(DEFAULT_DOCS))  # Data Docs site and GX store
+    full: bool = False  # every alert, not only those appended since the last passing run
+    thresholds: Thresholds = DEFAULT_THRESHOLDS  # the stream's: the suites re-check its verdicts
+    expectations_dir: Path | None = None  # suite files; None: the packaged suites
+    orphan_grace_s: float = DEFAULT_ORPHAN_GRACE_S  # how long a batch may lack its metrics row
+
+
 def validate_lake(
     spark: SparkSession,
     lake: str | Path,
     symbols: Sequence[str],
-    docs: str | Path = DEFAULT_DOCS,
-    full: bool = False,
-    max_spread: Decimal = DEFAULT_MAX_SPREAD,
-    max_spread_ratio: Decimal = DEFAULT_MAX_SPREAD_RATIO,
-    expectations_dir: str | Path | None = None,
+    options: ValidateOptions = ValidateOptions(),
     suites: dict[str, LoadedSuite] | None = None,
-    orphan_grace_s: float = DEFAULT_ORPHAN_GRACE_S,
 ) -> Summary:
     """Validate the lake, write Data Docs and quality_results; the caller decides what to do on failure.
+    `suites` are suite files loaded already (else read from options.expectations_dir).
 
     Raises quality_suites.SuiteFileError for a malformed suite file and market_spread.cli.main.UsageError
     for a lake without the product's tables.
@@ -64,7 +71,8 @@ def validate_lake(
     from market_spread.quality.suites import load_suites
 
     lake = Path(lake)
-    docs = Path(docs)
+    docs = Path(options.docs)
+    max_spread, max_spread_ratio = options.thresholds.max_spread, options.thresholds.max_spread_ratio
     _check_lake(lake)
     if SparkSession.builder.getOrCreate() is not spark:
         # GX runs its SQL in the session getOrCreate() returns; the batches' temp views and ours
@@ -72,14 +80,14 @@ def validate_lake(
         raise ValueError("validate_lake needs the default SparkSession (SparkSession.builder.getOrCreate())")
     parameters: dict[str, Any] = {"symbols": list(symbols)}
     if suites is None:
-        suites = load_suites(expectations_dir, parameters)
+        suites = load_suites(options.expectations_dir, parameters)
 
     validated_at = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     run_id = f"{validated_at:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
     results_path = ensure_results_table(spark, lake)
     mark_before = high_water_mark(lake)
 
-    alerts = _slice_alerts(spark, str(lake), None if full else mark_before, orphan_grace_s)
+    alerts = _slice_alerts(spark, str(lake), None if options.full else mark_before, options.orphan_grace_s)
     state_path = lake_mod.table_path(lake, "symbol_state")
     state_version = latest_version(state_path)
     state_df = _read(spark, state_path, state_version)
@@ -97,16 +105,14 @@ def validate_lake(
     ).createOrReplaceTempView(PARAMS_VIEW)
     alerts.metrics.createOrReplaceTempView(METRICS_VIEW)
     thresholds = {"max_spread": str(max_spread), "max_spread_ratio": str(max_spread_ratio)}
-    run_info = {
+    info = {
         "alerts": {"lake_table": lake_mod.table_path(lake, "alerts"), "after_version": "start" if alerts.from_version is None
                    else alerts.from_version, "to_version": alerts.to_version, "rows": alerts.rows, **thresholds},
         "symbol_state": {"lake_table": lake_mod.table_path(lake, "symbol_state"), "version": state_version,
                          "rows": state_rows, **thresholds},
     }
     try:
-        outcomes, index = _run_suites(
-            spark, docs, suites, batches, parameters, run_id, validated_at, run_info
-        )
+        outcomes, index = run_suites(docs, suites, batches, SuiteRun(run_id, validated_at, parameters, info))
     finally:
         for view in (PARAMS_VIEW, METRICS_VIEW):
             spark.catalog.dropTempView(view)

@@ -23,13 +23,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from decimal import Decimal
 from typing import Callable
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
+from market_spread.domain.rules import Thresholds
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.state import StateMirror, late_history, merge_state
 from market_spread.lake.writes import append, literal_row, ms_since, run_all, tagged
@@ -61,14 +61,20 @@ class BatchResult:
         )
 
 
+@dataclass(frozen=True)
+class BatchSettings:
+    """What every batch of one stream shares: where it writes, the symbol universe, the reject rule."""
+
+    lake: str
+    symbols: list[str]  # the universe
+    thresholds: Thresholds
+
+
 @dataclass
 class BatchProcessor:
     """The foreachBatch function of the stream (callable as `processor(batch_df, batch_id)`)."""
 
-    lake: str
-    symbols: list[str]  # the universe
-    max_spread: Decimal
-    max_spread_ratio: Decimal
+    settings: BatchSettings
     on_batch: Callable[[BatchResult], None] = print
     # Per table, the last batch committed; read from the lake at the first batch of this process.
     committed: dict[str, int] | None = None
@@ -77,14 +83,11 @@ class BatchProcessor:
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         spark = batch_df.sparkSession
         if self.committed is None:
-            self.committed = lake_mod.committed_batches(spark, self.lake)
+            self.committed = lake_mod.committed_batches(spark, self.settings.lake)
         if self.state is None:
-            self.state = StateMirror(spark, self.lake)
+            self.state = StateMirror(spark, self.settings.lake)
         try:
-            result = process_batch(
-                batch_df, batch_id, self.lake, self.symbols, self.max_spread, self.max_spread_ratio, self.committed,
-                self.state,
-            )
+            result = process_batch(batch_df, batch_id, self.settings, self.committed, self.state)
         except BaseException:
             # Some writes may be in and the copy ahead of the table: read both from the lake again.
             self.committed = None
@@ -104,16 +107,14 @@ def spark_jobs_so_far(spark: SparkSession) -> int | None:
 def process_batch(
     batch_df: DataFrame,
     batch_id: int,
-    lake: str,
-    symbols: list[str],
-    max_spread: Decimal,
-    max_spread_ratio: Decimal,
+    settings: BatchSettings,
     committed: dict[str, int] | None = None,
     state: StateMirror | None = None,
 ) -> BatchResult:
     """Process one micro-batch. `committed` (table -> last batch written) is updated in place;
     None reads it from the lake (a one-off call, e.g. in tests). `state` likewise."""
     spark = batch_df.sparkSession
+    lake, symbols = settings.lake, settings.symbols
     if committed is None:
         committed = lake_mod.committed_batches(spark, lake)
     if state is None:
@@ -150,16 +151,14 @@ def process_batch(
         result.quarantined = result.input_lines - result.quotes - result.orders
         result.phases_ms["parse"] = ms_since(t0)
 
-        quotes = parsing.valid_quotes(parsed, max_spread, max_spread_ratio)
+        quotes = parsing.valid_quotes(parsed, settings.thresholds)
         orders = parsing.valid_orders(parsed)
 
         t1 = time.perf_counter()
         describe("late check")
         alerts, observed = None, Observation(f"alerts-{batch_id}")
         if result.orders:
-            alerts, result.late_symbols = check_orders(
-                spark, lake, state.quotes(), quotes, orders, max_spread, max_spread_ratio, batch_id,
-            )
+            alerts, result.late_symbols = check_orders(settings, state.quotes(), quotes, orders, batch_id)
             # Counted while it is written: no separate job computes the as-of check twice.
             alerts = alerts.observe(observed, F.count(F.lit(1)).alias("n"))
         result.phases_ms["check"] = ms_since(t1)  # planning, and the look-up of late symbols
@@ -232,14 +231,7 @@ def process_batch(
 
 
 def check_orders(
-    spark: SparkSession,
-    lake: str,
-    state_quotes: DataFrame,
-    quotes: DataFrame,
-    orders: DataFrame,
-    max_spread: Decimal,
-    max_spread_ratio: Decimal,
-    batch_id: int,
+    settings: BatchSettings, state_quotes: DataFrame, quotes: DataFrame, orders: DataFrame, batch_id: int,
 ) -> tuple[DataFrame, int]:
     """Alerts for the batch's orders, each checked against the quote current at its time.
 
@@ -263,7 +255,7 @@ def check_orders(
         .join(F.broadcast(bounds.select("symbol")), "symbol", "left_semi")
     )
     if late:
-        candidates = candidates.unionByName(late_history(spark, lake, late))
-    return asof_alerts(candidates, orders, max_spread, max_spread_ratio, batch_id), len(late)
+        candidates = candidates.unionByName(late_history(quotes.sparkSession, settings.lake, late))
+    return asof_alerts(candidates, orders, settings.thresholds, batch_id), len(late)
 
 

@@ -77,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_stream(args, landing: Path, lake: Path, checkpoint: Path, symbols: list[str], lock: WriterLock,
                 kafka=None) -> int:
+    from market_spread.domain.rules import Thresholds
     from market_spread.runtime.spark import build_session
     from market_spread.stream.query import StreamSpec, run_query
 
@@ -89,10 +90,9 @@ def _run_stream(args, landing: Path, lake: Path, checkpoint: Path, symbols: list
     lock.record(jvm_pid=spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     summary = ProgressSummary(args.progress_every) if args.progress_every > 1 else None
     spec = StreamSpec(
-        lake=lake, symbols=symbols, landing=landing, checkpoint=checkpoint, max_spread=args.max_spread,
-        max_spread_ratio=args.max_spread_ratio, available_now=args.available_now, interval=args.interval or 5.0,
+        lake=lake, symbols=symbols, landing=landing, checkpoint=checkpoint, available_now=args.available_now, interval=args.interval or 5.0,
         max_files_per_batch=args.max_files_per_batch, archive=Path(args.archive) if args.archive else None,
-        source=source,
+        source=source, thresholds=Thresholds(args.max_spread, args.max_spread_ratio),
     )
     try:
         return run_query(spark, spec, on_batch=summary, handle_signals=True)

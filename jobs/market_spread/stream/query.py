@@ -7,11 +7,10 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from market_spread.domain.rules import DEFAULT_MAX_SPREAD, DEFAULT_MAX_SPREAD_RATIO
+from market_spread.domain.rules import DEFAULT_THRESHOLDS, Thresholds
 from market_spread.lake import tables as lake_mod
 
 if TYPE_CHECKING:
@@ -28,8 +27,7 @@ class StreamSpec:
     symbols: list[str]
     landing: Path | None = None  # the landing folder (quotes/, orders/), unless `source` is given
     checkpoint: Path | None = None  # default: LAKE/_checkpoints/stream
-    max_spread: Decimal = DEFAULT_MAX_SPREAD
-    max_spread_ratio: Decimal = DEFAULT_MAX_SPREAD_RATIO
+    thresholds: Thresholds = DEFAULT_THRESHOLDS
     available_now: bool = True  # process what is there, then stop; else run every `interval` seconds
     interval: float = 5.0
     max_files_per_batch: int | None = None
@@ -49,7 +47,7 @@ def start_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None
     `on_batch` gets each batch's BatchResult (default: print its progress line)."""
     from pyspark.sql import functions as F
 
-    from market_spread.stream.batch import BatchProcessor
+    from market_spread.stream.batch import BatchProcessor, BatchSettings
 
     landing, lake, source = spec.landing, spec.lake, spec.source
     for name in FEEDS if source is None else ():
@@ -74,7 +72,7 @@ def start_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None
     def print_progress(result) -> None:
         print(result.progress_line(), flush=True)
 
-    processor = BatchProcessor(str(lake), spec.symbols, spec.max_spread, spec.max_spread_ratio, on_batch or print_progress)
+    processor = BatchProcessor(BatchSettings(str(lake), spec.symbols, spec.thresholds), on_batch or print_progress)
 
     def guarded(batch_df, batch_id):
         busy.set()

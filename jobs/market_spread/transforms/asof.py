@@ -7,18 +7,15 @@ stream's business (stream/batch.py), not this module's.
 """
 from __future__ import annotations
 
-from decimal import Decimal
-
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from market_spread.domain.rules import quote_key_sql, reject_sql
+from market_spread.domain.rules import Thresholds, quote_key_sql, reject_sql
 
 STATE_QUOTE_COLUMNS = ("symbol", "bid", "offer", "quote_time", "seq")
 
 
-def asof_alerts(candidates: DataFrame, orders: DataFrame, max_spread: Decimal, max_spread_ratio: Decimal,
-                batch_id: int) -> DataFrame:
+def asof_alerts(candidates: DataFrame, orders: DataFrame, thresholds: Thresholds, batch_id: int) -> DataFrame:
     """The alerts of `orders` given every quote (`candidates`) an order may be checked against."""
     quote_events = candidates.select(
         "symbol",
@@ -46,7 +43,7 @@ def asof_alerts(candidates: DataFrame, orders: DataFrame, max_spread: Decimal, m
         .withColumn("asof", F.last("quote", ignorenulls=True).over(window))
         .where("kind = 1")
     )
-    rejects = reject_sql("asof.bid", "asof.offer", max_spread, max_spread_ratio)
+    rejects = reject_sql("asof.bid", "asof.offer", thresholds)
     alerts = checked.select(
         "order_id", "account", "symbol", "side", "qty", "price", "order_time",
         F.expr(f"CASE WHEN asof IS NULL THEN 'no_market_data' WHEN {rejects} THEN 'wide_spread' END").alias("reason"),

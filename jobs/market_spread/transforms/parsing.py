@@ -13,12 +13,11 @@ Quarantine reasons (one per line, the first that applies, in this order):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from market_spread.domain.rules import reject_sql
+from market_spread.domain.rules import Thresholds, reject_sql
 
 # A timestamp must carry its zone; fractions of up to microseconds.
 TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})$"
@@ -212,10 +211,10 @@ def nonblank_lines(raw: DataFrame) -> DataFrame:
     return raw.withColumn("line", line).where(F.col("line").rlike(r"\S")).drop("value")
 
 
-def valid_quotes(parsed: DataFrame, max_spread: Decimal, max_spread_ratio: Decimal) -> DataFrame:
+def valid_quotes(parsed: DataFrame, thresholds: Thresholds) -> DataFrame:
     return parsed.where("stream = 'quotes' AND reason IS NULL").select(
         "symbol", "bid", "offer", F.col("event_time").alias("quote_time"), "seq",
-        F.expr(reject_sql("bid", "offer", max_spread, max_spread_ratio)).alias("should_reject_trades"),
+        F.expr(reject_sql("bid", "offer", thresholds)).alias("should_reject_trades"),
     )
 
 
