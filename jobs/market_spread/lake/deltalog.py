@@ -1,4 +1,6 @@
-"""A Delta table's latest version from its `_delta_log` listing (standard library only, no Spark).
+"""What a Delta table's log says, read without Spark: its latest version (from the `_delta_log`
+listing, standard library only), its properties and columns, and a column's maximum from the files'
+statistics (both with delta-rs, a few milliseconds where Spark needs a snapshot and a job per table).
 
 Delta's log clean-up deletes commit files (`N.json`) older than the newest checkpoint once they
 pass `delta.logRetentionDuration`, so no single commit file can be relied on to exist; the newest
@@ -9,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 _DIGITS = 20
 
@@ -44,3 +47,40 @@ def latest_version(table: str | Path) -> int | None:
     except (OSError, ValueError, AttributeError):
         pass
     return newest
+
+
+def properties_and_columns(table: str | Path) -> tuple[dict[str, str], list[str]] | None:
+    """The table's properties and top-level column names, or None when delta-rs cannot read it
+    (callers then ask Spark)."""
+    try:
+        from deltalake import DeltaTable
+
+        dt = DeltaTable(str(table))
+        return dict(dt.metadata().configuration), [f.name for f in dt.schema().fields]
+    except Exception:  # noqa: BLE001 - any failure: the caller's Spark path answers instead
+        return None
+
+
+def max_from_stats(table: str | Path, column: str) -> tuple[bool, Any]:
+    """(known, value): the largest `column` value in the table from the per-file statistics of its
+    log (value None for a table without rows). Not known (False) when delta-rs cannot read the
+    table or a file with rows has no maximum recorded for the column; callers then scan the rows."""
+    try:
+        import pyarrow as pa
+        from deltalake import DeltaTable
+
+        files = pa.table(DeltaTable(str(table)).get_add_actions(flatten=True))
+        if files.num_rows == 0:
+            return True, None
+        if f"max.{column}" not in files.column_names:
+            return False, None
+        highest = None
+        for value, rows in zip(files.column(f"max.{column}").to_pylist(), files.column("num_records").to_pylist()):
+            if value is None:
+                if rows is None or rows > 0:
+                    return False, None  # rows without statistics (or all NULL): only a scan can tell
+                continue
+            highest = value if highest is None else max(highest, value)
+        return True, highest
+    except Exception:  # noqa: BLE001 - any failure: the caller scans the rows instead
+        return False, None

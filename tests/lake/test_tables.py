@@ -1,0 +1,57 @@
+"""The lake's bookkeeping read from the Delta log without Spark: an older lake brought up to date at
+start, and the last committed batch from file statistics (or from the rows when a file has none)."""
+from __future__ import annotations
+
+from deltalake import DeltaTable
+
+from market_spread.lake import tables as lake_mod
+from market_spread.lake.deltalog import max_from_stats, properties_and_columns
+
+
+def test_an_older_lake_gets_the_properties_and_columns_of_this_release(spark, tmp_path):
+    lake = tmp_path / "lake"
+    metrics = lake_mod.table_path(lake, "batch_metrics")
+    older_schema = lake_mod.SCHEMAS["batch_metrics"].replace(", spark_jobs BIGINT", "")
+    spark.sql(f"CREATE TABLE delta.`{metrics}` ({older_schema}) USING DELTA "
+              "TBLPROPERTIES ('delta.checkpointInterval' = '1')")
+    props, columns = properties_and_columns(metrics)
+    assert props.get("delta.checkpointInterval") == "1" and "spark_jobs" not in columns
+
+    lake_mod.ensure_tables(spark, lake)
+
+    props, columns = properties_and_columns(metrics)
+    for key, value in lake_mod.TABLE_PROPERTIES.items():
+        assert props.get(key) == value, key
+    assert columns[-1] == "spark_jobs"
+    assert sorted(lake_mod.existing_tables(lake)) == sorted(lake_mod.TABLES), "the missing tables were created"
+    assert DeltaTable(lake_mod.table_path(lake, "quotes")).metadata().partition_columns == ["quote_date"]
+    assert properties_and_columns(tmp_path / "not-a-table") is None
+
+
+def test_last_batch_from_statistics_and_from_rows_when_a_file_has_none(spark, tmp_path):
+    lake = tmp_path / "lake"
+    lake_mod.ensure_tables(spark, lake)
+    alerts, quotes = lake_mod.table_path(lake, "alerts"), lake_mod.table_path(lake, "quotes")
+    assert max_from_stats(alerts, "batch_id") == (True, None), "an empty table: known, no batch"
+
+    rows = lambda batches: spark.createDataFrame(  # noqa: E731
+        [(b,) for b in batches], "batch_id BIGINT").selectExpr(
+        *[("batch_id" if c == "batch_id" else f"CAST(NULL AS {t}) AS {c}")
+          for c, t in (f.split(" ", 1) for f in lake_mod.SCHEMAS["alerts"].split(", "))])
+    rows([4, 9, 2]).write.format("delta").mode("append").save(alerts)
+    rows([6]).write.format("delta").mode("append").save(alerts)
+    assert max_from_stats(alerts, "batch_id") == (True, 9)
+
+    # A file written without statistics: only its rows can tell, and committed_batches reads them.
+    quote_rows = spark.createDataFrame([(11,)], "batch_id BIGINT").selectExpr(
+        "CAST('A' AS STRING) AS symbol", "CAST(1 AS DECIMAL(18,8)) AS bid", "CAST(2 AS DECIMAL(18,8)) AS offer",
+        "TIMESTAMP'2026-11-23 14:30:00' AS quote_time", "CAST(1 AS BIGINT) AS seq", "batch_id",
+        "false AS should_reject_trades", "DATE'2026-11-23' AS quote_date")
+    spark.conf.set("spark.databricks.delta.stats.collect", "false")
+    try:
+        quote_rows.write.format("delta").mode("append").save(quotes)
+    finally:
+        spark.conf.unset("spark.databricks.delta.stats.collect")
+    assert max_from_stats(quotes, "batch_id") == (False, None)
+    assert lake_mod.committed_batches(spark, lake) == {
+        "symbol_state": -1, "alerts": 9, "quotes": 11, "quarantine": -1, "batch_metrics": -1}
