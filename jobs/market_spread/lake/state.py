@@ -55,24 +55,40 @@ class StateMirror:
             self._df = self._local(read_state_quotes(self.spark, self.lake))
         return self._df if self._df is not None else read_state_quotes(self.spark, self.lake)
 
-    def advance(self, quotes: DataFrame) -> None:
-        """Take in a batch's quotes, as the state MERGE does."""
+    def newest(self, quotes: DataFrame) -> DataFrame:
+        """The batch's newest quote per symbol (`newest_per_symbol`), computed once for both the MERGE
+        and `advance`: held on the driver while the mirror is in use, else left to Spark."""
+        newest = newest_per_symbol(quotes)
+        if not self.enabled:
+            return newest
+        return local_copy(newest, MIRROR_MAX_ROWS) or newest
+
+    def advance(self, newest: DataFrame) -> None:
+        """Take in a batch's newest quotes (`newest`), as the state MERGE does."""
         if not self.enabled or self._df is None:
             return
-        self._df = self._local(newest_per_symbol(self._df.unionByName(quotes.select(*STATE_QUOTE_COLUMNS)), extra=()))
+        self._df = self._local(newest_per_symbol(self._df.unionByName(newest.select(*STATE_QUOTE_COLUMNS)), extra=()))
 
     def reset(self) -> None:
         """Forget the copy: the next batch reads the table (after a failure, the copy may be ahead)."""
         self._df = None
 
     def _local(self, df: DataFrame) -> DataFrame | None:
-        # Collected and rebuilt inside the JVM: the rows never pass through Python.
-        jdf = df._jdf
-        rows = jdf.collectAsList()
-        if rows.size() > MIRROR_MAX_ROWS:
+        local = local_copy(df, MIRROR_MAX_ROWS)
+        if local is None:
             self.enabled = False
-            return None
-        return DataFrame(self.spark._jsparkSession.createDataFrame(rows, jdf.schema()), self.spark)
+        return local
+
+
+def local_copy(df: DataFrame, max_rows: int) -> DataFrame | None:
+    """`df` computed once and kept as a local relation (rows in the driver, shipped with the tasks
+    that read it), or None when it has more than `max_rows` rows. Collected and rebuilt inside the
+    JVM: the rows never pass through Python."""
+    jdf = df._jdf
+    rows = jdf.collectAsList()
+    if rows.size() > max_rows:
+        return None
+    return DataFrame(df.sparkSession._jsparkSession.createDataFrame(rows, jdf.schema()), df.sparkSession)
 
 
 # How far before its first late order a symbol's history is read first (see late_history).
@@ -116,15 +132,16 @@ def late_history(spark: SparkSession, lake: str, late: list) -> DataFrame:
     return result
 
 
-def merge_state(spark: SparkSession, lake: str, quotes: DataFrame, batch_id: int) -> None:
-    """Upsert the newest quote per symbol; an older quote (by rules.quote_key) never overwrites.
+def merge_state(spark: SparkSession, lake: str, newest: DataFrame, batch_id: int) -> None:
+    """Upsert the batch's newest quote per symbol (`newest`: one row per symbol, as
+    `newest_per_symbol` gives); an older quote (by rules.quote_key) never overwrites.
 
-    The source is at most one row per symbol, computed from the cached batch, and not materialised
-    again by Delta (the session sets `merge.materializeSource=none`: the source is deterministic,
-    the update time a literal). No broadcast hint: Delta's MERGE joins drop it (a full outer join
-    cannot build the left side)."""
+    The source is not materialised again by Delta (the session sets `merge.materializeSource=none`:
+    it is deterministic, a local copy or an aggregate of the cached batch, the update time a
+    literal). No broadcast hint: Delta's MERGE joins drop it (a full outer join cannot build the
+    left side)."""
     updated_at = datetime.now(timezone.utc)
-    newest = newest_per_symbol(quotes).select(
+    newest = newest.select(
         "*", F.lit(updated_at).cast("timestamp").alias("updated_at"), F.lit(batch_id).cast("bigint").alias("batch_id"),
     )
     target = DeltaTable.forPath(spark, lake_mod.table_path(lake, "symbol_state"))

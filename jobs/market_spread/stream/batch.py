@@ -20,6 +20,7 @@ harmless too.
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -31,7 +32,7 @@ from pyspark.sql import functions as F
 
 from market_spread.domain.rules import Thresholds
 from market_spread.lake import tables as lake_mod
-from market_spread.lake.state import StateMirror, late_history, merge_state
+from market_spread.lake.state import MIRROR_MAX_ROWS, StateMirror, late_history, local_copy, merge_state
 from market_spread.lake.writes import append, literal_row, ms_since, run_all, tagged
 from market_spread.transforms import parsing
 from market_spread.transforms.asof import STATE_QUOTE_COLUMNS, asof_alerts
@@ -94,6 +95,19 @@ class BatchProcessor:
             self.state.reset()
             raise
         self.on_batch(result)
+
+
+def once(compute: Callable[[], DataFrame]) -> Callable[[], DataFrame]:
+    """`compute()` run by the first of the concurrent writes that needs it, shared with the others."""
+    lock, box = threading.Lock(), []
+
+    def get() -> DataFrame:
+        with lock:
+            if not box:
+                box.append(compute())
+        return box[0]
+
+    return get
 
 
 def spark_jobs_so_far(spark: SparkSession) -> int | None:
@@ -178,7 +192,9 @@ def process_batch(
                 F.to_date("quote_time").alias("quote_date"),
             )
             writes["quotes"] = lambda: append(history, path("quotes"))
-            writes["symbol_state"] = lambda: merge_state(spark, lake, quotes, batch_id)
+            # One row per symbol, computed once for the MERGE and the driver's copy of the state.
+            newest = once(lambda: state.newest(quotes))
+            writes["symbol_state"] = lambda: merge_state(spark, lake, newest(), batch_id)
         if alerts is not None:
             writes["alerts"] = lambda: append(alerts, path("alerts"))
         # Each write names its table in the Spark UI (a job description is per thread).
@@ -188,7 +204,7 @@ def process_batch(
             result.skipped.append(table)
         tasks = dict(writes)
         if result.quotes:  # not a table: the driver's copy of the state moves on with the MERGE
-            tasks["state_mirror"] = lambda: (describe("advance state mirror"), state.advance(quotes))
+            tasks["state_mirror"] = lambda: (describe("advance state mirror"), state.advance(newest()))
         with tagged(spark, batch_id):
             # Four different tables: side by side, since a small commit is mostly waiting.
             run_all(tasks, result.phases_ms)
@@ -243,6 +259,8 @@ def check_orders(
     bounds = orders.groupBy("symbol").agg(
         F.min("order_time").alias("first_order"), F.max("order_time").alias("last_order")
     )
+    # Read twice (late symbols, candidates): computed once, kept on the driver unless very large.
+    bounds = local_copy(bounds, MIRROR_MAX_ROWS) or bounds
     late = (
         bounds.join(state_quotes.select("symbol", "quote_time"), "symbol")
         .where("quote_time > first_order")
