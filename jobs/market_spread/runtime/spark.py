@@ -47,10 +47,13 @@ def build_session(
     if shuffle_partitions is None:
         # Micro-batches are small: a few partitions per core beats the default 200 by far.
         shuffle_partitions = int(os.environ.get("MARKET_SPREAD_SHUFFLE_PARTITIONS", "4"))
+    from market_spread.runtime.jvm_archive import java_options, retire_archive
+
+    jars = delta_jars()
     builder = (
         SparkSession.builder.appName(app_name)
         .master(master)
-        .config("spark.jars", ",".join(delta_jars()))
+        .config("spark.jars", ",".join(jars))
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         .config("spark.sql.session.timeZone", "UTC")
@@ -92,7 +95,7 @@ def build_session(
         # the version's .crc, so reading it needs no state reconstruction (Spark jobs over the log).
         .config("spark.databricks.delta.allFilesInCrc.enabled", os.environ.get("MARKET_SPREAD_ALL_FILES_IN_CRC", "true"))
         .config("spark.sql.streaming.fileSource.cleaner.numThreads", "1")
-        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
+        .config("spark.driver.extraJavaOptions", f"-Duser.timezone=UTC {java_options(jars)}".strip())
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
     )
     # Cluster-only settings from the environment (driver address, executor sizes, event log):
@@ -101,6 +104,12 @@ def build_session(
 
     for key, value in {**session_conf(master), **(extra_conf or {})}.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except Exception:
+        # A damaged class archive stops the JVM before it starts: set it aside, start without it.
+        if not retire_archive(jars):
+            raise
+        spark = builder.config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC").getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("MARKET_SPREAD_SPARK_LOG_LEVEL", "WARN"))
     return spark

@@ -1,0 +1,46 @@
+"""The session's JVM: what build_session asked for is what the driver JVM runs with."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from market_spread.runtime.jvm_archive import archive_path
+from market_spread.runtime.spark import delta_jars
+
+
+def test_the_driver_jvm_maps_the_class_archive_setup_wrote(spark):
+    archive = archive_path(delta_jars())
+    if archive is None or not archive.is_file():
+        pytest.skip("no class archive (make setup writes it; MARKET_SPREAD_CDS_ARCHIVE=off disables it)")
+    jvm = spark.sparkContext._jvm
+    args = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert f"-XX:SharedArchiveFile={archive}" in args
+    # Mapped, not only asked for (the JVM ignores an archive that does not match it): the archive
+    # is among the files mapped into the JVM's memory.
+    jcmd = shutil.which("jcmd")
+    if jcmd is None:
+        pytest.skip("no jcmd to ask the JVM what it mapped")
+    pid = jvm.java.lang.ProcessHandle.current().pid()
+    info = subprocess.run([jcmd, str(pid), "VM.info"], capture_output=True, text=True, timeout=60).stdout
+    assert [line for line in info.splitlines() if line.endswith(str(archive)) and "-XX:" not in line]
+    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+
+
+def test_a_damaged_class_archive_is_set_aside_and_the_command_still_runs(tmp_path):
+    """A truncated archive crashes the JVM at start (SIGBUS): the command moves it aside and starts
+    without it, with a warning, instead of failing."""
+    import os
+    import sys
+
+    good = archive_path(delta_jars())
+    damaged = tmp_path / "driver.jsa"
+    damaged.write_bytes((good.read_bytes()[:50_000_000]) if good and good.is_file() else b"\0" * 4096)
+    env = {**os.environ, "MARKET_SPREAD_CDS_ARCHIVE": str(damaged)}
+    done = subprocess.run([sys.executable, "-m", "market_spread.cli.main", "stream", "--landing", str(tmp_path / "in"),
+                           "--lake", str(tmp_path / "lake"), "--available-now"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)  # the crash report lands there
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "did not start with the class archive" in done.stderr and "stopped" in done.stdout
+    assert not damaged.exists() and (tmp_path / "driver.jsa.bad").exists()
