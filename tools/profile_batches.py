@@ -59,7 +59,7 @@ def main() -> int:
     write_backlog(landing, gen, half * args.pairs, half * args.pairs, args.pairs, "p")
 
     extra = dict(c.split("=", 1) for c in args.conf)
-    spark = build_session("profile", master="local[*]", extra_conf=extra or None)
+    spark = build_session("profile", master="local[*]", extra_conf=extra or None, long_running=True)
     rows = []
     jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
     last = [spark_jobs_so_far(spark), time.perf_counter(), cpu_seconds(jvm), codegen_compiles(spark)]

@@ -27,3 +27,20 @@ def test_the_default_archive_is_keyed_by_java_spark_and_jars(monkeypatch, tmp_pa
     assert one.parent == tmp_path / ".cache" / "jvm" and one.suffix == ".jsa"
     assert jvm_archive.archive_path(["/y/delta-spark_2.13-4.4.1.jar"]) == one, "the folder of the JARs does not matter"
     assert jvm_archive.archive_path(["/x/delta-spark_2.13-4.5.0.jar"]) != one, "other JARs: another archive"
+
+
+def test_the_quick_jit_is_for_short_processes_unless_told(monkeypatch):
+    from market_spread.runtime.spark import QUICK_JIT, jit_options
+
+    monkeypatch.delenv("MARKET_SPREAD_JIT", raising=False)
+    assert jit_options(long_running=False) == QUICK_JIT and "TieredStopAtLevel=1" in QUICK_JIT
+    assert jit_options(long_running=True) == "", "a continuous stream keeps the optimising compiler"
+    monkeypatch.setenv("MARKET_SPREAD_JIT", "full")
+    assert jit_options(long_running=False) == ""
+    monkeypatch.setenv("MARKET_SPREAD_JIT", "quick")
+    assert jit_options(long_running=True) == QUICK_JIT
+    monkeypatch.setenv("MARKET_SPREAD_JIT", "fast")
+    import pytest
+
+    with pytest.raises(SystemExit, match="auto, quick or full"):
+        jit_options(long_running=False)

@@ -539,7 +539,7 @@ def run(args: argparse.Namespace) -> int:
         from market_spread.stream.kafka_source import session_conf
 
         extra = session_conf()
-    spark = build_session("market-spread-bench", shuffle_partitions=4, extra_conf=extra)
+    spark = build_session("market-spread-bench", shuffle_partitions=4, extra_conf=extra, long_running=True)
     results: dict = {"mode": "quick" if args.quick else "full", "machine": machine()}
     began = time.perf_counter()
     try:

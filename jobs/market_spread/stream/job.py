@@ -86,7 +86,8 @@ def _run_stream(args, landing: Path, lake: Path, checkpoint: Path, symbols: list
         from market_spread.stream.kafka_source import feed_source, session_conf
 
         source, extra_conf = feed_source(kafka), session_conf()
-    spark = build_session("market-spread-stream", master=args.master, extra_conf=extra_conf)
+    spark = build_session("market-spread-stream", master=args.master, extra_conf=extra_conf,
+                          long_running=not args.available_now)
     lock.record(jvm_pid=spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     summary = ProgressSummary(args.progress_every) if args.progress_every > 1 else None
     spec = StreamSpec(
