@@ -14,12 +14,10 @@ KAFKA_JARS := .cache/kafka-jars
 KAFKA_JAR_IDS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2
 # A single-node Kafka broker (market-spread broker), run with java -cp: every JAR it needs.
 BROKER_JARS := .cache/broker-jars
-# The driver JVM's class-data-sharing archive (runtime/jvm_archive.py): ~4 s off every Spark start.
-JVM_ARCHIVE := .cache/jvm/.written
 
-.PHONY: setup run test test-fast reliability bench clean check-tools
+.PHONY: setup run test test-fast reliability bench clean check-tools jvm-archive
 
-setup: check-tools $(VENV)/.installed $(JARS)/.fetched $(KAFKA_JARS)/.fetched $(BROKER_JARS)/.fetched $(JVM_ARCHIVE)
+setup: check-tools $(VENV)/.installed $(JARS)/.fetched $(KAFKA_JARS)/.fetched $(BROKER_JARS)/.fetched jvm-archive
 
 check-tools:
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found: install Python 3.11" >&2; exit 1; }
@@ -56,11 +54,12 @@ $(BROKER_JARS)/.fetched: jobs/maven/kafka-broker-pom.xml
 	@ls $(BROKER_JARS)/kafka_2.13-*.jar $(BROKER_JARS)/kafka-server-*.jar >/dev/null
 	@touch $@
 
+# The driver JVM's class-data-sharing archive (runtime/jvm_archive.py): ~4 s off every Spark start.
+# Run at every set-up, not behind a stamp: it returns at once when the archive for this Java, Spark
+# and JARs is there, and writes it again when it is not (new JARs, or one set aside as damaged).
 # Never fatal: without the archive every command still runs, only its JVM starts slower.
-$(JVM_ARCHIVE): $(VENV)/.installed $(JARS)/.fetched
-	@mkdir -p $(dir $@)
-	-$(PY) -m market_spread_tools.jvm_archive
-	@touch $@
+jvm-archive: $(VENV)/.installed $(JARS)/.fetched
+	-@$(PY) -m market_spread_tools.jvm_archive
 
 run: setup
 	PORT=$(PORT) SOURCE=$(SOURCE) $(VENV)/bin/market-spread-run

@@ -2,8 +2,8 @@
 
     .venv/bin/python -m market_spread_tools.jvm_archive   # make setup runs it once
 
-Runs the product's own commands on a few generated events (a stream over a new lake, a restart,
-a query) in a JVM that dumps the classes it loaded when it exits, then moves the archive into
+Runs the product's own `stream` command on a few generated events, over a new lake and then as a
+restart; the restart's JVM dumps the classes it loaded when it exits, and the archive is moved into
 place. Never fatal: without an archive the product starts as it always did, only slower.
 """
 from __future__ import annotations
@@ -45,7 +45,7 @@ def main() -> int:
         symbols = work_dir / "symbols.txt"
         symbols.write_text("".join(f"S{i:04d}\n" for i in range(200)))
         try:
-            # The classes of everything a stream does: create the lake, a batch, a restart, a query.
+            # A batch on a new lake, then a restart (committed marks, the state read back, a batch).
             for seed, start_at in ((1, "2026-11-23T14:30:00Z"), (2, "2026-11-23T15:30:00Z")):
                 _cli("generate", "--landing", str(landing), "--symbols", str(symbols), "--quotes", "300",
                      "--orders", "300", "--seed", str(seed), "--start", start_at, env=os.environ.copy())

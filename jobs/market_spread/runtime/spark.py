@@ -5,6 +5,7 @@ import glob
 import os
 from pathlib import Path
 
+from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
 
 from market_spread.runtime.paths import project_home
@@ -127,9 +128,10 @@ def build_session(
         builder = builder.config(key, value)
     try:
         spark = builder.getOrCreate()
-    except Exception:
+    except PySparkRuntimeError as exc:
         # A damaged class archive stops the JVM before it starts: set it aside, start without it.
-        if not retire_archive(jars):
+        # Only that failure: any other one leaves the archive alone.
+        if exc.getErrorClass() != "JAVA_GATEWAY_EXITED" or not retire_archive(jars):
             raise
         spark = builder.config("spark.driver.extraJavaOptions", driver_options).getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("MARKET_SPREAD_SPARK_LOG_LEVEL", "WARN"))
