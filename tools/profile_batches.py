@@ -85,7 +85,7 @@ def main() -> int:
                     desc = desc.get() if desc.isDefined() else ""
                     # The stream prefixes its own query id and batch: keep what follows.
                     desc = " ".join(desc.split("\n")[3:] if desc.startswith("\nid =") else desc.split("\n")).replace("market-spread ", "")
-                    print(f"   job {job_id}: {took:5d} ms  {data.stageIds().size()} st  {stage.name()[:50]} | {desc[:110]} {where[:100]}")
+                    print(f"   job {job_id}: {took:5d} ms  {data.stageIds().size()} st {data.numTasks():3d} tasks  {stage.name()[:50]} | {desc[:110]} {where[:100]}")
                 except Exception as exc:  # noqa: BLE001 - evicted from the store
                     print(f"   job {job_id}: ? {str(exc)[:120]}")
         last[0], last[1], last[2], last[3] = now_jobs, now, cpu, compiles

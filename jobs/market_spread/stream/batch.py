@@ -20,6 +20,7 @@ harmless too.
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -36,6 +37,14 @@ from market_spread.lake.state import MIRROR_MAX_ROWS, StateMirror, late_history,
 from market_spread.lake.writes import append, literal_row, ms_since, run_all, tagged
 from market_spread.transforms import parsing
 from market_spread.transforms.asof import STATE_QUOTE_COLUMNS, asof_alerts
+
+
+# Below this many input lines, the batch's writes run with interpreted projections and predicates
+# instead of generated code: for a few thousand rows, generating each operator's source in every
+# task (to look it up in the compile cache) costs more than evaluating the rows. Larger batches
+# keep code generation, which wins on volume. Measured (tools/profile_batches.py): see README.
+INTERPRETED_BELOW = int(os.environ.get("MARKET_SPREAD_INTERPRETED_BELOW", "50000"))
+CODEGEN_MODE = "spark.sql.codegen.factoryMode"  # Spark's own default: FALLBACK (codegen, else interpreted)
 
 
 @dataclass
@@ -164,6 +173,7 @@ def process_batch(
         result.input_lines = sum(counts.values())
         result.quarantined = result.input_lines - result.quotes - result.orders
         result.phases_ms["parse"] = ms_since(t0)
+        spark.conf.set(CODEGEN_MODE, "NO_CODEGEN" if result.input_lines < INTERPRETED_BELOW else "FALLBACK")
 
         quotes = parsing.valid_quotes(parsed, settings.thresholds)
         orders = parsing.valid_orders(parsed)
@@ -242,6 +252,7 @@ def process_batch(
         result.seconds = time.perf_counter() - t0
         return result
     finally:
+        spark.conf.unset(CODEGEN_MODE)
         parsed.unpersist()
         spark.sparkContext.setJobDescription(None)
 
