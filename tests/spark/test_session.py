@@ -44,3 +44,21 @@ def test_a_damaged_class_archive_is_set_aside_and_the_command_still_runs(tmp_pat
     assert done.returncode == 0, done.stderr[-2000:]
     assert "did not start with the class archive" in done.stderr and "stopped" in done.stdout
     assert not damaged.exists() and (tmp_path / "driver.jsa.bad").exists()
+
+
+def test_a_small_batch_tunes_the_session_and_leaves_it_as_it_was(spark, monkeypatch):
+    from market_spread.runtime import spark as spark_mod
+
+    session = spark.newSession()  # its own settings: the shared session is left alone
+    monkeypatch.setattr(spark_mod, "SMALL_BATCH_LINES", 100)
+    partitions = session.conf.get(spark_mod.SHUFFLE_PARTITIONS)
+    with spark_mod.sized_for(session, 99) as small:
+        assert small
+        assert session.conf.get(spark_mod.CODEGEN_MODE) == "NO_CODEGEN"
+        assert session.conf.get(spark_mod.SHUFFLE_PARTITIONS) == "1"
+    assert session.conf.get(spark_mod.SHUFFLE_PARTITIONS) == partitions != "1"
+    assert session.conf.get(spark_mod.CODEGEN_MODE, None) is None  # unset again, not set to a value
+    with spark_mod.sized_for(session, 100) as small:
+        assert not small
+        assert session.conf.get(spark_mod.CODEGEN_MODE, None) is None
+        assert session.conf.get(spark_mod.SHUFFLE_PARTITIONS) == partitions

@@ -10,6 +10,7 @@ import pytest
 from market_spread.domain.rules import Thresholds
 from market_spread.lake.state import merge_state
 from market_spread.lake.writes import USER_METADATA
+from market_spread.runtime import spark as spark_mod
 from market_spread.stream import batch as pipeline
 from market_spread.feeds.generate import Generator, write_backlog
 from lakeutil import SYMBOLS, alerts_by_order, assert_same_tables, comparable_tables, land, metrics_totals, order, quote, rows, stream
@@ -280,25 +281,26 @@ def test_same_alerts_whatever_the_cutting_into_files_and_runs(spark, tmp_path):
 
 
 def test_interpreted_and_generated_evaluation_give_the_same_tables(spark, tmp_path, monkeypatch):
-    # Small batches write with interpreted projections (INTERPRETED_BELOW), large ones with
-    # generated code: the same input must give the same rows either way, bad lines included.
+    # Small batches write with one partition and interpreted projections (SMALL_BATCH_LINES), large
+    # ones with generated code and the session's partitions: the same rows either way, bad lines included.
     modes = []
 
     def merge_state(batch_spark, *args):  # the batch's own session: the stream's clone of `spark`
-        modes.append(batch_spark.conf.get(pipeline.CODEGEN_MODE))
+        modes.append((batch_spark.conf.get(spark_mod.CODEGEN_MODE), batch_spark.conf.get(spark_mod.SHUFFLE_PARTITIONS)))
         real_merge(batch_spark, *args)
 
     real_merge = pipeline.merge_state
     monkeypatch.setattr(pipeline, "merge_state", merge_state)
     lakes = {}
     for below in (10**9, 0):
-        monkeypatch.setattr(pipeline, "INTERPRETED_BELOW", below)
+        monkeypatch.setattr(spark_mod, "SMALL_BATCH_LINES", below)
         root = tmp_path / str(below)
         _generated(root / "landing", files=2, seed=11)
         land(root / "landing", "orders", ["{not json", '{"order_id": "x"}'], name="zz-bad.jsonl")
         assert stream(spark, root / "landing", root / "lake") == 0
         lakes[below] = root / "lake"
-    assert modes == ["NO_CODEGEN", "FALLBACK"]
+    assert modes == [("NO_CODEGEN", "1"), ("FALLBACK", spark.conf.get(spark_mod.SHUFFLE_PARTITIONS))]
+    assert spark.conf.get(spark_mod.SHUFFLE_PARTITIONS) != "1", "the test session must differ from a small batch's"
     assert rows(spark, lakes[0], "alerts") and rows(spark, lakes[0], "quarantine")
     assert_same_tables(spark, lakes[0], lakes[10**9])
 

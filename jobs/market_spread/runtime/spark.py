@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import glob
 import os
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
@@ -136,3 +138,38 @@ def build_session(
         spark = builder.config("spark.driver.extraJavaOptions", driver_options).getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("MARKET_SPREAD_SPARK_LOG_LEVEL", "WARN"))
     return spark
+
+
+# A batch of fewer input lines than this is "small": its queries run with one shuffle partition and
+# interpreted projections and predicates instead of generated code. For a few thousand rows Spark's
+# per-task costs dominate: generating each operator's source in every task (to look it up in the
+# compile cache) costs more than evaluating the rows, and each extra partition is a task to plan,
+# serialise and run. Larger batches keep code generation and their partitions, which win on
+# volume. Measured (tools/profile_batches.py, README "Per micro-batch"): 2,000-event batches
+# 3.2 -> 2.7 s (interpreted) -> 2.45 s (one partition); 500,000-event batches are slower
+# interpreted (8.6 -> 9.6-10.9 s), 100,000-event ones even.
+SMALL_BATCH_LINES = int(os.environ.get("MARKET_SPREAD_SMALL_BATCH_LINES", "50000"))
+CODEGEN_MODE = "spark.sql.codegen.factoryMode"  # Spark's default: FALLBACK (generated code, else interpreted)
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+
+
+@contextmanager
+def sized_for(spark: SparkSession, lines: int) -> Iterator[bool]:
+    """Inside, the session's queries are tuned for a batch of `lines` input lines (see
+    SMALL_BATCH_LINES); yields whether the batch is small. The session's settings are restored
+    after: the stream's batches share one session, one batch at a time."""
+    small = lines < SMALL_BATCH_LINES
+    if not small:
+        yield False
+        return
+    before = {key: spark.conf.get(key, None) for key in (CODEGEN_MODE, SHUFFLE_PARTITIONS)}
+    spark.conf.set(CODEGEN_MODE, "NO_CODEGEN")
+    spark.conf.set(SHUFFLE_PARTITIONS, "1")
+    try:
+        yield True
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)

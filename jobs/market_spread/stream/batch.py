@@ -20,9 +20,9 @@ harmless too.
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable
@@ -35,16 +35,9 @@ from market_spread.domain.rules import Thresholds
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.state import MIRROR_MAX_ROWS, StateMirror, late_history, local_copy, merge_state
 from market_spread.lake.writes import append, literal_row, ms_since, run_all, tagged
+from market_spread.runtime.spark import sized_for
 from market_spread.transforms import parsing
 from market_spread.transforms.asof import STATE_QUOTE_COLUMNS, asof_alerts
-
-
-# Below this many input lines, the batch's writes run with interpreted projections and predicates
-# instead of generated code: for a few thousand rows, generating each operator's source in every
-# task (to look it up in the compile cache) costs more than evaluating the rows. Larger batches
-# keep code generation, which wins on volume. Measured (tools/profile_batches.py): see README.
-INTERPRETED_BELOW = int(os.environ.get("MARKET_SPREAD_INTERPRETED_BELOW", "50000"))
-CODEGEN_MODE = "spark.sql.codegen.factoryMode"  # Spark's own default: FALLBACK (codegen, else interpreted)
 
 
 @dataclass
@@ -154,6 +147,7 @@ def process_batch(
     # Everything below reads the parsed batch several times: parse each input line once. Kept
     # deserialised: serialising the cached columns costs more than the memory it saves.
     parsed = parsing.parse_lines(lines, symbols).persist(StorageLevel.MEMORY_AND_DISK_DESER)
+    scope = ExitStack()
     try:
         # One job: parses and caches the batch and counts it.
         # A Kafka record's source is topic/partition/offset: group by topic/partition and keep the
@@ -173,7 +167,8 @@ def process_batch(
         result.input_lines = sum(counts.values())
         result.quarantined = result.input_lines - result.quotes - result.orders
         result.phases_ms["parse"] = ms_since(t0)
-        spark.conf.set(CODEGEN_MODE, "NO_CODEGEN" if result.input_lines < INTERPRETED_BELOW else "FALLBACK")
+        # Everything after the parse is planned knowing the batch's size (small: one partition, interpreted).
+        scope.enter_context(sized_for(spark, result.input_lines))
 
         quotes = parsing.valid_quotes(parsed, settings.thresholds)
         orders = parsing.valid_orders(parsed)
@@ -252,7 +247,7 @@ def process_batch(
         result.seconds = time.perf_counter() - t0
         return result
     finally:
-        spark.conf.unset(CODEGEN_MODE)
+        scope.close()
         parsed.unpersist()
         spark.sparkContext.setJobDescription(None)
 
