@@ -101,6 +101,9 @@ def main() -> int:
           f"{statistics.median(r[2] for r in steady):.2f}s, median jobs {statistics.median(r[1] for r in steady)}, "
           f"median JVM CPU {statistics.median(r[3] for r in steady):.2f}s, "
           f"median codegen compiles {statistics.median(r[4] for r in steady)}")
+    times = sorted(r[0].seconds for r in steady)
+    print(f"batch time over the steady batches: p90 {times[int(0.9 * (len(times) - 1))]:.2f}s, max {times[-1]:.2f}s, "
+          f"mean {statistics.mean(times):.2f}s")
     keys = sorted({k for r in steady for k in r[0].phases_ms})
     print("median phases (ms): " + ", ".join(f"{k} {statistics.median(r[0].phases_ms.get(k, 0) for r in steady):.0f}" for k in keys))
     spark.stop()

@@ -20,8 +20,12 @@ def test_an_older_lake_gets_the_properties_and_columns_of_this_release(spark, tm
     lake_mod.ensure_tables(spark, lake)
 
     props, columns = properties_and_columns(metrics)
-    for key, value in lake_mod.TABLE_PROPERTIES.items():
+    for key, value in lake_mod.table_properties("batch_metrics").items():
         assert props.get(key) == value, key
+    # Checkpoints fall on different batches: no two tables the stream writes every batch share an interval.
+    intervals = [properties_and_columns(lake_mod.table_path(lake, t))[0]["delta.checkpointInterval"]
+                 for t in ("quotes", "alerts", "symbol_state", "batch_metrics")]
+    assert len(set(intervals)) == 4 and all(10 <= int(i) <= 13 for i in intervals), intervals
     assert columns[-1] == "spark_jobs"
     assert sorted(lake_mod.existing_tables(lake)) == sorted(lake_mod.TABLES), "the missing tables were created"
     assert DeltaTable(lake_mod.table_path(lake, "quotes")).metadata().partition_columns == ["quote_date"]
