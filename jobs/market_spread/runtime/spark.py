@@ -141,7 +141,8 @@ def build_session(
 
 
 # A batch of fewer input lines than this is "small": its queries run with one shuffle partition and
-# interpreted projections and predicates instead of generated code. For a few thousand rows Spark's
+# interpreted instead of generated code (NO_CODEGEN also leaves out whole-stage code generation:
+# Spark's CollapseCodegenStages checks it). For a few thousand rows Spark's
 # per-task costs dominate: generating each operator's source in every task (to look it up in the
 # compile cache) costs more than evaluating the rows, and each extra partition is a task to plan,
 # serialise and run. Larger batches keep code generation and their partitions, which win on
