@@ -34,6 +34,12 @@ def codegen_compiles(spark) -> tuple[int, float]:
     return hist.getCount(), hist.getSnapshot().getMean() * hist.getCount()
 
 
+def gc_seconds(spark) -> float:
+    """Time the driver JVM has spent in garbage collection so far (all collectors)."""
+    beans = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    return sum(beans.get(i).getCollectionTime() for i in range(beans.size())) / 1000
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pairs", type=int, default=12)
@@ -62,13 +68,14 @@ def main() -> int:
     spark = build_session("profile", master="local[*]", extra_conf=extra or None, long_running=True)
     rows = []
     jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
-    last = [spark_jobs_so_far(spark), time.perf_counter(), cpu_seconds(jvm), codegen_compiles(spark)]
+    last = [spark_jobs_so_far(spark), time.perf_counter(), cpu_seconds(jvm), codegen_compiles(spark), gc_seconds(spark)]
 
     def on_batch(result) -> None:
         now_jobs, now, cpu, compiles = spark_jobs_so_far(spark), time.perf_counter(), cpu_seconds(jvm), codegen_compiles(spark)
+        gc = gc_seconds(spark)
         rows.append((result, now_jobs - last[0], now - last[1], cpu - last[2], compiles[0] - last[3][0]))
         print(f"batch {result.batch_id}: {result.seconds:.2f}s in batch, {now - last[1]:.2f}s since last, "
-              f"{now_jobs - last[0]} jobs, JVM CPU {cpu - last[2]:.2f}s, {compiles[0] - last[3][0]} codegen compiles "
+              f"{now_jobs - last[0]} jobs, JVM CPU {cpu - last[2]:.2f}s (GC {gc - last[4]:.2f}s), {compiles[0] - last[3][0]} codegen compiles "
               f"({compiles[1] - last[3][1]:.0f} ms), {result.input_lines} lines, {result.alerts} alerts; {result.phases_ms}",
               flush=True)
         if args.jobs:
@@ -88,7 +95,7 @@ def main() -> int:
                     print(f"   job {job_id}: {took:5d} ms  {data.stageIds().size()} st {data.numTasks():3d} tasks  {stage.name()[:50]} | {desc[:110]} {where[:100]}")
                 except Exception as exc:  # noqa: BLE001 - evicted from the store
                     print(f"   job {job_id}: ? {str(exc)[:120]}")
-        last[0], last[1], last[2], last[3] = now_jobs, now, cpu, compiles
+        last[0], last[1], last[2], last[3], last[4] = now_jobs, now, cpu, compiles, gc
 
     start = time.perf_counter()
     query, busy = start_query(spark, StreamSpec(lake=lake, symbols=symbols, landing=landing, max_files_per_batch=1),
