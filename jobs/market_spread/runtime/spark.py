@@ -147,7 +147,7 @@ def build_session(
 # compile cache) costs more than evaluating the rows, and each extra partition is a task to plan,
 # serialise and run. Larger batches keep code generation and their partitions, which win on
 # volume. Measured (tools/profile_batches.py, README "Per micro-batch"): 2,000-event batches
-# 3.2 -> 2.7 s (interpreted) -> 2.45 s (one partition); both settings together, 40,000-event
+# 3.2 -> 2.6-2.8 s (interpreted) -> 2.6-2.7 s (one partition); both settings together, 40,000-event
 # batches 3.9 -> 3.4 s, 80,000 4.6 -> 4.1 s, 200,000 even (5.6 s either way); 500,000-event
 # batches are slower interpreted (8.6 -> 9.6-10.9 s).
 SMALL_BATCH_LINES = int(os.environ.get("MARKET_SPREAD_SMALL_BATCH_LINES", "100000"))
