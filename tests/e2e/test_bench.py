@@ -69,3 +69,13 @@ def test_unknown_part_is_a_usage_error(tmp_path):
     args = argparse.Namespace(quick=True, out=str(tmp_path / "out"), work=str(tmp_path / "work"), only="throughput,speed")
     with pytest.raises(UsageError, match="speed"):
         bench.run(args)
+
+
+def test_growth_batches_cut_the_growth_run_and_keep_its_earlier_checkpoints():
+    assert bench.with_growth_batches(bench.FULL, None) == bench.FULL
+    cut = bench.with_growth_batches(bench.FULL, 1_000)
+    assert cut.past_batches == (100, 1_000) and cut.events == bench.FULL.events
+    assert bench.with_growth_batches(bench.QUICK, 60).past_batches == (10, 20, 60)
+    assert bench.with_growth_batches(bench.FULL, 50).past_batches == (25, 50)
+    with pytest.raises(ValueError, match="at least 20"):
+        bench.with_growth_batches(bench.FULL, 10)

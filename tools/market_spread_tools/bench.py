@@ -22,7 +22,7 @@ import shutil
 import statistics
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -47,6 +47,17 @@ class Plan:
 # The quick backlog is cut into 3 batches, so that its throughput is that of several batches.
 QUICK = Plan(120_000, 6, 2, (1_000, 10_000), 12, (10, 20), (350, 3_000), 120_000)
 FULL = Plan(2_000_000, 40, None, (1_000, 10_000, 50_000), 60, (100, 1_000, 10_000), (350, 3_000, 30_000), 2_000_000)
+
+
+def with_growth_batches(plan: Plan, batches: int | None) -> Plan:
+    """The plan with its growth run cut (or stretched) to `batches` batches: the full run's 10,000
+    batches take hours at 2-3 s each. Keeps the plan's earlier checkpoints below it."""
+    if batches is None:
+        return plan
+    if batches < 20:
+        raise ValueError(f"--growth-batches: at least 20 (each figure is the mean of 10 batches), not {batches}")
+    earlier = tuple(n for n in plan.past_batches if n < batches) or (batches // 2,)
+    return replace(plan, past_batches=earlier + (batches,))
 
 
 def _say(text: str) -> None:
@@ -527,7 +538,11 @@ def run(args: argparse.Namespace) -> int:
     unknown = parts - {"throughput", "latency", "growth", "symbols", "kafka"}
     if unknown:
         raise UsageError(f"--only: unknown part(s) {', '.join(sorted(unknown))}")
-    plan = QUICK if args.quick else FULL
+    growth_batches = getattr(args, "growth_batches", None)
+    try:
+        plan = with_growth_batches(QUICK if args.quick else FULL, growth_batches)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     out, work = Path(args.out), Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
@@ -574,6 +589,8 @@ def run(args: argparse.Namespace) -> int:
     results["plots"] = plots(results, out)
     (out / "latest.json").write_text(json.dumps(results, indent=2, default=str))
     command = "market-spread bench --quick" if args.quick else "make bench"
+    if growth_batches is not None:
+        command = f"market-spread bench{' --quick' if args.quick else ''} --growth-batches {growth_batches}"
     (out / "summary.md").write_text(summary_markdown(results, command))
     _say(f"done in {results['seconds']}s: {out / 'latest.json'}, {out / 'summary.md'}, plots {results['plots']}")
     return 0

@@ -14,6 +14,8 @@ opt = options("bench")
      help="a smaller run: about 5 minutes on 2 cores (100k events, 2 rates, 20 batches, 2 symbol counts)")
 @opt("--out", default=str(project_home() / "bench" / "results"), help="results folder")
 @opt("--work", default=str(project_home() / "bench" / "work"), help="scratch folder (deleted)")
+@opt("--growth-batches", type=int, default=None,
+     help="stop the growth run after this many batches (full run: 10,000, several hours on 2 cores)")
 @opt("--only", help="comma-separated parts: throughput,latency,growth,symbols,kafka")
 def command(**params) -> int:
     from market_spread_tools.bench import run
