@@ -59,9 +59,7 @@ def tagged(spark: SparkSession, batch_id: int) -> Iterator[None]:
     """Commits made inside carry the batch tag (lake.batch_tag) in their userMetadata: the witness
     a restarted stream reads to skip the writes a replayed batch already made."""
     from market_spread.lake.tables import batch_tag
+    from market_spread.runtime.spark import session_settings
 
-    spark.conf.set(USER_METADATA, batch_tag(batch_id))
-    try:
+    with session_settings(spark, {USER_METADATA: batch_tag(batch_id)}):
         yield
-    finally:
-        spark.conf.unset(USER_METADATA)

@@ -5,7 +5,7 @@ import glob
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
@@ -156,22 +156,30 @@ SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
 @contextmanager
-def sized_for(spark: SparkSession, lines: int) -> Iterator[bool]:
-    """Inside, the session's queries are tuned for a batch of `lines` input lines (see
-    SMALL_BATCH_LINES); yields whether the batch is small. The session's settings are restored
-    after: the stream's batches share one session, one batch at a time."""
-    small = lines < SMALL_BATCH_LINES
-    if not small:
-        yield False
-        return
-    before = {key: spark.conf.get(key, None) for key in (CODEGEN_MODE, SHUFFLE_PARTITIONS)}
-    spark.conf.set(CODEGEN_MODE, "NO_CODEGEN")
-    spark.conf.set(SHUFFLE_PARTITIONS, "1")
+def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """Inside, the session has these settings; after, even when the body raises, each has its
+    earlier value again (or none). The stream's batches share one session, one batch at a time."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
-        yield True
+        yield
     finally:
         for key, value in before.items():
             if value is None:
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, value)
+
+
+@contextmanager
+def sized_for(spark: SparkSession, lines: int) -> Iterator[bool]:
+    """Inside, the session's queries are tuned for a batch of `lines` input lines (see
+    SMALL_BATCH_LINES); yields whether the batch is small. The session's settings are restored
+    after."""
+    small = lines < SMALL_BATCH_LINES
+    if not small:
+        yield False
+        return
+    with session_settings(spark, {CODEGEN_MODE: "NO_CODEGEN", SHUFFLE_PARTITIONS: "1"}):
+        yield True
