@@ -379,6 +379,60 @@ def test_archive_moves_processed_landing_files_out_and_changes_no_answer(spark, 
     assert comparable_tables(spark, lake) == comparable_tables(spark, plain / "lake")
 
 
+def test_archived_files_leave_the_source_log_at_a_restart_and_in_a_long_run(spark, tmp_path, capsys, monkeypatch):
+    """--archive: Spark's file source log keeps an entry for every file it ever read (compacted, never
+    expired); the stream drops those of files already archived at each start and every N batches.
+    No file is read twice and the tables are those of a plain run over the same files."""
+    import json
+
+    from market_spread.stream.query import StreamSpec, run_query
+
+    plain, archived = tmp_path / "plain", tmp_path / "archived"
+    gen = Generator(SYMBOLS, seed=17, wide_share=0.4)
+
+    def land_pairs(numbers) -> None:
+        for i in numbers:
+            events = gen.events(60, 60)
+            for root in (plain, archived):
+                for feed in ("quotes", "orders"):
+                    land(root / "landing", feed, [l for f, _, l in events if f == feed], name=f"pair-{i}.jsonl")
+
+    spec = StreamSpec(lake=archived / "lake", symbols=list(SYMBOLS), landing=archived / "landing",
+                      archive=archived / "archive", max_files_per_batch=1)
+
+    def logged_files() -> list[str]:
+        names = []
+        for folder in (spec.checkpoint_path / "sources").iterdir():
+            latest = max(folder.glob("*.compact"), key=lambda p: int(p.name.split(".")[0]))
+            names += [Path(json.loads(l)["path"]).name for l in latest.read_text().split("\n")[1:] if l]
+        return sorted(names)
+
+    key = "spark.sql.streaming.fileSource.log.compactInterval"
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, "2")  # compact every second batch, so that a few batches show it
+    try:
+        land_pairs(range(6))
+        assert run_query(spark, spec) == 0  # six batches: compact files at batches 1, 3 and 5
+        assert logged_files() == sorted(f"pair-{i}.jsonl" for i in range(6) for _ in range(2))
+        land_pairs(range(6, 8))
+        capsys.readouterr()
+        assert run_query(spark, spec) == 0
+        assert "entries of archived files" in capsys.readouterr().out
+        left = logged_files()
+        assert "pair-0.jsonl" not in left and "pair-7.jsonl" in left, left
+        # A long run: trimmed from inside the batch every 2 batches (batches 8 to 13 here).
+        monkeypatch.setenv("MARKET_SPREAD_SOURCE_LOG_TRIM_EVERY", "2")
+        land_pairs(range(8, 14))
+        assert run_query(spark, spec) == 0
+    finally:
+        spark.conf.unset(key) if previous is None else spark.conf.set(key, previous)
+    left = logged_files()
+    assert "pair-8.jsonl" not in left and "pair-13.jsonl" in left, left
+    assert stream(spark, plain / "landing", plain / "lake") == 0
+    assert metrics_totals(spark, archived / "lake")["quotes"] == metrics_totals(spark, plain / "lake")["quotes"]
+    assert comparable_tables(spark, archived / "lake") == comparable_tables(spark, plain / "lake")
+
+
 def _pair(spark, landing: Path, k: int, files: int):
     """File pair k of a generated landing folder, as the stream hands it to a batch."""
     def feed(name: str):

@@ -48,11 +48,14 @@ def start_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None
     from pyspark.sql import functions as F
 
     from market_spread.stream.batch import BatchProcessor, BatchSettings
+    from market_spread.stream.source_log import trim_interval
 
     landing, lake, source = spec.landing, spec.lake, spec.source
     for name in FEEDS if source is None else ():
         (landing / name).mkdir(parents=True, exist_ok=True)
     lake_mod.ensure_tables(spark, lake)
+    if source is None and spec.archive is not None:
+        trim_archived_entries(spec.checkpoint_path)
 
     def feed(name: str):
         reader = spark.readStream.format("text").option("pathGlobFilter", "*.jsonl")  # files land renamed in
@@ -73,11 +76,14 @@ def start_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None
         print(result.progress_line(), flush=True)
 
     processor = BatchProcessor(BatchSettings(str(lake), spec.symbols, spec.thresholds), on_batch or print_progress)
+    trim_every = trim_interval() if source is None and spec.archive is not None else 0
 
     def guarded(batch_df, batch_id):
         busy.set()
         try:
             processor(batch_df, batch_id)
+            if trim_every and batch_id > 0 and batch_id % trim_every == 0:
+                trim_archived_entries(spec.checkpoint_path)
         finally:
             busy.clear()
 
@@ -87,6 +93,21 @@ def start_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None
     writer = (writer.trigger(availableNow=True) if spec.available_now
               else writer.trigger(processingTime=f"{spec.interval} seconds"))
     return writer.start(), busy
+
+
+def trim_archived_entries(checkpoint: Path) -> None:
+    """Before the query starts: drop the file source log's entries of files already archived, so
+    that the log stays as small as the landing folder (stream.source_log)."""
+    from market_spread.stream.source_log import trim_source_logs
+
+    try:
+        results = trim_source_logs(checkpoint)
+    except OSError as exc:  # a log left as it was is only bigger: warn, never fail a batch for it
+        print(f"market-spread stream: warning: could not trim the file source log: {exc}", file=sys.stderr, flush=True)
+        return
+    for r in results:
+        print(f"market-spread stream: source log {r.folder.name}/{r.compact_file}: dropped {r.dropped:,} entries "
+              f"of archived files, kept {r.kept:,}", flush=True)
 
 
 def run_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None = None,

@@ -22,7 +22,8 @@ opt = options("stream")
           "memory of batches when catching up on a backlog")
 @opt("--archive", metavar="DIR",
      help="move each landing file here once its micro-batch is committed (Spark's cleanSource=archive), "
-          "so the landing folder, and its listing at every trigger, stays small (default: leave files in place)")
+          "so the landing folder, and its listing at every trigger, stays small; each start also drops archived "
+          "files from the file source's log in the checkpoint (default: leave files in place)")
 @master("stream")
 @opt("--progress-every", type=whole_number(1), default=1, metavar="N",
      help="print one summary line per N batches (and at least every minute while batches run) instead of "
