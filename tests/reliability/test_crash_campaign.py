@@ -2,8 +2,10 @@
 SIGKILLed (driver and Spark JVM together) N times at the dangerous instants -- the moment a new file
 appears in the Delta log of each table or in the checkpoint's offsets/ and commits/ -- and at purely
 random ones, restarted each time; `maintain` runs beside the live stream and, between a kill and the
-restart, over the half-written lake. At the end the lake must equal an uninterrupted run over the
-same files: nothing lost, nothing doubled, batch_metrics adding up.
+restart, over the half-written lake. The stream archives the files it has read (`--archive`) and
+trims them from its file source log at each start and every 3 batches. At the end the lake must
+equal an uninterrupted run over the same files: nothing lost, nothing doubled, batch_metrics adding
+up.
 
 N = 5 by default; MARKET_SPREAD_RELIABILITY=full runs 24 kills (every window three times) and more
 maintenance."""
@@ -46,7 +48,7 @@ def _folder(lake: Path, window: str) -> Path:
 
 
 @pytest.mark.slow
-def test_crash_campaign_loses_and_doubles_nothing(spark, tmp_path):
+def test_crash_campaign_loses_and_doubles_nothing(spark, tmp_path, monkeypatch):
     began = time.monotonic()
     kills = 24 if FULL else 5
     rng = random.Random(20261123)
@@ -56,7 +58,16 @@ def test_crash_campaign_loses_and_doubles_nothing(spark, tmp_path):
                         files=2 * kills + 4)
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     lander = Lander(files, landing)
-    stream_args = ["stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols)]
+    archive = tmp_path / "archive"
+    stream_args = ["stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols),
+                   "--archive", str(archive)]
+    monkeypatch.setenv("MARKET_SPREAD_SOURCE_LOG_TRIM_EVERY", "3")  # trims inside the batch, killed or not
+    # Spark compacts that log every 10 batches; every 2 here, so that even the short campaign has
+    # compact files to trim (spark-submit reads spark-defaults.conf from SPARK_CONF_DIR).
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text("spark.sql.streaming.fileSource.log.compactInterval 2\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
     # Maintenance: beside the live stream (vacuum only), and over the lake of a killed stream, before
     # the restart (compaction of a half-written batch, then its replay).
     # (The exclusive run costs a whole JVM start and a compaction: in the full campaign only.)
@@ -117,7 +128,9 @@ def test_crash_campaign_loses_and_doubles_nothing(spark, tmp_path):
 
     # The uninterrupted run over the very same files.
     clean = tmp_path / "clean"
-    shutil.copytree(landing, clean / "landing")
+    for feed, path in files:  # the landing folder was archived as it went: every file, from the source
+        (clean / "landing" / feed).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, clean / "landing" / feed / path.name)
     assert stream(spark, clean / "landing", clean / "lake") == 0
 
     got, want = comparable_tables(spark, lake), comparable_tables(spark, clean / "lake")
@@ -138,6 +151,11 @@ def test_crash_campaign_loses_and_doubles_nothing(spark, tmp_path):
     for key in ("quotes", "orders", "alerts", "quarantined"):
         assert totals[key] == clean_totals[key], key
     assert len(got["alerts"]) > 0 and len(got["quarantine"]) > 0, "the campaign must exercise every table"
+    archived = len(list(archive.rglob("*.jsonl")))
+    trims = sum(log.read_text(errors="replace").count("entries of archived files") for log in tmp_path.glob("*.log"))
+    assert archived > 0, "--archive moved no file"
+    if max(m["batch_id"] for m in metrics) >= 5:  # compact files old enough to trim
+        assert trims > 0, "the file source log was never trimmed"
 
     partial = [f"{b}:{'+'.join(w)}" for b, w in replayed if w]
     report = "\n".join([
@@ -150,6 +168,7 @@ def test_crash_campaign_loses_and_doubles_nothing(spark, tmp_path):
         f"  lines tried:          {lander.lines} in {len(files)} files ({totals['quotes']} quotes, "
         f"{totals['orders']} orders, {totals['quarantined']} quarantined), {totals['batches']} batches",
         f"  alerts:               {totals['alerts']}",
+        f"  archived files:       {archived}; file source log trimmed {trims} times",
         f"  rows lost:            {lost}",
         f"  duplicates:           {doubled}",
         f"  peak memory:          {peak_rss / 2**20:.0f} MB (stream: driver + JVM), "
