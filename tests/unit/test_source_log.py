@@ -4,7 +4,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from market_spread.stream.source_log import trim_source_logs
+import pytest
+
+from market_spread.stream.source_log import TRIM_EVERY_VARIABLE, trim_interval, trim_source_logs
 
 
 def _entry(path: str, batch: int) -> str:
@@ -65,3 +67,14 @@ def test_a_log_it_does_not_understand_or_a_checkpoint_without_commits_is_left_al
     for commit in (checkpoint / "commits").iterdir():
         commit.unlink()
     assert trim_source_logs(checkpoint) == [], "nothing committed yet: every entry may be replayed"
+
+
+def test_the_trim_interval_is_a_whole_number_of_batches(monkeypatch):
+    monkeypatch.delenv(TRIM_EVERY_VARIABLE, raising=False)
+    assert trim_interval() == 1000
+    monkeypatch.setenv(TRIM_EVERY_VARIABLE, "3")
+    assert trim_interval() == 3
+    for bad in ("0", "-1", "ten", "2.5"):
+        monkeypatch.setenv(TRIM_EVERY_VARIABLE, bad)
+        with pytest.raises(ValueError, match="whole number of batches"):
+            trim_interval()

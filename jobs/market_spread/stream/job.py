@@ -40,6 +40,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--interval must be > 0 seconds")
     if args.max_files_per_batch is not None and args.max_files_per_batch < 1:
         raise UsageError("--max-files-per-batch must be at least 1")
+    if args.archive:
+        from market_spread.stream.source_log import trim_interval
+
+        try:
+            trim_interval()
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     symbols = load_symbols(args.symbols)
     checkpoint = Path(args.checkpoint) if args.checkpoint else lake / lake_mod.CHECKPOINT_SUBDIR
     lake.mkdir(parents=True, exist_ok=True)  # for the lock file; start_query creates the feed folders

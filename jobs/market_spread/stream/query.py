@@ -96,8 +96,8 @@ def start_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None
 
 
 def trim_archived_entries(checkpoint: Path) -> None:
-    """Before the query starts: drop the file source log's entries of files already archived, so
-    that the log stays as small as the landing folder (stream.source_log)."""
+    """Drop the file source log's entries of files already archived (stream.source_log), so that
+    the log stays about as small as the landing folder; before the query and every N batches."""
     from market_spread.stream.source_log import trim_source_logs
 
     try:

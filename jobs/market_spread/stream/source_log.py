@@ -9,11 +9,11 @@ lists the folder, and a file that is not there cannot be read twice.
 `trim_source_logs` drops such entries from the latest compact file when a stream starts (the
 writer lock held, no query running) and, in a long run, every `trim_interval()` batches from
 inside the batch: foreachBatch runs on the query's own thread, the one that writes this log, so
-nothing writes it meanwhile, and the next compaction reads the trimmed file. It keeps every entry of the last two committed batches and
-of any batch not committed yet (a replay after a crash reads its files from this log), every
-entry whose file is still in place, and every entry whose folder is gone (an unmounted landing
-folder must not look like an emptied one). The rewrite is atomic: a kill leaves the old file or
-the new one.
+nothing writes it meanwhile, and the next compaction reads the trimmed file. It keeps every entry
+of the last two committed batches and of any batch not committed yet (a replay after a crash reads
+its files from this log), every entry whose file is still in place, and every entry whose folder
+is gone (an unmounted landing folder must not look like an emptied one). The rewrite is atomic: a
+kill leaves the old file or the new one.
 """
 from __future__ import annotations
 
@@ -30,8 +30,11 @@ TRIM_EVERY_VARIABLE = "MARKET_SPREAD_SOURCE_LOG_TRIM_EVERY"
 
 def trim_interval() -> int:
     """Batches between two trims in a running stream (default 1,000: under two hours at the
-    default 5-second trigger; reading the log costs a few milliseconds per thousand entries)."""
-    return max(1, int(os.environ.get(TRIM_EVERY_VARIABLE, "1000")))
+    default 5-second trigger; a trim costs about 25 ms per thousand entries)."""
+    raw = os.environ.get(TRIM_EVERY_VARIABLE, "1000")
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise ValueError(f"{TRIM_EVERY_VARIABLE} must be a whole number of batches, at least 1, not {raw!r}")
+    return int(raw)
 
 
 @dataclass(frozen=True)
