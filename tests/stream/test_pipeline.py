@@ -407,10 +407,8 @@ def test_archived_files_leave_the_source_log_at_a_restart_and_in_a_long_run(spar
             names += [Path(json.loads(l)["path"]).name for l in latest.read_text().split("\n")[1:] if l]
         return sorted(names)
 
-    key = "spark.sql.streaming.fileSource.log.compactInterval"
-    previous = spark.conf.get(key, None)
-    spark.conf.set(key, "2")  # compact every second batch, so that a few batches show it
-    try:
+    # Compact every second batch, so that a few batches show it.
+    with spark_mod.session_settings(spark, {"spark.sql.streaming.fileSource.log.compactInterval": "2"}):
         land_pairs(range(6))
         assert run_query(spark, spec) == 0  # six batches: compact files at batches 1, 3 and 5
         assert logged_files() == sorted(f"pair-{i}.jsonl" for i in range(6) for _ in range(2))
@@ -424,8 +422,6 @@ def test_archived_files_leave_the_source_log_at_a_restart_and_in_a_long_run(spar
         monkeypatch.setenv("MARKET_SPREAD_SOURCE_LOG_TRIM_EVERY", "2")
         land_pairs(range(8, 14))
         assert run_query(spark, spec) == 0
-    finally:
-        spark.conf.unset(key) if previous is None else spark.conf.set(key, previous)
     left = logged_files()
     assert "pair-8.jsonl" not in left and "pair-13.jsonl" in left, left
     assert stream(spark, plain / "landing", plain / "lake") == 0

@@ -54,14 +54,15 @@ def start_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None
     for name in FEEDS if source is None else ():
         (landing / name).mkdir(parents=True, exist_ok=True)
     lake_mod.ensure_tables(spark, lake)
-    if source is None and spec.archive is not None:
+    archiving = source is None and spec.archive is not None
+    if archiving:
         trim_archived_entries(spec.checkpoint_path)
 
     def feed(name: str):
         reader = spark.readStream.format("text").option("pathGlobFilter", "*.jsonl")  # files land renamed in
         if spec.max_files_per_batch:
             reader = reader.option("maxFilesPerTrigger", spec.max_files_per_batch)
-        if spec.archive is not None:
+        if archiving:
             # Spark moves a file only after the batch that read it is committed: a replay still finds it.
             reader = reader.option("cleanSource", "archive").option("sourceArchiveDir", str(spec.archive.absolute() / name))
         return (
@@ -76,7 +77,7 @@ def start_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None
         print(result.progress_line(), flush=True)
 
     processor = BatchProcessor(BatchSettings(str(lake), spec.symbols, spec.thresholds), on_batch or print_progress)
-    trim_every = trim_interval() if source is None and spec.archive is not None else 0
+    trim_every = trim_interval() if archiving else 0
 
     def guarded(batch_df, batch_id):
         busy.set()
