@@ -58,6 +58,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"market-spread stream: error: {exc}; lake {lake}", file=sys.stderr)
         return EXIT_LAKE_BUSY
     try:
+        mismatch = checkpoint_source_error(checkpoint, args.source)
+        if mismatch:
+            print(f"market-spread stream: error: {mismatch}", file=sys.stderr)
+            return EXIT_REFUSED
+        if kafka is None:
+            from market_spread.stream.checkpoint_layout import CheckpointLayoutError, prepare
+
+            try:  # before the check below: it also finishes a move a kill interrupted
+                moved = prepare(checkpoint)
+            except CheckpointLayoutError as exc:
+                print(f"market-spread stream: error: {exc}", file=sys.stderr)
+                return EXIT_REFUSED
+            if moved:
+                print(f"market-spread stream: {moved}", flush=True)
         if lake_has_batches(lake) and not checkpoint_has_progress(checkpoint):
             print(
                 f"market-spread stream: error: the lake {lake} already holds processed batches but the "
@@ -65,10 +79,6 @@ def run(args: argparse.Namespace) -> int:
                 "Restore the checkpoint, or move the lake aside to start afresh.",
                 file=sys.stderr,
             )
-            return EXIT_REFUSED
-        mismatch = checkpoint_source_error(checkpoint, args.source)
-        if mismatch:
-            print(f"market-spread stream: error: {mismatch}", file=sys.stderr)
             return EXIT_REFUSED
         if kafka is not None:
             from market_spread.stream.kafka_source import check_kafka

@@ -47,6 +47,7 @@ def start_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None
     `on_batch` gets each batch's BatchResult (default: print its progress line)."""
     from pyspark.sql import functions as F
 
+    from market_spread.stream import checkpoint_layout
     from market_spread.stream.batch import BatchProcessor, BatchSettings
     from market_spread.stream.source_log import trim_interval
 
@@ -54,6 +55,10 @@ def start_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None
     for name in FEEDS if source is None else ():
         (landing / name).mkdir(parents=True, exist_ok=True)
     lake_mod.ensure_tables(spark, lake)
+    if source is None:
+        moved = checkpoint_layout.prepare(spec.checkpoint_path)
+        if moved:
+            print(f"market-spread stream: {moved}", flush=True)
     archiving = source is None and spec.archive is not None
     if archiving:
         trim_archived_entries(spec.checkpoint_path)
@@ -88,7 +93,13 @@ def start_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None
         finally:
             busy.clear()
 
-    feeds = feed("quotes").unionByName(feed("orders")) if source is None else source(spark)
+    if source is None:
+        # Orders first: Spark lists the sources in this order, and an order file must never enter a
+        # batch ahead of a quote file that landed before it (stream.checkpoint_layout).
+        first, second = checkpoint_layout.LISTING_ORDER
+        feeds = feed(first).unionByName(feed(second))
+    else:
+        feeds = source(spark)
     writer = feeds.writeStream.foreachBatch(guarded)
     writer = writer.option("checkpointLocation", str(spec.checkpoint_path))
     writer = (writer.trigger(availableNow=True) if spec.available_now

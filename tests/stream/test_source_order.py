@@ -1,0 +1,104 @@
+"""Orders are listed before quotes (contract 5.2 while files keep landing), and a checkpoint written
+quotes first is moved to that order without losing or repeating a row."""
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from pathlib import Path
+
+from market_spread.stream import checkpoint_layout as layout
+from market_spread.stream import batch as pipeline
+from market_spread.stream.query import StreamSpec, start_query
+from market_spread.feeds.generate import Generator, write_backlog
+from lakeutil import SYMBOLS, comparable_tables, land, metrics_totals, order, quote, rows, stream
+
+ALL_SYMBOLS = [s.strip() for s in (Path(__file__).resolve().parents[2] / "include" / "symbols.txt").read_text().split() if s.strip()]
+
+
+def test_an_order_never_enters_a_batch_ahead_of_a_quote_that_landed_before_it(spark, tmp_path):
+    # Each pair is a new symbol's only quote (wide) and then its order, landing while the stream plans
+    # batches back to back. Listed quotes first, a pair landing between the two listings put the order in
+    # a batch without its quote: about 1 in 100 orders came out 'no_market_data' here (4 of 400).
+    pairs = 300
+    symbols = ALL_SYMBOLS[:pairs]
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    spec = StreamSpec(lake=lake, symbols=symbols, landing=landing, available_now=False, interval=0.0)
+    batches = []
+    query, busy = start_query(spark, spec, on_batch=batches.append)
+    try:
+        rng = random.Random(3)
+        for k, symbol in enumerate(symbols):
+            land(landing, "quotes", [quote(symbol, "2026-11-23T14:30:00Z", "1.00", "2.00")], name=f"p{k:05d}.jsonl")
+            land(landing, "orders", [order(f"O{k}", symbol, "2026-11-23T14:30:01Z")], name=f"p{k:05d}.jsonl")
+            time.sleep(rng.uniform(0, 0.02))
+        deadline = time.monotonic() + 300
+        while sum(b.orders for b in batches) < pairs and time.monotonic() < deadline and query.isActive:
+            time.sleep(0.2)
+    finally:
+        while busy.is_set():
+            time.sleep(0.1)
+        query.stop()
+    assert query.exception() is None
+    reasons = {}
+    for r in rows(spark, lake, "alerts"):
+        reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
+    assert reasons == {"wide_spread": pairs}, reasons
+    assert len(batches) >= 2, "the pairs must land across several batches for the test to mean anything"
+    entries = (lake / "_checkpoints" / "stream" / "sources" / "0" / "0").read_text().splitlines()[1:]
+    assert all("/orders/" in json.loads(e)["path"] for e in entries), "source 0 is the orders folder"
+
+
+def _land_generated(landing: Path, k: int, source: Path) -> None:
+    for feed in ("quotes", "orders"):
+        for path in sorted((source / feed).glob(f"*-{k:05d}.jsonl")):
+            (landing / feed).mkdir(parents=True, exist_ok=True)
+            (landing / feed / path.name).write_bytes(path.read_bytes())
+
+
+def test_a_quotes_first_checkpoint_is_moved_and_resumes_exactly(spark, tmp_path, monkeypatch):
+    source = tmp_path / "source"
+    write_backlog(source, Generator(SYMBOLS, seed=21, wide_share=0.4), 300, 300, 4, "g")
+    # Pair 4 is a quote alone, after every order's time: it lands early in one run and changes no answer.
+    land(source, "quotes", [quote("MSFT", "2026-11-24T14:30:00Z", "1.00", "1.50")], name="g-00004.jsonl")
+
+    reference = tmp_path / "reference"
+    for k in range(5):
+        _land_generated(reference / "landing", k, source)
+    assert stream(spark, reference / "landing", reference / "lake") == 0
+
+    # The version before this one: quotes named first, no layout file.
+    root = tmp_path / "moved"
+    landing, lake = root / "landing", root / "lake"
+    checkpoint = lake / "_checkpoints" / "stream"
+    monkeypatch.setattr(layout, "LISTING_ORDER", layout.LEGACY_ORDER)
+    _land_generated(landing, 0, source)
+    _land_generated(landing, 1, source)
+    assert stream(spark, landing, lake) == 0
+    _land_generated(landing, 4, source)  # quotes only: the two sources' log offsets now differ
+    assert stream(spark, landing, lake) == 0
+    # Then a crash between the writes of a batch, leaving offsets without a commit (replayed after the move).
+    _land_generated(landing, 2, source)
+    real_merge = pipeline.merge_state
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("simulated crash between the writes of one micro-batch")
+
+    monkeypatch.setattr(pipeline, "merge_state", crash)
+    assert stream(spark, landing, lake) == 1
+    monkeypatch.setattr(pipeline, "merge_state", real_merge)
+    (checkpoint / layout.LAYOUT_FILE).unlink()
+    last = sorted((checkpoint / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))[-1]
+    assert last.read_text().splitlines()[2:] == ['{"logOffset":2}', '{"logOffset":1}']
+    assert not (checkpoint / "commits" / last.name).exists()
+
+    monkeypatch.setattr(layout, "LISTING_ORDER", ("orders", "quotes"))
+    _land_generated(landing, 3, source)
+    assert stream(spark, landing, lake) == 0
+    assert layout.recorded_order(checkpoint) == ("orders", "quotes")
+    assert last.read_text().splitlines()[2:] == ['{"logOffset":1}', '{"logOffset":2}']
+    assert not layout._staging(checkpoint).exists() and not layout._retired(checkpoint).exists()
+    assert comparable_tables(spark, lake) == comparable_tables(spark, reference / "lake")
+    totals = metrics_totals(spark, lake)
+    assert totals["alerts"] == len(rows(spark, lake, "alerts")) and totals["quotes"] == len(rows(spark, lake, "quotes"))
