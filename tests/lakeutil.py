@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 from decimal import Decimal
 from pathlib import Path
 
@@ -24,6 +25,19 @@ def land(landing: Path, feed: str, lines: list, name: str | None = None) -> Path
     temp.write_bytes(text.encode("utf-8", "surrogateescape"))
     temp.replace(folder / name)
     return folder / name
+
+
+def land_pair(source: Path, landing: Path, k: int) -> None:
+    """Land file pair k of a generated backlog (`*-0000k.jsonl`) the way producers do: each file
+    written aside under a dot name and renamed in, quotes first, so that every quote lands no
+    later than the orders it affects (contract 5.8)."""
+    for feed in ("quotes", "orders"):
+        for path in sorted((source / feed).glob(f"*-{k:05d}.jsonl")):
+            target = landing / feed / path.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            temp = target.parent / f".{target.name}.tmp"
+            shutil.copyfile(path, temp)
+            temp.replace(target)
 
 
 def quote(symbol: str, t: str, bid: str, offer: str, seq: int | None = None) -> str:

@@ -17,26 +17,11 @@ import pytest
 from market_spread.runtime.cluster_conf import is_local, session_conf
 from market_spread_tools.cluster import LocalCluster
 from market_spread.feeds.generate import Generator, write_backlog
-from lakeutil import comparable_tables, land, metrics_totals, order, quote, stream
+from lakeutil import comparable_tables, land, land_pair, metrics_totals, order, quote, stream
 
 CLI = [sys.executable, "-m", "market_spread.cli.main"]
 SYMBOLS = [f"S{i:02d}" for i in range(12)]
 PAIRS = 3  # landing file pairs (quotes + orders), landed one by one in the kill test
-
-
-def _copy_in(src: Path, dst: Path) -> None:
-    """Land a file the way producers do: written aside under a dot name, then renamed in."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    temp = dst.parent / f".{dst.name}.tmp"
-    shutil.copyfile(src, temp)
-    temp.replace(dst)
-
-
-def _land_pair(source: Path, landing: Path, k: int) -> None:
-    # Quotes first: every quote lands no later than the orders it affects (contract 5.8).
-    for feed in ("quotes", "orders"):
-        for path in sorted((source / feed).glob(f"*-{k:05d}.jsonl")):
-            _copy_in(path, landing / feed / path.name)
 
 
 @pytest.fixture(scope="module")
@@ -225,17 +210,17 @@ def test_a_worker_killed_mid_run_still_gives_exact_tables(tmp_path, spark, data,
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     source = data["source"]
     checkpoint = lake / "_checkpoints" / "stream"
-    _land_pair(source, landing, 0)
+    land_pair(source, landing, 0)
     run = _stream(cluster, landing, lake, data["symbols"], executor_python["python"], "--interval", "1")
     try:
         run.wait_for(lambda: any(l.startswith("batch 0:") for l in run.lines), 900, "batch 0")
-        _land_pair(source, landing, 1)
+        land_pair(source, landing, 1)
         # Batch 1 is planned (its offsets are written) before any of its tasks run: kill then.
         run.wait_for(lambda: (checkpoint / "offsets" / "1").exists(), 300, "batch 1 to start")
         victim = cluster.running_workers()[0]
         cluster.kill_worker(victim, signal.SIGKILL)
         for k in range(2, PAIRS):
-            _land_pair(source, landing, k)  # files keep landing
+            land_pair(source, landing, k)  # files keep landing
         run.wait_for(lambda: any(l.startswith("batch 1:") for l in run.lines), 900, "batch 1 on the surviving worker")
         assert len(cluster.alive_workers()) == 1
         assert "Lost executor" in run.output, "the application never noticed the lost worker"

@@ -6,23 +6,19 @@ import json
 import random
 import threading
 import time
-from pathlib import Path
 
 from market_spread.stream import checkpoint_layout as layout
 from market_spread.stream import batch as pipeline
 from market_spread.stream.query import StreamSpec, start_query
 from market_spread.feeds.generate import Generator, write_backlog
-from lakeutil import SYMBOLS, comparable_tables, land, metrics_totals, order, quote, rows, stream
-
-ALL_SYMBOLS = [s.strip() for s in (Path(__file__).resolve().parents[2] / "include" / "symbols.txt").read_text().split() if s.strip()]
-
+from lakeutil import SYMBOLS, comparable_tables, land, land_pair, metrics_totals, order, quote, rows, stream
 
 def test_an_order_never_enters_a_batch_ahead_of_a_quote_that_landed_before_it(spark, tmp_path):
     # Each pair is a new symbol's only quote (wide) and then its order, landing while the stream plans
     # batches back to back. Listed quotes first, a pair landing between the two listings put the order in
     # a batch without its quote: about 1 in 100 orders came out 'no_market_data' here (4 of 400).
     pairs = 300
-    symbols = ALL_SYMBOLS[:pairs]
+    symbols = [f"S{k:05d}" for k in range(pairs)]
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     spec = StreamSpec(lake=lake, symbols=symbols, landing=landing, available_now=False, interval=0.0)
     batches = []
@@ -50,13 +46,6 @@ def test_an_order_never_enters_a_batch_ahead_of_a_quote_that_landed_before_it(sp
     assert all("/orders/" in json.loads(e)["path"] for e in entries), "source 0 is the orders folder"
 
 
-def _land_generated(landing: Path, k: int, source: Path) -> None:
-    for feed in ("quotes", "orders"):
-        for path in sorted((source / feed).glob(f"*-{k:05d}.jsonl")):
-            (landing / feed).mkdir(parents=True, exist_ok=True)
-            (landing / feed / path.name).write_bytes(path.read_bytes())
-
-
 def test_a_quotes_first_checkpoint_is_moved_and_resumes_exactly(spark, tmp_path, monkeypatch):
     source = tmp_path / "source"
     write_backlog(source, Generator(SYMBOLS, seed=21, wide_share=0.4), 300, 300, 4, "g")
@@ -65,7 +54,7 @@ def test_a_quotes_first_checkpoint_is_moved_and_resumes_exactly(spark, tmp_path,
 
     reference = tmp_path / "reference"
     for k in range(5):
-        _land_generated(reference / "landing", k, source)
+        land_pair(source, reference / "landing", k)
     assert stream(spark, reference / "landing", reference / "lake") == 0
 
     # The version before this one: quotes named first, no layout file.
@@ -73,13 +62,13 @@ def test_a_quotes_first_checkpoint_is_moved_and_resumes_exactly(spark, tmp_path,
     landing, lake = root / "landing", root / "lake"
     checkpoint = lake / "_checkpoints" / "stream"
     monkeypatch.setattr(layout, "LISTING_ORDER", layout.LEGACY_ORDER)
-    _land_generated(landing, 0, source)
-    _land_generated(landing, 1, source)
+    land_pair(source, landing, 0)
+    land_pair(source, landing, 1)
     assert stream(spark, landing, lake) == 0
-    _land_generated(landing, 4, source)  # quotes only: the two sources' log offsets now differ
+    land_pair(source, landing, 4)  # quotes only: the two sources' log offsets now differ
     assert stream(spark, landing, lake) == 0
     # Then a crash between the writes of a batch, leaving offsets without a commit (replayed after the move).
-    _land_generated(landing, 2, source)
+    land_pair(source, landing, 2)
     real_merge = pipeline.merge_state
 
     def crash(*args, **kwargs):
@@ -94,7 +83,7 @@ def test_a_quotes_first_checkpoint_is_moved_and_resumes_exactly(spark, tmp_path,
     assert not (checkpoint / "commits" / last.name).exists()
 
     monkeypatch.setattr(layout, "LISTING_ORDER", ("orders", "quotes"))
-    _land_generated(landing, 3, source)
+    land_pair(source, landing, 3)
     assert stream(spark, landing, lake) == 0
     assert layout.recorded_order(checkpoint) == ("orders", "quotes")
     assert last.read_text().splitlines()[2:] == ['{"logOffset":1}', '{"logOffset":2}']

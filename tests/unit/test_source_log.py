@@ -49,7 +49,7 @@ def test_only_old_entries_of_files_gone_from_an_existing_folder_are_dropped(tmp_
     assert _lines(checkpoint) == ["v1", entries[2], entries[3], entries[4], entries[5], entries[6]]
     assert not (checkpoint / "sources" / "0" / ".9.compact.crc").exists(), "a stale checksum would fail Spark's read"
     assert (checkpoint / "sources" / "0" / "4.compact").read_text() == "v1\n" + entries[0]
-    assert not list((checkpoint / "sources" / "0").glob(".*.trim"))
+    assert not list((checkpoint / "sources" / "0").glob(".*.rewrite"))
     assert trim_source_logs(checkpoint) == [], "a second pass finds nothing more"
 
 

@@ -16,9 +16,10 @@ move. `LAYOUT_FILE` records the layout; a checkpoint without it and with offsets
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
+
+from market_spread.stream.checkpoint_files import offset_files, rewrite
 
 # The stream's sources in the order the query names them (and Spark lists them).
 LISTING_ORDER = ("orders", "quotes")
@@ -38,15 +39,10 @@ def _retired(checkpoint: Path) -> Path:
     return checkpoint.with_name(checkpoint.name + ".quotes-first")
 
 
-def _offset_files(checkpoint: Path) -> list[Path]:
-    folder = checkpoint / "offsets"
-    return sorted((p for p in folder.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)) if folder.is_dir() else []
-
-
 def _has_history(checkpoint: Path) -> bool:
     """Offsets, or a source log a planning left before its offsets were written (a kill then)."""
     logs = (p for n in ("0", "1") if (checkpoint / "sources" / n).is_dir() for p in (checkpoint / "sources" / n).iterdir())
-    return bool(_offset_files(checkpoint)) or any(not p.name.startswith(".") for p in logs)
+    return bool(offset_files(checkpoint)) or any(not p.name.startswith(".") for p in logs)
 
 
 def recorded_order(checkpoint: Path) -> tuple[str, ...] | None:
@@ -60,11 +56,7 @@ def recorded_order(checkpoint: Path) -> tuple[str, ...] | None:
 
 
 def _write_layout(checkpoint: Path, order: tuple[str, ...]) -> None:
-    tmp = checkpoint / f".{LAYOUT_FILE}.tmp"
-    tmp.write_text(json.dumps({"sources": list(order)}) + "\n", encoding="utf-8")
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, checkpoint / LAYOUT_FILE)
+    rewrite(checkpoint / LAYOUT_FILE, json.dumps({"sources": list(order)}) + "\n")
 
 
 def _finish_interrupted_move(checkpoint: Path) -> None:
@@ -90,19 +82,9 @@ def _swapped(path: Path) -> str:
     return "\n".join(body[:2] + [body[3], body[2]] + ([""] if trailing else []))
 
 
-def _swap_offset_lines(path: Path) -> None:
-    text = _swapped(path)
-    crc = path.with_name(f".{path.name}.crc")
-    tmp = path.with_name(f".{path.name}.swap")
-    tmp.write_text(text, encoding="utf-8")
-    crc.unlink(missing_ok=True)  # a stale Hadoop checksum fails Spark's read; none is read unchecked
-    os.replace(tmp, path)
-
-
 def _move_to_orders_first(checkpoint: Path) -> None:
     staging, retired = _staging(checkpoint), _retired(checkpoint)
-    for path in _offset_files(checkpoint):
-        _swapped(path)  # refuse before copying anything
+    swapped = {path.name: _swapped(path) for path in offset_files(checkpoint)}  # refuses before any copy
     shutil.copytree(checkpoint, staging)
     sources = staging / "sources"
     first, second = sources / "0", sources / "1"
@@ -113,8 +95,8 @@ def _move_to_orders_first(checkpoint: Path) -> None:
         second.rename(first)
     if parked.exists():
         parked.rename(second)
-    for path in _offset_files(staging):
-        _swap_offset_lines(path)
+    for name, text in swapped.items():
+        rewrite(staging / "offsets" / name, text)
     _write_layout(staging, LISTING_ORDER)  # last: marks the copy complete
     checkpoint.rename(retired)
     staging.rename(checkpoint)
@@ -135,7 +117,7 @@ def prepare(checkpoint: Path) -> str | None:
         checkpoint.mkdir(parents=True, exist_ok=True)  # a new checkpoint: written orders first from the start
         _write_layout(checkpoint, LISTING_ORDER)
         return None
-    batches = len(_offset_files(checkpoint))
+    batches = len(offset_files(checkpoint))
     _move_to_orders_first(checkpoint)
     return (f"moved the checkpoint {checkpoint} ({batches:,} batches) to list orders before quotes, so that an "
             "order never enters a batch ahead of a quote that landed before it")

@@ -13,7 +13,9 @@ from market_spread.stream.progress import ProgressSummary
 
 
 def checkpoint_has_progress(checkpoint: Path) -> bool:
-    return any((checkpoint / "offsets").glob("[0-9]*")) if (checkpoint / "offsets").is_dir() else False
+    from market_spread.stream.checkpoint_files import offset_files
+
+    return bool(offset_files(checkpoint))
 
 
 def lake_has_batches(lake: Path) -> bool:

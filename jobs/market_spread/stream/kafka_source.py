@@ -144,10 +144,9 @@ def checkpoint_source_error(checkpoint: Path, source: str) -> str | None:
 
     Spark would fail deep inside the query with an assertion; say it plainly instead.
     """
-    offsets = checkpoint / "offsets"
-    if not offsets.is_dir():
-        return None
-    batches = sorted((p for p in offsets.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    from market_spread.stream.checkpoint_files import offset_files
+
+    batches = offset_files(checkpoint)
     if not batches:
         return None
     lines = batches[-1].read_text(encoding="utf-8", errors="replace").splitlines()[2:]

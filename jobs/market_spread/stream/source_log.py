@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from market_spread.stream.checkpoint_files import last_committed, rewrite
+
 # Entries of batches this close to the last committed one are always kept.
 KEEP_LAST_BATCHES = 2
 TRIM_EVERY_VARIABLE = "MARKET_SPREAD_SOURCE_LOG_TRIM_EVERY"
@@ -43,11 +45,6 @@ class TrimResult:
     compact_file: str
     kept: int
     dropped: int
-
-
-def _last_committed(checkpoint: Path) -> int | None:
-    ids = [int(p.name) for p in (checkpoint / "commits").glob("[0-9]*") if p.name.isdigit()]
-    return max(ids) if ids else None
 
 
 def _local_path(uri: str) -> Path | None:
@@ -95,21 +92,13 @@ def trim_source_log(folder: Path, last_committed: int) -> TrimResult | None:
     dropped = sum(1 for line in lines if line) - len(kept)
     if dropped == 0:
         return None
-    # The Hadoop checksum beside the file would no longer match: remove it first (a file without
-    # one is read unchecked), then swap the file in atomically.
-    crc = compact.with_name(f".{compact.name}.crc")
-    tmp = compact.with_name(f".{compact.name}.trim")
-    tmp.write_text("\n".join([version, *kept]), encoding="utf-8")
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    crc.unlink(missing_ok=True)
-    os.replace(tmp, compact)
+    rewrite(compact, "\n".join([version, *kept]))
     return TrimResult(folder, compact.name, len(kept), dropped)
 
 
 def trim_source_logs(checkpoint: Path) -> list[TrimResult]:
     """Trim every file source's log under a stream checkpoint (see the module's docstring)."""
-    last = _last_committed(checkpoint)
+    last = last_committed(checkpoint)
     sources = checkpoint / "sources"
     if last is None or not sources.is_dir():
         return []

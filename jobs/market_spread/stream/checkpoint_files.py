@@ -1,0 +1,33 @@
+"""Reading and rewriting the files of a stream checkpoint that Spark keys by batch number
+(`offsets/N`, `commits/N`), shared by the source-order move and the source log's trim."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def numbered(folder: Path) -> list[Path]:
+    """The folder's files named by a batch number, in batch order (none when it is missing)."""
+    if not folder.is_dir():
+        return []
+    return sorted((p for p in folder.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+
+
+def offset_files(checkpoint: Path) -> list[Path]:
+    return numbered(checkpoint / "offsets")
+
+
+def last_committed(checkpoint: Path) -> int | None:
+    commits = numbered(checkpoint / "commits")
+    return int(commits[-1].name) if commits else None
+
+
+def rewrite(path: Path, text: str) -> None:
+    """Replace a checkpoint file atomically: a kill leaves the old text or the new one. Its Hadoop
+    checksum would no longer match, so it goes first (a file without one is read unchecked)."""
+    tmp = path.with_name(f".{path.name}.rewrite")
+    tmp.write_text(text, encoding="utf-8")
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
+    os.replace(tmp, path)
