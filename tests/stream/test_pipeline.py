@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from decimal import Decimal as D
 from pathlib import Path
 
@@ -395,7 +396,11 @@ def test_archived_files_leave_the_source_log_at_a_restart_and_in_a_long_run(spar
             events = gen.events(60, 60)
             for root in (plain, archived):
                 for feed in ("quotes", "orders"):
-                    land(root / "landing", feed, [l for f, _, l in events if f == feed], name=f"pair-{i}.jsonl")
+                    landed = land(root / "landing", feed, [l for f, _, l in events if f == feed], name=f"pair-{i}.jsonl")
+                    # One file per batch is taken oldest first by modification time, ties in directory
+                    # order: files landed within one millisecond could pair orders of pair i with
+                    # quotes of pair j. A second apart, batch i holds pair i of both feeds.
+                    os.utime(landed, (1_700_000_000 + i, 1_700_000_000 + i))
 
     spec = StreamSpec(lake=archived / "lake", symbols=list(SYMBOLS), landing=archived / "landing",
                       archive=archived / "archive", max_files_per_batch=1)
