@@ -443,7 +443,7 @@ def _pair(spark, landing: Path, k: int, files: int):
 
 
 def test_the_drivers_copy_of_the_state_is_the_table_after_every_batch(spark, tmp_path, monkeypatch):
-    """The stream keeps symbol_state's quotes on the driver (lake.state.StateMirror) rather than
+    """The stream keeps symbol_state's quotes on the driver (lake.state_mirror.StateMirror) rather than
     reading the table twice a batch. Batch after batch in one process it must hold what the table
     holds, a failed batch must make it read the table (and the marks of committed writes) again,
     and the answers must be those of a
@@ -471,9 +471,9 @@ def test_the_drivers_copy_of_the_state_is_the_table_after_every_batch(spark, tmp
             monkeypatch.setattr(pipeline, "merge_state", crash)
             with pytest.raises(RuntimeError):
                 processor(_pair(spark, landing, k, 5), k)
-            assert processor.state._df is None
+            assert processor.state._quotes is None
             monkeypatch.setattr(pipeline, "merge_state", merge_state)
         processor(_pair(spark, landing, k, 5), k)
-        assert processor.state._df is not None, "the copy is in use, not the table"
+        assert processor.state._quotes is not None, "the copy is in use, not the table"
         assertDataFrameEqual(processor.state.quotes(), table())
     assert_same_tables(spark, lake, one / "lake")

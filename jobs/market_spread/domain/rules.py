@@ -92,3 +92,21 @@ def quote_key_sql(prefix: str = "") -> str:
         f"named_struct('t', {p}quote_time, 'has_seq', {p}seq IS NOT NULL, "
         f"'seq', coalesce({p}seq, 0L), 'bid', {p}bid, 'offer', {p}offer)"
     )
+
+
+
+def quote_key_greater_sql(a: str = "s.", b: str = "t.") -> str:
+    """`quote_key(a) > quote_key(b)` spelled out field by field, for SQL engines that cannot compare
+    structs (delta-rs's DataFusion, which runs the state MERGE). The same order as `quote_key_sql`:
+    a later time, then a seq over none, then the higher seq, bid, offer. Quote times are never null."""
+    def has_seq(p: str) -> str:
+        return f"CASE WHEN {p}seq IS NULL THEN 0 ELSE 1 END"
+
+    pairs = [(f"{a}quote_time", f"{b}quote_time"), (has_seq(a), has_seq(b)),
+             (f"coalesce({a}seq, 0)", f"coalesce({b}seq, 0)"), (f"{a}bid", f"{b}bid"), (f"{a}offer", f"{b}offer")]
+
+    def greater(rest: list[tuple[str, str]]) -> str:
+        (x, y), *tail = rest
+        return f"{x} > {y}" if not tail else f"({x} > {y} OR ({x} = {y} AND {greater(tail)}))"
+
+    return greater(pairs)

@@ -25,15 +25,17 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Callable, TypeVar
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from market_spread.domain.rules import Thresholds
+from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
-from market_spread.lake.state import MIRROR_MAX_ROWS, StateMirror, late_history, local_copy, merge_state
+from market_spread.lake.state import late_history, local_copy, merge_state, newest_per_symbol
+from market_spread.lake.state_mirror import MIRROR_MAX_ROWS, StateMirror
 from market_spread.lake.writes import append, literal_row, ms_since, run_all, tagged
 from market_spread.runtime.spark import sized_for
 from market_spread.transforms import parsing
@@ -99,11 +101,14 @@ class BatchProcessor:
         self.on_batch(result)
 
 
-def once(compute: Callable[[], DataFrame]) -> Callable[[], DataFrame]:
+T = TypeVar("T")
+
+
+def once(compute: Callable[[], T]) -> Callable[[], T]:
     """`compute()` run by the first of the concurrent writes that needs it, shared with the others."""
     lock, box = threading.Lock(), []
 
-    def get() -> DataFrame:
+    def get() -> T:
         with lock:
             if not box:
                 box.append(compute())
@@ -168,7 +173,9 @@ def process_batch(
         result.quarantined = result.input_lines - result.quotes - result.orders
         result.phases_ms["parse"] = ms_since(t0)
         # Everything after the parse is planned knowing the batch's size (small: one partition, interpreted).
-        scope.enter_context(sized_for(spark, result.input_lines))
+        small = scope.enter_context(sized_for(spark, result.input_lines))
+        # A small batch's rows are few: its commits go through delta-rs from the driver (lake.delta_rs).
+        on_driver = small and delta_rs.enabled()
 
         quotes = parsing.valid_quotes(parsed, settings.thresholds)
         orders = parsing.valid_orders(parsed)
@@ -177,45 +184,56 @@ def process_batch(
         describe("late check")
         alerts, observed = None, Observation(f"alerts-{batch_id}")
         if result.orders:
-            alerts, result.late_symbols = check_orders(settings, state.quotes(), quotes, orders, batch_id)
-            # Counted while it is written: no separate job computes the as-of check twice.
-            alerts = alerts.observe(observed, F.count(F.lit(1)).alias("n"))
+            alerts, result.late_symbols = check_orders(settings, state, quotes, orders, batch_id)
+            if not on_driver:  # counted while it is written: no separate job computes the as-of check twice
+                alerts = alerts.observe(observed, F.count(F.lit(1)).alias("n"))
         result.phases_ms["check"] = ms_since(t1)  # planning, and the look-up of late symbols
 
         t2 = time.perf_counter()
+        appended: dict[str, int] = {}
+
+        def append_to(table: str, frame: DataFrame) -> None:
+            if on_driver:
+                appended[table] = delta_rs.append_frame(path(table), lake_mod.SCHEMAS[table], frame, batch_id)
+            else:
+                append(frame, path(table))
+
         writes: dict[str, Callable[[], None]] = {}
         if result.quarantined:
             quarantine = parsing.quarantined(parsed).select(
                 "stream", "raw", "reason", "source_file",
                 F.current_timestamp().alias("detected_at"), F.lit(batch_id).cast("bigint").alias("batch_id"),
             )
-            writes["quarantine"] = lambda: append(quarantine, path("quarantine"))
+            writes["quarantine"] = lambda: append_to("quarantine", quarantine)
         if result.quotes:
             history = quotes.select(
                 "symbol", "bid", "offer", "quote_time", "seq",
                 F.lit(batch_id).cast("bigint").alias("batch_id"), "should_reject_trades",
                 F.to_date("quote_time").alias("quote_date"),
             )
-            writes["quotes"] = lambda: append(history, path("quotes"))
-            # One row per symbol, computed once for the MERGE and the driver's copy of the state.
-            newest = once(lambda: state.newest(quotes))
+            writes["quotes"] = lambda: append_to("quotes", history)
+            # One row per symbol, computed once for the MERGE and the driver's copy of the state, and
+            # brought to the driver (Arrow) while the copy is in use.
+            newest = once(lambda: newest_per_symbol(quotes).toArrow() if state.enabled else newest_per_symbol(quotes))
             writes["symbol_state"] = lambda: merge_state(spark, lake, newest(), batch_id)
         if alerts is not None:
-            writes["alerts"] = lambda: append(alerts, path("alerts"))
+            writes["alerts"] = lambda: append_to("alerts", alerts)
         # Each write names its table in the Spark UI (a job description is per thread).
         writes = {t: (lambda t=t, w=w: (describe(f"write {t}"), w())) for t, w in writes.items()}
         for table in [t for t in writes if committed.get(t, -1) >= batch_id]:
             del writes[table]  # a replay: this table already holds the batch
             result.skipped.append(table)
         tasks = dict(writes)
-        if result.quotes:  # not a table: the driver's copy of the state moves on with the MERGE
-            tasks["state_mirror"] = lambda: (describe("advance state mirror"), state.advance(newest()))
+        if result.quotes and state.enabled:  # not a table: the driver's copy of the state moves on with the MERGE
+            tasks["state_mirror"] = lambda: (describe("advance state mirror"), state.take(newest()))
         with tagged(spark, batch_id):
             # Four different tables: side by side, since a small commit is mostly waiting.
             run_all(tasks, result.phases_ms)
         for table in writes:
             committed[table] = batch_id
-        if "alerts" in writes:
+        if "alerts" in appended:
+            result.alerts = appended["alerts"]
+        elif "alerts" in writes:
             result.alerts = int(observed.get.get("n", 0))
         elif alerts is not None:  # written by the interrupted attempt: count what it wrote
             result.alerts = (
@@ -226,8 +244,9 @@ def process_batch(
 
         result.seconds = time.perf_counter() - t0
         jobs1 = spark_jobs_so_far(spark)
-        # The metrics commit's own job is counted too: one more.
-        result.spark_jobs = None if jobs0 is None or jobs1 is None else jobs1 - jobs0 + 1
+        # A metrics commit through Spark runs a job of its own: counted too, one more.
+        driver_commits = delta_rs.enabled()
+        result.spark_jobs = None if jobs0 is None or jobs1 is None else jobs1 - jobs0 + (0 if driver_commits else 1)
         values = (
             batch_id, started_at, datetime.now(timezone.utc), result.quotes, result.orders,
             result.alerts, result.quarantined, result.input_lines, result.late_symbols,
@@ -237,9 +256,11 @@ def process_batch(
         t3 = time.perf_counter()
         describe("write batch_metrics")
         if committed.get("batch_metrics", -1) < batch_id:
-            metrics = literal_row(spark, lake_mod.SCHEMAS["batch_metrics"], values)
-            with tagged(spark, batch_id):
-                append(metrics, path("batch_metrics"))
+            if driver_commits:  # one row of Python values: a few ms with delta-rs, 0.2-0.3 s through Spark
+                delta_rs.append_row(path("batch_metrics"), lake_mod.SCHEMAS["batch_metrics"], values, batch_id)
+            else:
+                with tagged(spark, batch_id):
+                    append(literal_row(spark, lake_mod.SCHEMAS["batch_metrics"], values), path("batch_metrics"))
             committed["batch_metrics"] = batch_id
         else:
             result.skipped.append("batch_metrics")
@@ -253,33 +274,39 @@ def process_batch(
 
 
 def check_orders(
-    settings: BatchSettings, state_quotes: DataFrame, quotes: DataFrame, orders: DataFrame, batch_id: int,
+    settings: BatchSettings, state: StateMirror, quotes: DataFrame, orders: DataFrame, batch_id: int,
 ) -> tuple[DataFrame, int]:
     """Alerts for the batch's orders, each checked against the quote current at its time.
 
-    Candidates: this batch's quotes, the stored state (`state_quotes`), and, only for symbols with orders older than
-    their stored state ("late"), the quote history up to those orders' times. The as-of choice is a
-    sort within each symbol with the last quote carried forward (no range join: that would go
-    quadratic on hot symbols).
+    Candidates: this batch's quotes, the stored state (`state`), and, only for symbols with orders
+    older than their stored state ("late"), the quote history up to those orders' times. The as-of
+    choice is a sort within each symbol with the last quote carried forward (no range join: that
+    would go quadratic on hot symbols).
     """
+    spark = quotes.sparkSession
     bounds = orders.groupBy("symbol").agg(
         F.min("order_time").alias("first_order"), F.max("order_time").alias("last_order")
     )
-    # Read twice (late symbols, candidates): computed once, kept on the driver unless very large.
-    bounds = local_copy(bounds, MIRROR_MAX_ROWS) or bounds
-    late = (
-        bounds.join(state_quotes.select("symbol", "quote_time"), "symbol")
-        .where("quote_time > first_order")
-        .select("symbol", "first_order", "last_order")
-        .collect()
-    )
+    state_quotes = state.quotes()
+    if state.enabled:
+        # One job brings the bounds to the driver; the late check runs against the driver's copy.
+        on_driver = bounds.toArrow()
+        late = state.late(on_driver)
+        bounds = spark.createDataFrame(on_driver)
+    else:
+        # Read twice (late symbols, candidates): computed once, kept on the driver unless very large.
+        bounds = local_copy(bounds, MIRROR_MAX_ROWS) or bounds
+        late = (
+            bounds.join(state_quotes.select("symbol", "quote_time"), "symbol")
+            .where("quote_time > first_order")
+            .select("symbol", "first_order", "last_order")
+            .collect()
+        )
     candidates = (
         quotes.select(*STATE_QUOTE_COLUMNS)
         .unionByName(state_quotes)
         .join(F.broadcast(bounds.select("symbol")), "symbol", "left_semi")
     )
     if late:
-        candidates = candidates.unionByName(late_history(quotes.sparkSession, settings.lake, late))
+        candidates = candidates.unionByName(late_history(spark, settings.lake, late))
     return asof_alerts(candidates, orders, settings.thresholds, batch_id), len(late)
-
-

@@ -1,0 +1,112 @@
+"""symbol_state's quotes kept on the driver, in Python, by the lake's only writer (the lock).
+
+Each read of the table through Spark costs Delta a snapshot and a file listing (two or three Spark
+jobs), and keeping the copy as a Spark local relation cost a job a batch to advance it. Here the copy
+is a dict (symbol -> quote) advanced with the batch's newest quotes by the same total order as the
+MERGE (rules.quote_key), read from the table with delta-rs when a process starts and again after any
+failed batch, and handed to Spark as a local relation built from Arrow (about 15 ms for 3,000 rows,
+no job). The late check (which symbols have orders older than their state) runs against it in Python.
+
+Above MARKET_SPREAD_STATE_MIRROR_ROWS symbols (200,000) the copy is dropped and Spark reads the table.
+"""
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+
+from market_spread.domain.rules import quote_key
+from market_spread.lake import tables as lake_mod
+from market_spread.transforms.asof import STATE_QUOTE_COLUMNS
+
+MIRROR_MAX_ROWS = int(os.environ.get("MARKET_SPREAD_STATE_MIRROR_ROWS", "200000"))
+_PRICE, _TIME = pa.decimal128(18, 8), pa.timestamp("us", tz="UTC")
+ARROW_SCHEMA = pa.schema([("symbol", pa.string()), ("bid", _PRICE), ("offer", _PRICE), ("quote_time", _TIME), ("seq", pa.int64())])
+
+Quote = tuple[Decimal, Decimal, int, "int | None"]  # bid, offer, quote time (µs since the epoch), seq
+
+
+def micros(column: Any) -> list[int | None]:
+    """A timestamp column of an Arrow table as microseconds since the epoch."""
+    return pc.cast(column, pa.int64()).to_pylist()
+
+
+def _key(q: Quote) -> tuple:
+    return quote_key(q[2], q[3], q[0], q[1])
+
+
+class StateMirror:
+    """The quotes of symbol_state, on the driver. `enabled` is False past MIRROR_MAX_ROWS symbols."""
+
+    def __init__(self, spark: SparkSession, lake: str) -> None:
+        self.spark, self.lake = spark, lake
+        self._quotes: dict[str, Quote] | None = None
+        self._df: DataFrame | None = None
+        self.enabled = MIRROR_MAX_ROWS > 0
+
+    def _load(self) -> None:
+        from deltalake import DeltaTable
+
+        table = DeltaTable(lake_mod.table_path(self.lake, "symbol_state")).to_pyarrow_table(columns=list(STATE_QUOTE_COLUMNS))
+        if table.num_rows > MIRROR_MAX_ROWS:
+            self.enabled = False
+            return
+        self._quotes = {}
+        self.take(table)
+
+    def quotes(self) -> DataFrame:
+        """The state's quotes (STATE_QUOTE_COLUMNS) as a Spark DataFrame: a local relation while
+        enabled, else the table itself."""
+        if self.enabled and self._quotes is None:
+            self._load()
+        if not self.enabled:
+            from market_spread.lake.state import read_state_quotes
+
+            return read_state_quotes(self.spark, self.lake)
+        if self._df is None:
+            q = self._quotes
+            columns = [list(q), [v[0] for v in q.values()], [v[1] for v in q.values()],
+                       [v[2] for v in q.values()], [v[3] for v in q.values()]]
+            arrays = [pa.array(c, type=pa.int64() if f.name == "quote_time" else f.type) for c, f in zip(columns, ARROW_SCHEMA)]
+            arrays[3] = arrays[3].cast(_TIME)
+            self._df = self.spark.createDataFrame(pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA))
+        return self._df
+
+    def take(self, newest: pa.Table) -> None:
+        """Take in quotes (an Arrow table with STATE_QUOTE_COLUMNS, at most one row per symbol), as
+        the state MERGE does: a symbol only ever moves to a higher quote key."""
+        if self._quotes is None:
+            return  # not loaded (or dropped after a failure): the next use reads the table
+        rows = zip(newest["symbol"].to_pylist(), newest["bid"].to_pylist(), newest["offer"].to_pylist(),
+                   micros(newest["quote_time"]), newest["seq"].to_pylist())
+        for symbol, *quote in rows:
+            old = self._quotes.get(symbol)
+            if old is None or _key(tuple(quote)) > _key(old):
+                self._quotes[symbol] = tuple(quote)
+        self._df = None
+        if len(self._quotes) > MIRROR_MAX_ROWS:
+            self.enabled, self._quotes = False, None
+
+    def late(self, bounds: pa.Table) -> list[dict[str, Any]]:
+        """The symbols whose stored quote is newer than their first order in `bounds` (Arrow:
+        symbol, first_order, last_order), with those bounds as UTC datetimes."""
+        out = []
+        for symbol, first, last in zip(bounds["symbol"].to_pylist(), micros(bounds["first_order"]), micros(bounds["last_order"])):
+            stored = self._quotes.get(symbol)
+            if stored is not None and stored[2] > first:
+                out.append({"symbol": symbol, "first_order": _utc(first), "last_order": _utc(last)})
+        return out
+
+    def reset(self) -> None:
+        """Forget the copy: the next batch reads the table (after a failure, the copy may be ahead)."""
+        self._quotes, self._df = None, None
+        self.enabled = MIRROR_MAX_ROWS > 0
+
+
+def _utc(us: int) -> datetime:
+    return datetime.fromtimestamp(us // 1_000_000, tz=timezone.utc).replace(microsecond=us % 1_000_000)

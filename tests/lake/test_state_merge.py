@@ -1,0 +1,54 @@
+"""The state MERGE run by delta-rs from the driver (the stream's path) leaves exactly the table that
+Spark's MERGE leaves, keeps the newer-only rule, and tags its commits with the batch."""
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal as D
+
+import pytest
+from deltalake import DeltaTable
+
+from market_spread.lake import tables as lake_mod
+from market_spread.lake.state import merge_state, newest_per_symbol
+
+SCHEMA = "symbol STRING, bid DECIMAL(18,8), offer DECIMAL(18,8), quote_time TIMESTAMP, seq BIGINT, should_reject_trades BOOLEAN"
+T0, T1 = datetime(2026, 11, 23, 14, 30), datetime(2026, 11, 23, 14, 31)
+BATCHES = [
+    [("AAPL", D("1.10"), D("1.20"), T0, 5, True), ("MSFT", D("2.00"), D("2.01"), T0, None, False)],
+    # older AAPL (ignored), same-time MSFT with a seq (wins over none), new IBM
+    [("AAPL", D("1.00"), D("1.01"), T0, 4, False), ("MSFT", D("2.10"), D("2.11"), T0, 1, False),
+     ("IBM", D("3"), D("3.5"), T1, 9, True)],
+    # exact tie on time and seq: the higher bid wins; IBM replayed unchanged (a no-op)
+    [("AAPL", D("1.15"), D("1.20"), T0, 5, False), ("IBM", D("3"), D("3.5"), T1, 9, True)],
+]
+EXPECTED = {"AAPL": (D("1.15000000"), 5, False), "MSFT": (D("2.10000000"), 1, False), "IBM": (D("3.00000000"), 9, True)}
+
+
+def run_merges(spark, lake, monkeypatch, driver_commits: str) -> dict:
+    monkeypatch.setenv("MARKET_SPREAD_DRIVER_COMMITS", driver_commits)
+    lake_mod.ensure_tables(spark, lake)
+    for batch_id, rows in enumerate(BATCHES):
+        newest = newest_per_symbol(spark.createDataFrame(rows, SCHEMA))
+        # On the driver (Arrow), as the stream hands it over: delta-rs merges it, or Spark when off.
+        merge_state(spark, str(lake), newest.toArrow(), batch_id)
+    state = spark.read.format("delta").load(lake_mod.table_path(lake, "symbol_state"))
+    return {r.symbol: tuple(r[1:]) for r in state.select("symbol", "bid", "offer", "quote_time", "seq",
+                                                         "should_reject_trades", "batch_id").collect()}
+
+
+@pytest.mark.parametrize("driver_commits", ["on", "off"])
+def test_state_merge_keeps_the_newest_quote_per_symbol(spark, tmp_path, monkeypatch, driver_commits):
+    table = run_merges(spark, tmp_path / "lake", monkeypatch, driver_commits)
+    assert {s: (v[0], v[3], v[4]) for s, v in table.items()} == EXPECTED
+    assert table["AAPL"][5] == 2 and table["MSFT"][5] == 1, "batch_id names the batch that last moved the row"
+
+
+def test_delta_rs_and_spark_merges_leave_the_same_table(spark, tmp_path, monkeypatch):
+    by_rust = run_merges(spark, tmp_path / "rust", monkeypatch, "on")
+    by_spark = run_merges(spark, tmp_path / "spark", monkeypatch, "off")
+    assert by_rust == by_spark
+    path = lake_mod.table_path(tmp_path / "rust", "symbol_state")
+    history = DeltaTable(path).history()
+    merges = [h for h in history if h["operation"] == "MERGE"]
+    assert len(merges) == len(BATCHES) and merges[0]["engineInfo"].startswith("delta-rs")
+    assert lake_mod.newest_tagged_batch(path) == len(BATCHES) - 1
