@@ -34,12 +34,12 @@ from pyspark.sql import functions as F
 from market_spread.domain.rules import Thresholds
 from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
-from market_spread.lake.state import late_history, local_copy, merge_state, newest_per_symbol
-from market_spread.lake.state_mirror import MIRROR_MAX_ROWS, StateMirror
+from market_spread.lake.state import merge_state, newest_per_symbol
+from market_spread.lake.state_mirror import StateMirror
 from market_spread.lake.writes import append, literal_row, ms_since, run_all, tagged
 from market_spread.runtime.spark import sized_for
+from market_spread.stream.check import check_orders
 from market_spread.transforms import parsing
-from market_spread.transforms.asof import STATE_QUOTE_COLUMNS, asof_alerts
 
 
 @dataclass
@@ -271,42 +271,3 @@ def process_batch(
         scope.close()
         parsed.unpersist()
         spark.sparkContext.setJobDescription(None)
-
-
-def check_orders(
-    settings: BatchSettings, state: StateMirror, quotes: DataFrame, orders: DataFrame, batch_id: int,
-) -> tuple[DataFrame, int]:
-    """Alerts for the batch's orders, each checked against the quote current at its time.
-
-    Candidates: this batch's quotes, the stored state (`state`), and, only for symbols with orders
-    older than their stored state ("late"), the quote history up to those orders' times. The as-of
-    choice is a sort within each symbol with the last quote carried forward (no range join: that
-    would go quadratic on hot symbols).
-    """
-    spark = quotes.sparkSession
-    bounds = orders.groupBy("symbol").agg(
-        F.min("order_time").alias("first_order"), F.max("order_time").alias("last_order")
-    )
-    state_quotes = state.quotes()
-    if state.enabled:
-        # One job brings the bounds to the driver; the late check runs against the driver's copy.
-        on_driver = bounds.toArrow()
-        late = state.late(on_driver)
-        bounds = spark.createDataFrame(on_driver)
-    else:
-        # Read twice (late symbols, candidates): computed once, kept on the driver unless very large.
-        bounds = local_copy(bounds, MIRROR_MAX_ROWS) or bounds
-        late = (
-            bounds.join(state_quotes.select("symbol", "quote_time"), "symbol")
-            .where("quote_time > first_order")
-            .select("symbol", "first_order", "last_order")
-            .collect()
-        )
-    candidates = (
-        quotes.select(*STATE_QUOTE_COLUMNS)
-        .unionByName(state_quotes)
-        .join(F.broadcast(bounds.select("symbol")), "symbol", "left_semi")
-    )
-    if late:
-        candidates = candidates.unionByName(late_history(spark, settings.lake, late))
-    return asof_alerts(candidates, orders, settings.thresholds, batch_id), len(late)

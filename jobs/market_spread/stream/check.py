@@ -1,0 +1,54 @@
+"""The as-of check of a batch's orders: which quotes each order may be checked against (the batch's,
+the stored state's, and history for late orders), then the as-of choice (transforms.asof)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from market_spread.lake.state import late_history, local_copy
+from market_spread.lake.state_mirror import MIRROR_MAX_ROWS, StateMirror
+from market_spread.transforms.asof import STATE_QUOTE_COLUMNS, asof_alerts
+
+if TYPE_CHECKING:
+    from market_spread.stream.batch import BatchSettings
+
+
+def check_orders(
+    settings: BatchSettings, state: StateMirror, quotes: DataFrame, orders: DataFrame, batch_id: int,
+) -> tuple[DataFrame, int]:
+    """Alerts for the batch's orders, each checked against the quote current at its time.
+
+    Candidates: this batch's quotes, the stored state (`state`), and, only for symbols with orders
+    older than their stored state ("late"), the quote history up to those orders' times. The as-of
+    choice is a sort within each symbol with the last quote carried forward (no range join: that
+    would go quadratic on hot symbols).
+    """
+    spark = quotes.sparkSession
+    bounds = orders.groupBy("symbol").agg(
+        F.min("order_time").alias("first_order"), F.max("order_time").alias("last_order")
+    )
+    state_quotes = state.quotes()
+    if state.enabled:
+        # One job brings the bounds to the driver; the late check runs against the driver's copy.
+        on_driver = bounds.toArrow()
+        late = state.late(on_driver)
+        bounds = spark.createDataFrame(on_driver)
+    else:
+        # Read twice (late symbols, candidates): computed once, kept on the driver unless very large.
+        bounds = local_copy(bounds, MIRROR_MAX_ROWS) or bounds
+        late = (
+            bounds.join(state_quotes.select("symbol", "quote_time"), "symbol")
+            .where("quote_time > first_order")
+            .select("symbol", "first_order", "last_order")
+            .collect()
+        )
+    candidates = (
+        quotes.select(*STATE_QUOTE_COLUMNS)
+        .unionByName(state_quotes)
+        .join(F.broadcast(bounds.select("symbol")), "symbol", "left_semi")
+    )
+    if late:
+        candidates = candidates.unionByName(late_history(spark, settings.lake, late))
+    return asof_alerts(candidates, orders, settings.thresholds, batch_id), len(late)
