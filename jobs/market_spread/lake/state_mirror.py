@@ -50,9 +50,12 @@ class StateMirror:
         self.enabled = MIRROR_MAX_ROWS > 0
 
     def _load(self) -> None:
-        from deltalake import DeltaTable
+        from deltalake import DeltaTable, QueryBuilder
 
-        table = DeltaTable(lake_mod.table_path(self.lake, "symbol_state")).to_pyarrow_table(columns=list(STATE_QUOTE_COLUMNS))
+        # Through delta-rs's own query engine: a process that read with pyarrow's dataset scanner
+        # sometimes aborted at exit ("terminate called without an active exception", 1 of 2 runs here).
+        table = pa.table(QueryBuilder().register("s", DeltaTable(lake_mod.table_path(self.lake, "symbol_state")))
+                         .execute(f"SELECT {', '.join(STATE_QUOTE_COLUMNS)} FROM s"))
         if table.num_rows > MIRROR_MAX_ROWS:
             self.enabled = False
             return
