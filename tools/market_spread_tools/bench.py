@@ -474,7 +474,8 @@ def limits(results: dict) -> list[str]:
         floor = statistics.median(g["batch_seconds"][1:] or g["batch_seconds"])
         out.append(
             f"Latency: even a micro-batch of only 2,000 events takes {floor:.1f} s (median of the growth run, "
-            f"{g.get('median_spark_jobs', '?')} Spark jobs each), mostly Delta commits and the MERGE; a landed file "
+            f"{g.get('median_spark_jobs', '?')} Spark jobs each), mostly planning the parse and the as-of check "
+            "and their jobs (the commits are delta-rs's, milliseconds each); a landed file "
             "waits for the batch in flight and then for its own, so p99 is several batch times.")
     return out
 

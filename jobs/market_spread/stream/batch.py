@@ -2,7 +2,8 @@
 
 Writes: quarantine, quote history, alerts and the symbol_state MERGE side by side, then
 batch_metrics last (a metrics row means every other write of the batch is in). Each commit carries
-the batch id in its commitInfo.userMetadata (`lake.batch_tag`).
+the batch id in its commitInfo.userMetadata (`lake.batch_tag`). Rows that are on the driver, or few
+(a small batch's), are committed there with delta-rs (`lake.delta_rs`); Spark computes them all.
 
 Exactly once without Delta's txn tags: Spark replays only the batch that was in flight when a run
 died (its offsets are logged, its commit is not). When a stream starts, `lake.committed_batches`
