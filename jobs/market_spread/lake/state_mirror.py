@@ -22,11 +22,13 @@ from pyspark.sql import DataFrame, SparkSession
 
 from market_spread.domain.rules import quote_key
 from market_spread.lake import tables as lake_mod
+from market_spread.lake.delta_rs import arrow_schema
 from market_spread.transforms.asof import STATE_QUOTE_COLUMNS
 
 MIRROR_MAX_ROWS = int(os.environ.get("MARKET_SPREAD_STATE_MIRROR_ROWS", "200000"))
-_PRICE, _TIME = pa.decimal128(18, 8), pa.timestamp("us", tz="UTC")
-ARROW_SCHEMA = pa.schema([("symbol", pa.string()), ("bid", _PRICE), ("offer", _PRICE), ("quote_time", _TIME), ("seq", pa.int64())])
+# The state table's own types, for its quote columns.
+ARROW_SCHEMA = pa.schema([arrow_schema(lake_mod.SCHEMAS["symbol_state"]).field(c) for c in STATE_QUOTE_COLUMNS])
+_TIME = ARROW_SCHEMA.field("quote_time").type
 
 Quote = tuple[Decimal, Decimal, int, "int | None"]  # bid, offer, quote time (µs since the epoch), seq
 
