@@ -1,16 +1,18 @@
-"""Small commits made from the driver with delta-rs: the state MERGE and the batch_metrics row.
+"""Commits made from the driver with delta-rs: the state MERGE, the batch_metrics row, and the
+appends of small batches (stream/batch.py decides which).
 
 Why: a Spark MERGE of a few thousand rows costs Delta a snapshot of the table's new version (the
 "Compute snapshot for version N" job that `filesForScan` triggers for the table's size), then
 analysis, a touched-files job and a rewrite job: 1.5-2.1 s of a 2,000-event batch, on its critical
-path. The same MERGE through delta-rs (Rust, in this process) takes 20-40 ms, and a one-row append
-a few milliseconds against Spark's 0.2-0.3 s. The rows are already on the driver (the state's newest
-quotes are a local copy; the metrics are Python values), so nothing leaves Spark's executors.
+path. The same MERGE through delta-rs (Rust, in this process) takes 20-40 ms, and an append a few
+milliseconds against Spark's 0.2-0.5 s transaction. The MERGE's source (one row per symbol) and the
+metrics are already on the driver; a small batch's rows are brought there by the one Spark job that
+computes them.
 
 Safe because the stream is the lake's only writer (the lock) and each table has one writer inside it:
 delta-rs commits with an atomic put-if-absent of `_delta_log/N.json`, and every commit carries the
 same batch tag in `userMetadata` as Spark's commits (lake.tables.batch_tag), which a restarted stream
-reads. `MARKET_SPREAD_DRIVER_COMMITS=off` sends both writes through Spark again.
+reads. `MARKET_SPREAD_DRIVER_COMMITS=off` sends every write through Spark again.
 """
 from __future__ import annotations
 
