@@ -113,6 +113,12 @@ def main() -> int:
           f"mean {statistics.mean(times):.2f}s")
     keys = sorted({k for r in steady for k in r[0].phases_ms})
     print("median phases (ms): " + ", ".join(f"{k} {statistics.median(r[0].phases_ms.get(k, 0) for r in steady):.0f}" for k in keys))
+    # The streaming engine's own steps (listing, offset and commit logs) around each foreachBatch call.
+    progress = [p["durationMs"] for p in query.recentProgress if p.get("numInputRows")][2:]
+    steps = sorted({k for d in progress for k in d})
+    if progress:
+        print("median streaming engine steps (ms): "
+              + ", ".join(f"{k} {statistics.median(d.get(k, 0) for d in progress):.0f}" for k in steps))
     spark.stop()
     return 0
 
