@@ -50,7 +50,18 @@ def test_orders_are_checked_as_of_their_time_within_a_batch(spark, tmp_path):
     assert alerts["O-5"]["quote_time"] == ts(T.format(5)) and alerts["O-5"]["offer"] == D("2.5")
 
 
-def test_late_orders_are_checked_against_history_not_newer_state(spark, tmp_path):
+@pytest.fixture(params=["state on the driver", "state read by Spark"])
+def state_reader(request, monkeypatch):
+    """Both ways a batch reads the state and the history of late orders: the driver's mirror with
+    delta-rs (the default), and Spark (past MARKET_SPREAD_STATE_MIRROR_ROWS symbols)."""
+    from market_spread.lake import state_mirror
+
+    if request.param == "state read by Spark":
+        monkeypatch.setattr(state_mirror, "MIRROR_MAX_ROWS", 0)
+    return request.param
+
+
+def test_late_orders_are_checked_against_history_not_newer_state(spark, tmp_path, state_reader):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     land(landing, "quotes", [quote("MSFT", T.format(1), "10.00", "10.50"), quote("MSFT", T.format(3), "10.00", "10.01")])
     assert stream(spark, landing, lake) == 0
@@ -63,7 +74,7 @@ def test_late_orders_are_checked_against_history_not_newer_state(spark, tmp_path
     assert late.late_symbols == 1
 
 
-def test_late_orders_find_a_quote_days_older_than_the_lookback_window(spark, tmp_path):
+def test_late_orders_find_a_quote_days_older_than_the_lookback_window(spark, tmp_path, state_reader):
     """The history read for late orders starts a day before them; a symbol with no quote in that
     window is looked up further back, so the answer is the same as with an unbounded read."""
     landing, lake = tmp_path / "landing", tmp_path / "lake"

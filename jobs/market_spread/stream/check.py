@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from market_spread.lake.state import late_history, local_copy
+from market_spread.lake.state import late_history, late_history_rows, local_copy
 from market_spread.lake.state_mirror import MIRROR_MAX_ROWS, StateMirror
 from market_spread.transforms.asof import STATE_QUOTE_COLUMNS, asof_alerts
 
@@ -49,6 +49,10 @@ def check_orders(
         .unionByName(state_quotes)
         .join(F.broadcast(bounds.select("symbol")), "symbol", "left_semi")
     )
-    if late:
+    if late and state.enabled:
+        rows = late_history_rows(settings.lake, late)
+        if rows.num_rows:
+            candidates = candidates.unionByName(spark.createDataFrame(rows))
+    elif late:
         candidates = candidates.unionByName(late_history(spark, settings.lake, late))
     return asof_alerts(candidates, orders, settings.thresholds, batch_id), len(late)
