@@ -40,6 +40,7 @@ from market_spread.lake.state_mirror import StateMirror
 from market_spread.lake.writes import append, literal_row, ms_since, run_all, tagged
 from market_spread.runtime.spark import sized_for
 from market_spread.stream.check import check_orders
+from market_spread.stream.summary import summarize
 from market_spread.transforms import parsing
 
 
@@ -155,20 +156,10 @@ def process_batch(
     parsed = parsing.parse_lines(lines, symbols).persist(StorageLevel.MEMORY_AND_DISK_DESER)
     scope = ExitStack()
     try:
-        # One job: parses and caches the batch and counts it.
-        # A Kafka record's source is topic/partition/offset: group by topic/partition and keep the
-        # highest offset, so that the driver gets one row per partition, not one per record.
-        source = F.regexp_replace("source_file", "/[0-9]+$", "").alias("source")
-        offset = F.regexp_extract("source_file", "/([0-9]+)$", 1)
-        groups = parsed.groupBy("stream", F.col("reason").isNull().alias("valid"), source).agg(
-            F.count(F.lit(1)).alias("n"), F.max(F.when(offset != "", offset.cast("long"))).alias("last")
-        ).collect()
-        counts: dict[tuple[str, bool], int] = {}
-        for r in groups:
-            counts[(r["stream"], r["valid"])] = counts.get((r["stream"], r["valid"]), 0) + r["n"]
-            if r["last"] is not None:
-                result.last_offsets[r["source"]] = max(r["last"], result.last_offsets.get(r["source"], -1))
-        result.files = sorted({r["source"] for r in groups})
+        # One job: parses and caches the batch, counts it and sums it up per symbol (stream.summary).
+        summary = summarize(parsed, settings.thresholds, per_symbol=state.enabled)
+        counts = summary.counts
+        result.files, result.last_offsets = summary.files, summary.last_offsets
         result.quotes, result.orders = counts.get(("quotes", True), 0), counts.get(("orders", True), 0)
         result.input_lines = sum(counts.values())
         result.quarantined = result.input_lines - result.quotes - result.orders
@@ -185,7 +176,7 @@ def process_batch(
         describe("late check")
         alerts, observed = None, Observation(f"alerts-{batch_id}")
         if result.orders:
-            alerts, result.late_symbols = check_orders(settings, state, quotes, orders, batch_id)
+            alerts, result.late_symbols = check_orders(settings, state, quotes, orders, batch_id, summary.bounds)
             if not on_driver:  # counted while it is written: no separate job computes the as-of check twice
                 alerts = alerts.observe(observed, F.count(F.lit(1)).alias("n"))
         result.phases_ms["check"] = ms_since(t1)  # planning, and the look-up of late symbols
@@ -213,9 +204,9 @@ def process_batch(
                 F.to_date("quote_time").alias("quote_date"),
             )
             writes["quotes"] = lambda: append_to("quotes", history)
-            # One row per symbol, computed once for the MERGE and the driver's copy of the state, and
-            # brought to the driver (Arrow) while the copy is in use.
-            newest = once(lambda: newest_per_symbol(quotes).toArrow() if state.enabled else newest_per_symbol(quotes))
+            # One row per symbol, for the MERGE and the driver's copy of the state: from the summary
+            # (the state mirror was on when it was made, and once off it stays off for the batch).
+            newest = once(lambda: summary.newest if state.enabled else newest_per_symbol(quotes))
             writes["symbol_state"] = lambda: merge_state(spark, lake, newest(), batch_id)
         if alerts is not None:
             writes["alerts"] = lambda: append_to("alerts", alerts)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -17,25 +18,29 @@ if TYPE_CHECKING:
 
 def check_orders(
     settings: BatchSettings, state: StateMirror, quotes: DataFrame, orders: DataFrame, batch_id: int,
+    bounds_rows: pa.Table | None = None,
 ) -> tuple[DataFrame, int]:
     """Alerts for the batch's orders, each checked against the quote current at its time.
 
     Candidates: this batch's quotes, the stored state (`state`), and, only for symbols with orders
     older than their stored state ("late"), the quote history up to those orders' times. The as-of
     choice is a sort within each symbol with the last quote carried forward (no range join: that
-    would go quadratic on hot symbols).
+    would go quadratic on hot symbols). `bounds_rows`: the orders' first and last time per symbol,
+    if the batch's summary has them already (stream.summary).
     """
     spark = quotes.sparkSession
-    bounds = orders.groupBy("symbol").agg(
-        F.min("order_time").alias("first_order"), F.max("order_time").alias("last_order")
-    )
+
+    def spans() -> DataFrame:
+        return orders.groupBy("symbol").agg(F.min("order_time").alias("first_order"), F.max("order_time").alias("last_order"))
+
     state_quotes = state.quotes()
     if state.enabled:
-        # One job brings the bounds to the driver; the late check runs against the driver's copy.
-        on_driver = bounds.toArrow()
+        # On the driver (one job, unless the summary brought them); the late check runs against the driver's copy.
+        on_driver = spans().toArrow() if bounds_rows is None else bounds_rows
         late = state.late(on_driver)
         bounds = spark.createDataFrame(on_driver)
     else:
+        bounds = spans()
         # Read twice (late symbols, candidates): computed once, kept on the driver unless very large.
         bounds = local_copy(bounds, MIRROR_MAX_ROWS) or bounds
         late = (
