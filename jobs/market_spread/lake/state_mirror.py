@@ -64,23 +64,32 @@ class StateMirror:
         self._quotes = {}
         self.take(table)
 
-    def quotes(self) -> DataFrame:
-        """The state's quotes (STATE_QUOTE_COLUMNS) as a Spark DataFrame: a local relation while
-        enabled, else the table itself."""
+    def ready(self) -> bool:
+        """Read the table into the copy if it is not yet; whether the copy is in use (`enabled`)."""
         if self.enabled and self._quotes is None:
             self._load()
-        if not self.enabled:
+        return self.enabled
+
+    def quotes(self, only: list[str] | None = None) -> DataFrame:
+        """The state's quotes (STATE_QUOTE_COLUMNS) as a Spark DataFrame: a local relation while
+        enabled (of the symbols in `only`, if given), else the table itself."""
+        if not self.ready():
             from market_spread.lake.state import read_state_quotes
 
             return read_state_quotes(self.spark, self.lake)
+        if only is not None:
+            return self.spark.createDataFrame(self._arrow({s: self._quotes[s] for s in only if s in self._quotes}))
         if self._df is None:
-            q = self._quotes
-            columns = [list(q), [v[0] for v in q.values()], [v[1] for v in q.values()],
-                       [v[2] for v in q.values()], [v[3] for v in q.values()]]
-            arrays = [pa.array(c, type=pa.int64() if f.name == "quote_time" else f.type) for c, f in zip(columns, ARROW_SCHEMA)]
-            arrays[3] = arrays[3].cast(_TIME)
-            self._df = self.spark.createDataFrame(pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA))
+            self._df = self.spark.createDataFrame(self._arrow(self._quotes))
         return self._df
+
+    @staticmethod
+    def _arrow(q: dict[str, Quote]) -> pa.Table:
+        columns = [list(q), [v[0] for v in q.values()], [v[1] for v in q.values()],
+                   [v[2] for v in q.values()], [v[3] for v in q.values()]]
+        arrays = [pa.array(c, type=pa.int64() if f.name == "quote_time" else f.type) for c, f in zip(columns, ARROW_SCHEMA)]
+        arrays[3] = arrays[3].cast(_TIME)
+        return pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA)
 
     def take(self, newest: pa.Table) -> None:
         """Take in quotes (an Arrow table with STATE_QUOTE_COLUMNS, at most one row per symbol), as

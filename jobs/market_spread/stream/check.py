@@ -33,27 +33,28 @@ def check_orders(
     def spans() -> DataFrame:
         return orders.groupBy("symbol").agg(F.min("order_time").alias("first_order"), F.max("order_time").alias("last_order"))
 
-    state_quotes = state.quotes()
-    if state.enabled:
-        # On the driver (one job, unless the summary brought them); the late check runs against the driver's copy.
+    if state.ready():
+        # On the driver (one job, unless the summary brought them); the late check runs against the
+        # driver's copy, and only the stored quotes of symbols with orders go to Spark. The batch's
+        # own quotes go whole: a quote of a symbol without orders only costs a row in the sort.
         on_driver = spans().toArrow() if bounds_rows is None else bounds_rows
         late = state.late(on_driver)
-        bounds = spark.createDataFrame(on_driver)
+        candidates = quotes.select(*STATE_QUOTE_COLUMNS).unionByName(state.quotes(on_driver["symbol"].to_pylist()))
     else:
-        bounds = spans()
+        state_quotes = state.quotes()
         # Read twice (late symbols, candidates): computed once, kept on the driver unless very large.
-        bounds = local_copy(bounds, MIRROR_MAX_ROWS) or bounds
+        bounds = local_copy(spans(), MIRROR_MAX_ROWS) or spans()
         late = (
             bounds.join(state_quotes.select("symbol", "quote_time"), "symbol")
             .where("quote_time > first_order")
             .select("symbol", "first_order", "last_order")
             .collect()
         )
-    candidates = (
-        quotes.select(*STATE_QUOTE_COLUMNS)
-        .unionByName(state_quotes)
-        .join(F.broadcast(bounds.select("symbol")), "symbol", "left_semi")
-    )
+        candidates = (
+            quotes.select(*STATE_QUOTE_COLUMNS)
+            .unionByName(state_quotes)
+            .join(F.broadcast(bounds.select("symbol")), "symbol", "left_semi")
+        )
     if late and state.enabled:
         rows = late_history_rows(settings.lake, late)
         if rows.num_rows:
