@@ -7,8 +7,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Mapping
 
+from pyspark import StorageLevel
 from pyspark.errors import PySparkRuntimeError
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from market_spread.runtime.paths import project_home
 
@@ -186,3 +187,30 @@ def sized_for(spark: SparkSession, lines: int) -> Iterator[bool]:
         return
     with session_settings(spark, {CODEGEN_MODE: "NO_CODEGEN", SHUFFLE_PARTITIONS: "1"}):
         yield True
+
+
+@contextmanager
+def kept_for_batch(df: DataFrame) -> Iterator[DataFrame]:
+    """`df`, computed by the first query that reads it and kept until the block ends.
+
+    In a local session (the driver is the only executor): a local checkpoint, whose plan is a leaf
+    over the kept rows, so that every query of the batch built on it is analysed and optimised
+    without the parse's plan under it. Measured (tools/profile_batches.py, 30 batches of 2,000
+    events, twice, alternating with a cached DataFrame): median batch 0.89 / 0.84 -> 0.83 / 0.77 s.
+    On a cluster, Spark's cache: its partitions can be computed again if an executor is lost; a
+    local checkpoint's cannot."""
+    spark = df.sparkSession
+    if not spark.sparkContext.master.startswith("local"):
+        cached = df.persist(StorageLevel.MEMORY_AND_DISK_DESER)
+        try:
+            yield cached
+        finally:
+            cached.unpersist()
+        return
+    kept = df.localCheckpoint(eager=False)
+    try:
+        yield kept
+    finally:
+        # Released now, not when the JVM's garbage collector finds the RDD unreachable. Through the
+        # context: RDD.unpersist warns about the truncated lineage on every batch.
+        spark.sparkContext._jsc.sc().unpersistRDD(kept._jdf.logicalPlan().rdd().id(), False)

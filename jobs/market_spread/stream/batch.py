@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, TypeVar
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
@@ -38,7 +37,7 @@ from market_spread.lake import tables as lake_mod
 from market_spread.lake.state import merge_state, newest_per_symbol
 from market_spread.lake.state_mirror import StateMirror
 from market_spread.lake.writes import append, literal_row, ms_since, run_all, tagged
-from market_spread.runtime.spark import sized_for
+from market_spread.runtime.spark import kept_for_batch, sized_for
 from market_spread.stream.check import check_orders
 from market_spread.stream.summary import summarize
 from market_spread.transforms import parsing
@@ -151,11 +150,10 @@ def process_batch(
     describe = lambda phase: spark.sparkContext.setJobDescription(f"market-spread batch {batch_id}: {phase}")  # noqa: E731
     describe("parse")
     lines = parsing.nonblank_lines(batch_df)
-    # Everything below reads the parsed batch several times: parse each input line once. Kept
-    # deserialised: serialising the cached columns costs more than the memory it saves.
-    parsed = parsing.parse_lines(lines, symbols).persist(StorageLevel.MEMORY_AND_DISK_DESER)
     scope = ExitStack()
     try:
+        # Everything below reads the parsed batch several times: parse each input line once.
+        parsed = scope.enter_context(kept_for_batch(parsing.parse_lines(lines, symbols)))
         # One job: parses and caches the batch, counts it and sums it up per symbol (stream.summary).
         summary = summarize(parsed, settings.thresholds, per_symbol=state.enabled)
         counts = summary.counts
@@ -261,5 +259,4 @@ def process_batch(
         return result
     finally:
         scope.close()
-        parsed.unpersist()
         spark.sparkContext.setJobDescription(None)
