@@ -37,7 +37,7 @@ from market_spread.lake import tables as lake_mod
 from market_spread.lake.state import merge_state, newest_per_symbol
 from market_spread.lake.state_mirror import StateMirror
 from market_spread.lake.writes import append, literal_row, ms_since, run_all, tagged
-from market_spread.runtime.spark import kept_for_batch, sized_for
+from market_spread.runtime.spark import SMALL_BATCH_LINES, kept_for_batch, sized_for
 from market_spread.stream.check import check_orders
 from market_spread.stream.summary import summarize
 from market_spread.transforms import parsing
@@ -85,6 +85,7 @@ class BatchProcessor:
     # Per table, the last batch committed; read from the lake at the first batch of this process.
     committed: dict[str, int] | None = None
     state: StateMirror | None = None  # symbol_state's quotes on the driver (this process is the only writer)
+    last_lines: int | None = None  # input lines of the batch before (None: none yet in this process)
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         spark = batch_df.sparkSession
@@ -93,12 +94,14 @@ class BatchProcessor:
         if self.state is None:
             self.state = StateMirror(spark, self.settings.lake)
         try:
-            result = process_batch(batch_df, batch_id, self.settings, self.committed, self.state)
+            result = process_batch(batch_df, batch_id, self.settings, self.committed, self.state,
+                                   expect_small=self.last_lines is not None and self.last_lines < SMALL_BATCH_LINES)
         except BaseException:
             # Some writes may be in and the copy ahead of the table: read both from the lake again.
             self.committed = None
             self.state.reset()
             raise
+        self.last_lines = result.input_lines
         self.on_batch(result)
 
 
@@ -132,9 +135,11 @@ def process_batch(
     settings: BatchSettings,
     committed: dict[str, int] | None = None,
     state: StateMirror | None = None,
+    expect_small: bool = False,
 ) -> BatchResult:
     """Process one micro-batch. `committed` (table -> last batch written) is updated in place;
-    None reads it from the lake (a one-off call, e.g. in tests). `state` likewise."""
+    None reads it from the lake (a one-off call, e.g. in tests). `state` likewise. `expect_small`:
+    the batch is likely small (the one before it was), so its summary carries the per-symbol rows."""
     spark = batch_df.sparkSession
     lake, symbols = settings.lake, settings.symbols
     if committed is None:
@@ -155,7 +160,7 @@ def process_batch(
         # Everything below reads the parsed batch several times: parse each input line once.
         parsed = scope.enter_context(kept_for_batch(parsing.parse_lines(lines, symbols)))
         # One job: parses and caches the batch, counts it and sums it up per symbol (stream.summary).
-        summary = summarize(parsed, settings.thresholds, per_symbol=state.enabled)
+        summary = summarize(parsed, settings.thresholds, per_symbol=state.enabled and expect_small)
         counts = summary.counts
         result.files, result.last_offsets = summary.files, summary.last_offsets
         result.quotes, result.orders = counts.get(("quotes", True), 0), counts.get(("orders", True), 0)
@@ -203,8 +208,9 @@ def process_batch(
             )
             writes["quotes"] = lambda: append_to("quotes", history)
             # One row per symbol, for the MERGE and the driver's copy of the state: from the summary
-            # (the state mirror was on when it was made, and once off it stays off for the batch).
-            newest = once(lambda: summary.newest if state.enabled else newest_per_symbol(quotes))
+            # when it has them (a small batch), else a job of its own.
+            newest = once(lambda: newest_per_symbol(quotes) if not state.enabled
+                          else summary.newest if summary.newest is not None else newest_per_symbol(quotes).toArrow())
             writes["symbol_state"] = lambda: merge_state(spark, lake, newest(), batch_id)
         if alerts is not None:
             writes["alerts"] = lambda: append_to("alerts", alerts)
