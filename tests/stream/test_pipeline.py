@@ -488,3 +488,40 @@ def test_the_drivers_copy_of_the_state_is_the_table_after_every_batch(spark, tmp
         assert processor.state._quotes is not None, "the copy is in use, not the table"
         assertDataFrameEqual(processor.state.quotes(), table())
     assert_same_tables(spark, lake, one / "lake")
+
+
+def test_the_summary_gives_the_same_per_symbol_rows_as_their_own_queries(spark):
+    """stream.summary's one aggregate against the two queries it replaces for small batches: each
+    symbol's newest valid quote (rules.quote_key: time, then seq, then bid, then offer) and the span
+    of its valid orders; invalid lines count but take no part."""
+    from pyspark.sql import functions as F
+
+    from market_spread.lake.state import newest_per_symbol
+    from market_spread.stream.summary import summarize
+    from market_spread.transforms import parsing
+
+    th = Thresholds(D("0.05"), D("0.05"))
+    quotes = [
+        quote("AAPL", T.format(1), "1.00", "1.10"), quote("AAPL", T.format(3), "1.00", "1.01", seq=2),
+        quote("AAPL", T.format(3), "1.00", "1.02", seq=1),  # same time, lower seq: not the newest
+        quote("MSFT", T.format(2), "10.00", "10.01"), quote("MSFT", T.format(2), "10.00", "10.02"),  # tie: higher offer
+        quote("IBM", T.format(5), "5.00", "5.50"), '{"symbol": "IBM", "bid": "x"}', quote("NOPE", T.format(9), "1", "2"),
+    ]
+    orders = [order("a", "AAPL", T.format(4)), order("b", "AAPL", T.format(0)), order("c", "GOOG", T.format(6)),
+              order("d", "IBM", "not a time")]
+    lines = spark.createDataFrame(
+        [("quotes", l, "/l/q.jsonl") for l in quotes] + [("orders", l, "/l/o.jsonl") for l in orders],
+        "stream string, line string, source_file string",
+    )
+    parsed = parsing.parse_lines(lines, list(SYMBOLS))
+    summary = summarize(parsed, th, per_symbol=True)
+    assert summary.counts == {("quotes", True): 6, ("quotes", False): 2, ("orders", True): 3, ("orders", False): 1}
+    assert summary.files == ["/l/o.jsonl", "/l/q.jsonl"]
+
+    expected = newest_per_symbol(parsing.valid_quotes(parsed, th)).toArrow().sort_by("symbol").to_pylist()
+    assert summary.newest.sort_by("symbol").to_pylist() == expected
+    assert [r["offer"] for r in expected] == [D("1.01"), D("5.50"), D("10.02")]
+    spans = (parsing.valid_orders(parsed).groupBy("symbol")
+             .agg(F.min("order_time").alias("first_order"), F.max("order_time").alias("last_order")))
+    assert summary.bounds.sort_by("symbol").to_pylist() == spans.toArrow().sort_by("symbol").to_pylist()
+    assert summarize(parsed, th, per_symbol=False).bounds is None
