@@ -96,8 +96,14 @@ rootLogger.appenderRef.null.ref = null
 
 
 def new_cluster_id() -> str:
-    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (Kafka's Uuid text)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (Kafka's Uuid text).
+
+    Never one that starts with "-": the storage tool would take it for an option and fail (1 start
+    in 64 did, in CI). Kafka's own Uuid.randomUuid() draws again for the same reason."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def java_command(data: Path, heap: str, main: list[str]) -> list[str]:
