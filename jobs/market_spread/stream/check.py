@@ -40,10 +40,14 @@ def check_orders(
         on_driver = spans().toArrow() if bounds_rows is None else bounds_rows
         late = state.late(on_driver)
         candidates = quotes.select(*STATE_QUOTE_COLUMNS).unionByName(state.quotes(on_driver["symbol"].to_pylist()))
+        history = late_history_rows(settings.lake, late) if late else None
+        if history is not None and history.num_rows:
+            candidates = candidates.unionByName(spark.createDataFrame(history))
     else:
         state_quotes = state.quotes()
         # Read twice (late symbols, candidates): computed once, kept on the driver unless very large.
-        bounds = local_copy(spans(), MIRROR_MAX_ROWS) or spans()
+        bounds = spans()
+        bounds = local_copy(bounds, MIRROR_MAX_ROWS) or bounds
         late = (
             bounds.join(state_quotes.select("symbol", "quote_time"), "symbol")
             .where("quote_time > first_order")
@@ -55,10 +59,6 @@ def check_orders(
             .unionByName(state_quotes)
             .join(F.broadcast(bounds.select("symbol")), "symbol", "left_semi")
         )
-    if late and state.enabled:
-        rows = late_history_rows(settings.lake, late)
-        if rows.num_rows:
-            candidates = candidates.unionByName(spark.createDataFrame(rows))
-    elif late:
-        candidates = candidates.unionByName(late_history(spark, settings.lake, late))
+        if late:
+            candidates = candidates.unionByName(late_history(spark, settings.lake, late))
     return asof_alerts(candidates, orders, settings.thresholds, batch_id), len(late)
