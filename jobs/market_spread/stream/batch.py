@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, TypeVar
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
@@ -121,6 +122,15 @@ def once(compute: Callable[[], T]) -> Callable[[], T]:
     return get
 
 
+def newest_quotes(quotes: DataFrame, from_summary: pa.Table | None, on_driver: bool) -> DataFrame | pa.Table:
+    """One row per symbol, for the MERGE and the driver's copy of the state (`on_driver`: the state
+    mirror is on, so the rows are wanted as Arrow). From the batch's summary when it has them (a
+    small batch), else a job of its own."""
+    if not on_driver:
+        return newest_per_symbol(quotes)
+    return from_summary if from_summary is not None else newest_per_symbol(quotes).toArrow()
+
+
 def spark_jobs_so_far(spark: SparkSession) -> int | None:
     """Jobs submitted so far in this driver (job ids are allocated in sequence), if reachable."""
     try:
@@ -207,10 +217,7 @@ def process_batch(
                 F.to_date("quote_time").alias("quote_date"),
             )
             writes["quotes"] = lambda: append_to("quotes", history)
-            # One row per symbol, for the MERGE and the driver's copy of the state: from the summary
-            # when it has them (a small batch), else a job of its own.
-            newest = once(lambda: newest_per_symbol(quotes) if not state.enabled
-                          else summary.newest if summary.newest is not None else newest_per_symbol(quotes).toArrow())
+            newest = once(lambda: newest_quotes(quotes, summary.newest, state.enabled))
             writes["symbol_state"] = lambda: merge_state(spark, lake, newest(), batch_id)
         if alerts is not None:
             writes["alerts"] = lambda: append_to("alerts", alerts)
