@@ -41,8 +41,10 @@ def summarize(parsed: DataFrame, thresholds: Thresholds, per_symbol: bool) -> Ba
     `newest` only if `per_symbol` (they are one row per symbol of the batch)."""
     # A Kafka record's source is topic/partition/offset: group by topic/partition and keep the
     # highest offset, so that the driver gets one row per partition, not one per record.
-    source = F.regexp_replace("source_file", "/[0-9]+$", "").alias("source")
-    offset = F.regexp_extract("source_file", "/([0-9]+)$", 1)
+    # Only a name that ends in a digit can be one: a landing file's name (`.jsonl`) skips the regexes.
+    offset_like = F.substring("source_file", -1, 1).between("0", "9")
+    source = F.when(offset_like, F.regexp_replace("source_file", "/[0-9]+$", "")).otherwise(F.col("source_file")).alias("source")
+    offset = F.when(offset_like, F.regexp_extract("source_file", "/([0-9]+)$", 1))
     aggregates = [F.count(F.lit(1)).alias("n"), F.max(F.when(offset != "", offset.cast("long"))).alias("last")]
     keys = ("stream", "valid", "source")
     # quote_time: the name rules.quote_key_sql and the state's columns give a quote's event time.

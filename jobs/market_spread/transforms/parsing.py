@@ -206,9 +206,16 @@ def parse_lines(lines: DataFrame, symbols: list[str]) -> DataFrame:
 
 
 def nonblank_lines(raw: DataFrame) -> DataFrame:
-    """Drop blank lines (contract: ignored) and a UTF-8 byte-order mark at a line's start."""
-    line = F.regexp_replace(F.col("value"), "^\ufeff", "")
-    return raw.withColumn("line", line).where(F.col("line").rlike(r"\S")).drop("value")
+    """Drop blank lines (contract: ignored) and a UTF-8 byte-order mark at a line's start.
+
+    Byte-wise tests first, regular expressions only for what they leave open: a regex turns each
+    line into a Java string (and a replacement back again), which on a 2M-line batch was about a
+    tenth of its CPU. A line that starts with `{` (nearly all) is not blank; only a line that starts
+    with a byte-order mark loses its first character."""
+    value = F.col("value")
+    line = F.when(value.startswith("\ufeff"), F.expr("substr(value, 2)")).otherwise(value)
+    nonblank = F.when(F.col("line").startswith("{"), F.lit(True)).otherwise(F.col("line").rlike(r"\S"))
+    return raw.withColumn("line", line).where(nonblank).drop("value")
 
 
 def valid_quotes(parsed: DataFrame, thresholds: Thresholds) -> DataFrame:
