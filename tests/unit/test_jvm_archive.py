@@ -44,3 +44,19 @@ def test_the_quick_jit_is_for_short_processes_unless_told(monkeypatch):
 
     with pytest.raises(SystemExit, match="auto, quick or full"):
         jit_options(long_running=False)
+
+
+def test_a_big_landing_backlog_counts_its_feed_files_only(tmp_path):
+    from market_spread.runtime.spark import landing_backlog_bytes
+
+    assert landing_backlog_bytes(tmp_path / "nowhere") == 0
+    (tmp_path / "quotes").mkdir()
+    (tmp_path / "quotes" / "q1.jsonl").write_bytes(b"x" * 100)
+    (tmp_path / "quotes" / ".q2.jsonl.tmp").write_bytes(b"x" * 1000)  # not yet landed: not read
+    (tmp_path / "quotes" / "notes.txt").write_bytes(b"x" * 1000)
+    (tmp_path / "quotes" / "_hidden.jsonl").write_bytes(b"x" * 1000)
+    (tmp_path / "orders").mkdir()
+    (tmp_path / "orders" / "o1.jsonl").write_bytes(b"x" * 50)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "x.jsonl").write_bytes(b"x" * 1000)
+    assert landing_backlog_bytes(tmp_path) == 150

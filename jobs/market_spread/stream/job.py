@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
 def _run_stream(args, landing: Path, lake: Path, checkpoint: Path, symbols: list[str], lock: WriterLock,
                 kafka=None) -> int:
     from market_spread.domain.rules import Thresholds
-    from market_spread.runtime.spark import build_session
+    from market_spread.runtime.spark import FULL_JIT_BACKLOG_BYTES, build_session, landing_backlog_bytes
     from market_spread.stream.query import StreamSpec, run_query
 
     source = extra_conf = None
@@ -105,8 +105,11 @@ def _run_stream(args, landing: Path, lake: Path, checkpoint: Path, symbols: list
         from market_spread.stream.kafka_source import feed_source, session_conf
 
         source, extra_conf = feed_source(kafka), session_conf()
-    spark = build_session("market-spread-stream", master=args.master, extra_conf=extra_conf,
-                          long_running=not args.available_now)
+    # A catch-up run over a big backlog is long-running too (FULL_JIT_BACKLOG_BYTES says why).
+    long_running = not args.available_now or (
+        kafka is None and landing_backlog_bytes(landing) >= FULL_JIT_BACKLOG_BYTES
+    )
+    spark = build_session("market-spread-stream", master=args.master, extra_conf=extra_conf, long_running=long_running)
     lock.record(jvm_pid=spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     summary = ProgressSummary(args.progress_every) if args.progress_every > 1 else None
     spec = StreamSpec(
