@@ -46,6 +46,22 @@ def test_a_damaged_class_archive_is_set_aside_and_the_command_still_runs(tmp_pat
     assert not damaged.exists() and (tmp_path / "driver.jsa.bad").exists()
 
 
+def test_a_jvm_that_fails_for_another_reason_leaves_the_class_archive_in_place(tmp_path):
+    """Only the archive's own failure sets it aside: a JVM that cannot start without it either (here
+    a bad spark-submit option) fails the command and the archive is kept for the next start."""
+    import os
+    import sys
+
+    archive = tmp_path / "driver.jsa"
+    archive.write_bytes(b"\0" * 4096)
+    env = {**os.environ, "MARKET_SPREAD_CDS_ARCHIVE": str(archive), "PYSPARK_SUBMIT_ARGS": "--no-such-option pyspark-shell"}
+    done = subprocess.run([sys.executable, "-m", "market_spread.cli.main", "stream", "--landing", str(tmp_path / "in"),
+                           "--lake", str(tmp_path / "lake"), "--available-now"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert archive.is_file() and not (tmp_path / "driver.jsa.bad").exists()
+
+
 def test_a_small_batch_tunes_the_session_and_leaves_it_as_it_was(spark, monkeypatch):
     from market_spread.runtime import spark as spark_mod
 

@@ -63,3 +63,12 @@ def retire_archive(jars: list[str]) -> bool:
     print(f"market-spread: warning: the JVM did not start with the class archive {path}; moved it to {bad} "
           "and starting without it (make setup writes a new one)", file=sys.stderr, flush=True)
     return True
+
+
+def restore_archive(jars: list[str]) -> None:
+    """Undo `retire_archive` when the JVM failed to start without the archive too: the failure was
+    another one (a bad option, no memory), and the archive is kept for the next start."""
+    path = archive_path(jars)
+    bad = path.with_name(path.name + ".bad") if path is not None else None
+    if bad is not None and bad.is_file() and not path.exists():
+        os.replace(bad, path)

@@ -93,7 +93,7 @@ def build_session(
     if shuffle_partitions is None:
         # Micro-batches are small: a few partitions per core beats the default 200 by far.
         shuffle_partitions = int(os.environ.get("MARKET_SPREAD_SHUFFLE_PARTITIONS", "4"))
-    from market_spread.runtime.jvm_archive import java_options, retire_archive
+    from market_spread.runtime.jvm_archive import java_options, restore_archive, retire_archive
 
     jars = delta_jars()
     driver_options = f"-Duser.timezone=UTC {jit_options(long_running)}".strip()
@@ -161,7 +161,11 @@ def build_session(
         # Only that failure: any other one leaves the archive alone.
         if exc.getErrorClass() != "JAVA_GATEWAY_EXITED" or not retire_archive(jars):
             raise
-        spark = builder.config("spark.driver.extraJavaOptions", driver_options).getOrCreate()
+        try:
+            spark = builder.config("spark.driver.extraJavaOptions", driver_options).getOrCreate()
+        except PySparkRuntimeError:
+            restore_archive(jars)  # not the archive's fault: it failed without the archive too
+            raise
     spark.sparkContext.setLogLevel(os.environ.get("MARKET_SPREAD_SPARK_LOG_LEVEL", "WARN"))
     return spark
 
