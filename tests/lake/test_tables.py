@@ -59,3 +59,31 @@ def test_last_batch_from_statistics_and_from_rows_when_a_file_has_none(spark, tm
     assert max_from_stats(quotes, "batch_id") == (False, None)
     assert lake_mod.committed_batches(spark, lake) == {
         "symbol_state": -1, "alerts": 9, "quotes": 11, "quarantine": -1, "batch_metrics": -1}
+
+
+def test_an_open_table_follows_other_writers_and_a_table_made_again_is_opened_afresh(spark, tmp_path):
+    """lake.delta_rs.open_table keeps a table open between batches: it must see Spark's commits, and
+    a table removed and created again at the same path must not be served from the old state."""
+    import shutil
+
+    import pyarrow as pa
+
+    from market_spread.lake import delta_rs
+
+    path = str(tmp_path / "t")
+    spark.range(3).write.format("delta").save(path)
+    first = delta_rs.open_table(path)
+    assert first.version() == 0
+    spark.range(2).write.format("delta").mode("append").save(path)  # another writer: Spark
+    assert delta_rs.open_table(path) is first and first.version() == 1
+    delta_rs.append_table(path, pa.table({"id": pa.array([7], pa.int64())}), batch_id=5)
+    assert delta_rs.open_table(path).version() == 2
+    assert sorted(r["id"] for r in spark.read.format("delta").load(path).collect()) == [0, 0, 1, 1, 2, 7]
+
+    shutil.rmtree(path)
+    spark.range(1).write.format("delta").save(path)
+    again = delta_rs.open_table(path)
+    assert again is not first and again.version() == 0
+    assert again.to_pyarrow_table().num_rows == 1
+    delta_rs.forget_tables()
+    assert delta_rs.open_table(path) is not again

@@ -89,14 +89,14 @@ def late_history_rows(lake: str, late: list[dict]) -> pa.Table:
     Why: after commits made by delta-rs, Spark must rebuild the quote history's snapshot (Spark
     jobs) before it can read it, and a batch with late orders took 0.8-2 s more than one without
     (the latency runs of `bench`). delta-rs reads the log and the day partitions directly."""
-    from deltalake import DeltaTable, QueryBuilder
+    from deltalake import QueryBuilder
 
     from market_spread.lake.state_mirror import ARROW_SCHEMA
 
     spans = {r["symbol"]: (r["first_order"], r["last_order"]) for r in late}
     floor = min(f for f, _ in spans.values()).date() - timedelta(days=LATE_LOOKBACK_DAYS)
     ceiling = max(l for _, l in spans.values()).date()
-    history = DeltaTable(lake_mod.table_path(lake, "quotes"))
+    history = delta_rs.open_table(lake_mod.table_path(lake, "quotes"))
 
     def read(symbols: list[str], dates: str) -> pa.Table:
         names = ", ".join("'" + s.replace("'", "''") + "'" for s in symbols)

@@ -91,6 +91,8 @@ class BatchProcessor:
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         spark = batch_df.sparkSession
         if self.committed is None:
+            # A start, or the batch after a failed one: every table is read from its log again.
+            delta_rs.forget_tables()
             self.committed = lake_mod.committed_batches(spark, self.settings.lake)
         if self.state is None:
             self.state = StateMirror(spark, self.settings.lake)
