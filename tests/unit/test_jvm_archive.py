@@ -47,7 +47,7 @@ def test_the_quick_jit_is_for_short_processes_unless_told(monkeypatch):
 
 
 def test_a_big_landing_backlog_counts_its_feed_files_only(tmp_path):
-    from market_spread.runtime.spark import landing_backlog_bytes
+    from market_spread.stream.query import landing_backlog_bytes
 
     assert landing_backlog_bytes(tmp_path / "nowhere") == 0
     (tmp_path / "quotes").mkdir()

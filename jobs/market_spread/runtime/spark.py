@@ -55,20 +55,6 @@ QUICK_JIT = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m"
 FULL_JIT_BACKLOG_BYTES = 192 * 1024 * 1024
 
 
-def landing_backlog_bytes(landing: Path) -> int:
-    """Bytes of the landing files the file source reads (`*.jsonl` in each feed's folder; Spark skips
-    names starting with `.` or `_`). Files
-    already processed count too unless they were archived: an estimate of the run's length."""
-    total = 0
-    for feed in ("quotes", "orders"):
-        try:
-            with os.scandir(landing / feed) as entries:
-                total += sum(e.stat().st_size for e in entries if e.name.endswith(".jsonl") and not e.name.startswith((".", "_")) and e.is_file())
-        except OSError:  # a missing folder: nothing to read there
-            continue
-    return total
-
-
 def jit_options(long_running: bool) -> str:
     """The driver JVM's JIT flags: MARKET_SPREAD_JIT=quick|full, or auto (quick unless long-running)."""
     choice = os.environ.get("MARKET_SPREAD_JIT", "auto").strip().lower()

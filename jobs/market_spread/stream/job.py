@@ -97,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
 def _run_stream(args, landing: Path, lake: Path, checkpoint: Path, symbols: list[str], lock: WriterLock,
                 kafka=None) -> int:
     from market_spread.domain.rules import Thresholds
-    from market_spread.runtime.spark import FULL_JIT_BACKLOG_BYTES, build_session, landing_backlog_bytes
-    from market_spread.stream.query import StreamSpec, run_query
+    from market_spread.runtime.spark import FULL_JIT_BACKLOG_BYTES, build_session
+    from market_spread.stream.query import StreamSpec, landing_backlog_bytes, run_query
 
     source = extra_conf = None
     if kafka is not None:

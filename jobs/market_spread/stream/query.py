@@ -2,6 +2,8 @@
 foreachBatch processor, and how it is supervised and stopped between batches."""
 from __future__ import annotations
 
+import fnmatch
+import os
 import signal
 import sys
 import threading
@@ -17,6 +19,22 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 FEEDS = ("quotes", "orders")
+LANDED = "*.jsonl"  # the file source's glob: a file lands under another name and is renamed to this
+
+
+def landing_backlog_bytes(landing: Path) -> int:
+    """Bytes of the landing files the file source reads (LANDED in each feed's folder; Spark skips
+    names starting with `.` or `_`). Files already processed count too unless they were archived:
+    an estimate of a run's length (runtime.spark.FULL_JIT_BACKLOG_BYTES)."""
+    total = 0
+    for feed in FEEDS:
+        try:
+            with os.scandir(landing / feed) as entries:
+                total += sum(e.stat().st_size for e in entries
+                             if fnmatch.fnmatchcase(e.name, LANDED) and not e.name.startswith((".", "_")) and e.is_file())
+        except OSError:  # a missing folder: nothing to read there
+            continue
+    return total
 
 
 @dataclass(frozen=True)
@@ -64,7 +82,7 @@ def start_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None
         trim_archived_entries(spec.checkpoint_path)
 
     def feed(name: str):
-        reader = spark.readStream.format("text").option("pathGlobFilter", "*.jsonl")  # files land renamed in
+        reader = spark.readStream.format("text").option("pathGlobFilter", LANDED)
         if spec.max_files_per_batch:
             reader = reader.option("maxFilesPerTrigger", spec.max_files_per_batch)
         if archiving:
