@@ -87,3 +87,38 @@ def test_an_open_table_follows_other_writers_and_a_table_made_again_is_opened_af
     assert again.to_pyarrow_table().num_rows == 1
     delta_rs.forget_tables()
     assert delta_rs.open_table(path) is not again
+
+
+def test_driver_commits_clean_the_log_only_at_checkpoints_and_reopen_from_each_new_checkpoint(tmp_path):
+    """lake.delta_rs: expired commit files go with a checkpoint (not after every commit, which lists
+    the whole `_delta_log` each time), and a kept-open table is opened again from each new checkpoint
+    (an object kept up to date since its opening gets slower with every commit)."""
+    import time
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from market_spread.lake import delta_rs
+
+    path = str(tmp_path / "t")
+    log = tmp_path / "t" / "_delta_log"
+    rows = pa.table({"id": pa.array([1], pa.int64())})
+    write_deltalake(path, rows, configuration={"delta.checkpointInterval": "5",
+                                               "delta.logRetentionDuration": "interval 1 second",
+                                               "delta.deletedFileRetentionDuration": "interval 1 second"})
+    for batch in range(1, 4):
+        delta_rs.append_table(path, rows, batch)
+    before = delta_rs.open_table(path)
+    delta_rs.append_table(path, rows, 4)  # version 4: delta-rs checkpoints where (version + 1) % 5 == 0
+    assert (log / f"{4:020d}.checkpoint.parquet").exists()
+    after = delta_rs.open_table(path)
+    assert after is not before and after.version() == 4
+    time.sleep(1.5)  # versions 0-3 are now past the retention
+    for batch in range(5, 9):
+        delta_rs.append_table(path, rows, batch)
+        assert delta_rs.open_table(path) is after, "no new checkpoint: the same object"
+    assert (log / f"{0:020d}.json").exists(), "no cleanup between checkpoints"
+    delta_rs.append_table(path, rows, 9)  # version 9: checkpoint, then cleanup
+    assert not (log / f"{0:020d}.json").exists() and (log / f"{9:020d}.checkpoint.parquet").exists()
+    assert delta_rs.open_table(path).to_pyarrow_table().num_rows == 10
+    delta_rs.forget_tables()
