@@ -37,6 +37,9 @@ def test_growth_takes_one_file_pair_per_batch(spark, tmp_path):
     assert set(result["batch_seconds_at"]) == {"2", "4"}
     assert result["growth_ratio"] > 0
     assert result["median_spark_jobs"] > 0 and result["median_batch_seconds"] > 0
+    # Which phase grows: each checkpoint carries the median of every phase the batches time.
+    assert set(result["phases_ms_at"]) == {"2", "4"}
+    assert {"parse", "check", "write"} <= set(result["phases_ms_at"]["4"]), result["phases_ms_at"]
 
 
 def test_results_summary_and_plots_are_written(tmp_path):

@@ -332,18 +332,27 @@ def growth(spark, work: Path, plan: Plan) -> dict:
     write_backlog(landing, gen, 1_000 * total, 1_000 * total, total, "g")
     durations: list[float] = []
     jobs: list[int] = []
+    phases: list[dict[str, int]] = []
+
+    def phases_at(n: int) -> dict[str, float]:
+        """Median time of each phase (ms) over the 10 batches up to n: which phase grows."""
+        window = phases[max(1, n - 10):n]
+        return {k: statistics.median(p.get(k, 0) for p in window) for k in sorted({k for p in window for k in p})}
 
     def on_batch(result) -> None:
         durations.append(result.seconds)
         jobs.append(result.spark_jobs or 0)
+        phases.append(dict(result.phases_ms))
         if len(durations) % 500 == 0 or len(durations) in plan.past_batches:
-            _say(f"growth: {len(durations)}/{total} batches, last 10 average {statistics.mean(durations[-10:]):.2f}s")
+            _say(f"growth: {len(durations)}/{total} batches, last 10 average {statistics.mean(durations[-10:]):.2f}s, "
+                 f"phases (ms, median) {phases_at(len(durations))}")
 
     _stream(spark, landing, lake, symbols, on_batch=on_batch, max_files_per_batch=1)
     # The mean of the 10 batches up to N, leaving out the first (the query's start and a cold JIT).
     at = {str(n): round(statistics.mean(durations[max(1, n - 10):n]), 3) for n in plan.past_batches if n <= len(durations)}
     first, last = plan.past_batches[0], plan.past_batches[-1]
     return {"batch_seconds_at": at, "batch_seconds": [round(d, 3) for d in durations], "first": first, "last": last,
+            "phases_ms_at": {str(n): phases_at(n) for n in plan.past_batches if n <= len(durations)},
             "growth_ratio": round(at[str(last)] / at[str(first)], 3),
             "median_batch_seconds": round(statistics.median(durations[1:] or durations), 3),
             "median_spark_jobs": statistics.median(jobs[1:] or jobs)}
