@@ -39,13 +39,20 @@ ADDED_COLUMNS: dict[str, dict[str, str]] = {"batch_metrics": {"spark_jobs": "BIG
 PARTITIONS: dict[str, list[str]] = {"quotes": ["quote_date"]}
 
 # Written to every table. No deletion vectors, no column mapping: delta-rs must read the tables.
-# Bounded growth at one commit a second: commit files older than a week go at the next
-# checkpoint (Delta's default keeps 30 days: millions of files), a checkpoint every 10 commits
-# (Delta's default, stated so that it cannot drift; per table, see CHECKPOINT_INTERVALS) keeps
-# the log replay of a snapshot short.
+# Bounded growth at one commit a second: commit files older than 30 minutes go at the next
+# checkpoint, and so do the tombstones of removed files. Each delta-rs commit and each Spark
+# snapshot update lists the whole `_delta_log` (and a checkpoint carries every tombstone), so a
+# batch's cost grows with what the log keeps: with 7 days a 2,000-event batch took 1.34x as long
+# after 5,000 batches as after 100 (README, Performance). 30 minutes is the time-travel window:
+# six times the quality DAG's 5-minute schedule (it reads alerts as of its last validated version,
+# and validates everything when that is gone). Delta requires the deleted-file retention to be no
+# longer than the log's; VACUUM keeps its own `--retain-hours` (7 days) for the data files.
+# A checkpoint every 10 commits (Delta's default, stated so that it cannot drift; per table, see
+# CHECKPOINT_INTERVALS) keeps the log replay of a snapshot short.
 TABLE_PROPERTIES = {
     "delta.enableDeletionVectors": "false",
-    "delta.logRetentionDuration": "interval 7 days",
+    "delta.logRetentionDuration": "interval 30 minutes",
+    "delta.deletedFileRetentionDuration": "interval 30 minutes",
     "delta.checkpointRetentionDuration": "interval 2 days",
     "delta.checkpointInterval": "10",
 }
