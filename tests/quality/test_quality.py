@@ -403,3 +403,42 @@ def test_bad_arguments_exit_2(tmp_path, symbols_file, capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["validate", "--lake", str(tmp_path), "--max-spread", "abc"])
     assert exit_info.value.code == 2
+
+
+def test_a_mark_whose_version_left_the_log_continues_from_its_batch(spark, first_run, symbols_file, tmp_path, capsys):
+    """The tables keep 30 minutes of log: when the mark's version can no longer be read, the run
+    validates the alerts of the batches after the mark's newest batch, not every alert again."""
+    from deltalake import DeltaTable
+
+    lake = copy_lake(first_run[0], tmp_path / "lake")
+    docs = tmp_path / "docs"
+    assert first_run[2] == 0  # the mark: version 2, batches 0 and 2
+    append(spark, lake, "alerts", [alert("O-5", 3)])  # version 3
+    append(spark, lake, "batch_metrics", metrics({3: 1}))
+    alerts_log = Path(lake_mod.table_path(lake, "alerts")) / "_delta_log"
+    DeltaTable(str(alerts_log.parent)).create_checkpoint()  # version 3 readable without 0-2
+    for version in range(3):
+        (alerts_log / f"{version:020d}.json").unlink()  # what log retention does
+    code, out = validate(lake, docs, symbols_file, capsys=capsys)
+    assert code == 0, out
+    assert "note: version 2 of alerts is no longer readable" in out
+    assert "validating the alerts of batches after 2 instead" in out
+    assert "(1 alert(s) appended after version 2 up to version 3)" in out
+    assert "alerts high-water mark: version 3" in out
+    # The mark's batch is recorded for the next run.
+    from market_spread.quality.results_table import mark_batch
+
+    assert mark_batch(lake, 3) == 3
+
+
+def test_an_older_results_table_gets_the_mark_batch_column(spark, tmp_path):
+    from market_spread.lake.deltalog import properties_and_columns
+    from market_spread.quality.results_table import RESULTS_SCHEMA, RESULTS_TABLE, ensure_results_table, mark_batch
+
+    lake = tmp_path / "lake"
+    path = lake_mod.table_path(lake, RESULTS_TABLE)
+    spark.sql(f"CREATE TABLE delta.`{path}` ({RESULTS_SCHEMA.replace(', to_batch BIGINT', '')}) USING DELTA")
+    assert "to_batch" not in properties_and_columns(path)[1]
+    assert mark_batch(lake, 0) is None
+    ensure_results_table(spark, lake)
+    assert properties_and_columns(path)[1][-1] == "to_batch"

@@ -1,5 +1,5 @@
 """The quality_results Delta table: one row per expectation per run, and the alerts high-water mark
-it keeps (the last alerts version a passing run validated)."""
+it keeps (the last alerts version a passing run validated, and the newest batch in it)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,8 +15,10 @@ RESULTS_SCHEMA = (
     "run_id STRING, suite STRING, expectation STRING, critical BOOLEAN, success BOOLEAN, "
     "unexpected_count BIGINT, from_version BIGINT, to_version BIGINT, validated_at TIMESTAMP, "
     "rows_validated BIGINT, run_passed BOOLEAN, observed STRING, "
-    "max_spread DECIMAL(18,8), max_spread_ratio DECIMAL(18,8)"
+    "max_spread DECIMAL(18,8), max_spread_ratio DECIMAL(18,8), to_batch BIGINT"
 )
+# Columns added after the table's first release: ensure_results_table adds them to older tables.
+ADDED_RESULTS_COLUMNS = {"to_batch": "BIGINT"}
 
 
 def ensure_results_table(spark: SparkSession, lake: str | Path) -> str:
@@ -27,6 +29,14 @@ def ensure_results_table(spark: SparkSession, lake: str | Path) -> str:
         spark.sql(
             f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({RESULTS_SCHEMA}) USING DELTA TBLPROPERTIES ({props})"
         )
+        return path
+    from market_spread.lake.deltalog import properties_and_columns
+
+    known = properties_and_columns(path)
+    columns = known[1] if known is not None else spark.read.format("delta").load(path).columns
+    missing = {c: t for c, t in ADDED_RESULTS_COLUMNS.items() if c not in columns}
+    if missing:
+        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({', '.join(f'{c} {t}' for c, t in missing.items())})")
     return path
 
 
@@ -44,6 +54,22 @@ def high_water_mark(lake: str | Path) -> int | None:
     passed = (pc.field("suite") == "alerts") & pc.field("run_passed") & pc.field("to_version").is_valid()
     table = DeltaTable(path).to_pyarrow_dataset().to_table(columns=["to_version"], filter=passed)
     value = pc.max(table["to_version"]).as_py() if table.num_rows else None
+    return None if value is None else int(value)
+
+
+def mark_batch(lake: str | Path, version: int) -> int | None:
+    """The newest batch whose alerts a passing run validated up to alerts version `version` (None
+    when not recorded, as in runs before this column). It lets the next run find the alerts after
+    the mark by their batch when that version can no longer be read (log retention, VACUUM)."""
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    path = lake_mod.table_path(lake, RESULTS_TABLE)
+    if not lake_mod.is_delta_table(path) or "to_batch" not in [f.name for f in DeltaTable(path).schema().fields]:
+        return None
+    passed = (pc.field("suite") == "alerts") & pc.field("run_passed") & (pc.field("to_version") == version)
+    table = DeltaTable(path).to_pyarrow_dataset().to_table(columns=["to_batch"], filter=passed)
+    value = pc.max(table["to_batch"]).as_py() if table.num_rows else None
     return None if value is None else int(value)
 
 

@@ -25,6 +25,7 @@ class _AlertSlice:
     notes: list[str]
     metrics: DataFrame  # batch_metrics rows of the validated batches
     orphans: list[int] = field(default_factory=list)  # validated batches with no batch_metrics row
+    to_batch: int | None = None  # the newest batch validated up to to_version (the mark's batch)
 
 
 def _max_batch(df: DataFrame) -> int | None:
@@ -41,8 +42,13 @@ def _profile(df: DataFrame) -> tuple[int, list[int]]:
 
 
 def _slice_alerts(spark: SparkSession, lake: str, from_version: int | None,
-                  orphan_grace_s: float = DEFAULT_ORPHAN_GRACE_S, now: float | None = None) -> _AlertSlice:
+                  orphan_grace_s: float = DEFAULT_ORPHAN_GRACE_S, now: float | None = None,
+                  from_batch: int | None = None) -> _AlertSlice:
     """The alerts appended after `from_version`, with the batch_metrics rows they must add up to.
+
+    When that version can no longer be read (the log keeps 30 minutes, lake.tables) and the mark's
+    newest batch `from_batch` is known, the alerts of later batches are the same rows: a batch's
+    alerts are committed at once, and batches in order.
 
     Alerts of the newest batch are held back while its batch_metrics row can still come (the batch
     is in flight): no later batch has a metrics row and their commit is younger than
@@ -73,13 +79,17 @@ def _slice_alerts(spark: SparkSession, lake: str, from_version: int | None,
                 # reads the old version's files, so a vacuumed version fails inside this try.
                 new = new.exceptAll(old)
                 rows, batch_ids = _profile(new)
-            except Exception as exc:  # e.g. the old version's files were vacuumed
-                notes.append(
-                    f"version {from_version} of alerts is no longer readable "
-                    f"({str(exc).strip().splitlines()[0][:120]}); validating every alert instead"
-                )
-                from_version, base_batch = None, None
+            except Exception as exc:  # e.g. the old version's files were vacuumed, or its log removed
+                reason = f"version {from_version} of alerts is no longer readable ({str(exc).strip().splitlines()[0][:120]})"
                 new = _read(spark, alerts_path, to_version)
+                if from_batch is not None:
+                    notes.append(f"{reason}; validating the alerts of batches after {from_batch} instead")
+                    base_batch = from_batch
+                    # A row without a batch is always shown (the suite rejects it).
+                    new = new.where((F.col("batch_id") > from_batch) | F.col("batch_id").isNull())
+                else:
+                    notes.append(f"{reason}; validating every alert instead")
+                    from_version, base_batch = None, None
                 rows, batch_ids = _profile(new)
         else:
             rows, batch_ids = _profile(new)
@@ -127,7 +137,8 @@ def _slice_alerts(spark: SparkSession, lake: str, from_version: int | None,
     if batch_ids:
         counted = {int(r[0]) for r in metrics_all.where(F.col("batch_id").isin(batch_ids)).select("batch_id").distinct().collect()}
         orphans = [b for b in batch_ids if b not in counted]
-    return _AlertSlice(new, from_version, to_version, rows, notes, metrics, orphans)
+    return _AlertSlice(new, from_version, to_version, rows, notes, metrics, orphans,
+                       top_batch if top_batch is not None else base_batch)
 
 
 def _small(df: DataFrame, rows: int) -> DataFrame:

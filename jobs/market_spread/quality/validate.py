@@ -19,7 +19,8 @@ from market_spread.domain.rules import DEFAULT_THRESHOLDS, Thresholds
 from market_spread.quality.defaults import DEFAULT_DOCS
 from market_spread.quality.gx_run import SuiteRun, run_suites
 from market_spread.quality.outcomes import ExpectationOutcome, SuiteOutcome, Summary
-from market_spread.quality.results_table import RESULTS_SCHEMA, _next_mark, ensure_results_table, high_water_mark
+from market_spread.quality.results_table import (RESULTS_SCHEMA, _next_mark, ensure_results_table, high_water_mark,
+                                                  mark_batch)
 from market_spread.quality.slices import DEFAULT_ORPHAN_GRACE_S, _slice_alerts, _small
 from market_spread.quality.versions import _read, latest_version
 
@@ -87,7 +88,9 @@ def validate_lake(
     results_path = ensure_results_table(spark, lake)
     mark_before = high_water_mark(lake)
 
-    alerts = _slice_alerts(spark, str(lake), None if options.full else mark_before, options.orphan_grace_s)
+    from_version = None if options.full else mark_before
+    alerts = _slice_alerts(spark, str(lake), from_version, options.orphan_grace_s,
+                           from_batch=None if from_version is None else mark_batch(lake, from_version))
     state_path = lake_mod.table_path(lake, "symbol_state")
     state_version = latest_version(state_path)
     state_df = _read(spark, state_path, state_version)
@@ -138,6 +141,7 @@ def validate_lake(
             unexpected_count=o.unexpected_count, from_version=s.from_version, to_version=s.to_version,
             validated_at=validated_at, rows_validated=s.rows, run_passed=run_passed,
             observed=o.observed or None, max_spread=max_spread, max_spread_ratio=max_spread_ratio,
+            to_batch=alerts.to_batch if s.suite == "alerts" else None,
         )
         for s in suite_outcomes
         for o in s.outcomes
