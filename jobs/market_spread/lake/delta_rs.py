@@ -88,9 +88,9 @@ def open_table(path: str) -> Any:
     drops them all (a stream's start, a failed batch).
 
     A table is also opened afresh once a newer checkpoint exists than the one it was opened from:
-    a DeltaTable kept up to date by `update_incremental` keeps every commit since its opening in
-    its log segment and gets slower with each (2,500 appends to one object: 32 ms a commit at 500,
-    166 ms at 2,500; opened again at each checkpoint: 8 and 32 ms, the rest being the log's size)."""
+    a DeltaTable kept up to date by `update_incremental` gets slower with every commit since its
+    opening (2,500 appends to one object: 32 ms a commit at 500, 166 ms at 2,500; opened again at
+    each checkpoint: 8 and 32 ms, the rest being the log's size)."""
     from deltalake import DeltaTable
 
     identity = _identity(path)

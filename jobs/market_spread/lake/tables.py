@@ -45,7 +45,7 @@ PARTITIONS: dict[str, list[str]] = {"quotes": ["quote_date"]}
 # batch's cost grows with what the log keeps: with 7 days a 2,000-event batch took 1.34x as long
 # after 5,000 batches as after 100 (README, Performance). 30 minutes is the time-travel window:
 # six times the quality DAG's 5-minute schedule (it reads alerts as of its last validated version,
-# and validates everything when that is gone). Delta requires the deleted-file retention to be no
+# and continues from that version's newest batch once the version is gone: quality/slices.py). Delta requires the deleted-file retention to be no
 # longer than the log's; VACUUM keeps its own `--retain-hours` (7 days) for the data files.
 # A checkpoint every 10 commits (Delta's default, stated so that it cannot drift; per table, see
 # CHECKPOINT_INTERVALS) keeps the log replay of a snapshot short.
