@@ -45,8 +45,9 @@ PARTITIONS: dict[str, list[str]] = {"quotes": ["quote_date"]}
 # batch's cost grows with what the log keeps: with 7 days a 2,000-event batch took 1.34x as long
 # after 5,000 batches as after 100 (README, Performance). 30 minutes is the time-travel window:
 # six times the quality DAG's 5-minute schedule (it reads alerts as of its last validated version,
-# and continues from that version's newest batch once the version is gone: quality/slices.py). Delta requires the deleted-file retention to be no
-# longer than the log's; VACUUM keeps its own `--retain-hours` (7 days) for the data files.
+# and continues from that version's newest batch once the version is gone: quality/slices.py).
+# Delta requires the deleted-file retention to be no longer than the log's; VACUUM keeps its own
+# `--retain-hours` (7 days) for the data files.
 # A checkpoint every 10 commits (Delta's default, stated so that it cannot drift; per table, see
 # CHECKPOINT_INTERVALS) keeps the log replay of a snapshot short.
 TABLE_PROPERTIES = {
@@ -145,13 +146,12 @@ def _upgrade(spark: SparkSession, name: str, path: str) -> None:
     if missing:
         props = ", ".join(f"'{k}' = '{v}'" for k, v in missing.items())
         spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({props})")
-    _add_missing_columns(spark, name, path, columns)
+    add_missing_columns(spark, path, columns, ADDED_COLUMNS.get(name, {}))
 
 
-def _add_missing_columns(spark: SparkSession, name: str, path: str, present: list[str]) -> None:
-    added = ADDED_COLUMNS.get(name)
-    if not added:
-        return
+def add_missing_columns(spark: SparkSession, path: str, present: list[str], added: dict[str, str]) -> None:
+    """Add to the Delta table at `path` the columns of `added` (name -> SQL type) not in `present`:
+    the columns a later release added to a table an earlier one made."""
     missing = {c: t for c, t in added.items() if c not in present}
     if missing:
         columns = ", ".join(f"{c} {t}" for c, t in missing.items())

@@ -34,14 +34,13 @@ def ensure_results_table(spark: SparkSession, lake: str | Path) -> str:
 
     known = properties_and_columns(path)
     columns = known[1] if known is not None else spark.read.format("delta").load(path).columns
-    missing = {c: t for c, t in ADDED_RESULTS_COLUMNS.items() if c not in columns}
-    if missing:
-        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({', '.join(f'{c} {t}' for c, t in missing.items())})")
+    lake_mod.add_missing_columns(spark, path, columns, ADDED_RESULTS_COLUMNS)
     return path
 
 
-def high_water_mark(lake: str | Path) -> int | None:
-    """The last alerts version validated by a run that recorded its results and passed.
+def _passed_alert_runs(lake: str | Path, columns: list[str]):
+    """`columns` of the alerts rows of passing runs (an Arrow table), or None without a results
+    table or without one of the columns (a table from before it was added).
 
     Read with delta-rs: a few columns of a small table, without the Spark jobs of a Delta snapshot.
     """
@@ -51,10 +50,24 @@ def high_water_mark(lake: str | Path) -> int | None:
     path = lake_mod.table_path(lake, RESULTS_TABLE)
     if not lake_mod.is_delta_table(path):
         return None
+    table = DeltaTable(path)
+    if not set(columns) <= {f.name for f in table.schema().fields}:
+        return None
     passed = (pc.field("suite") == "alerts") & pc.field("run_passed") & pc.field("to_version").is_valid()
-    table = DeltaTable(path).to_pyarrow_dataset().to_table(columns=["to_version"], filter=passed)
-    value = pc.max(table["to_version"]).as_py() if table.num_rows else None
+    return table.to_pyarrow_dataset().to_table(columns=columns, filter=passed)
+
+
+def _largest(values) -> int | None:
+    import pyarrow.compute as pc
+
+    value = pc.max(values).as_py() if len(values) else None
     return None if value is None else int(value)
+
+
+def high_water_mark(lake: str | Path) -> int | None:
+    """The last alerts version validated by a run that recorded its results and passed."""
+    runs = _passed_alert_runs(lake, ["to_version"])
+    return None if runs is None else _largest(runs["to_version"])
 
 
 def mark_batch(lake: str | Path, version: int) -> int | None:
@@ -62,15 +75,11 @@ def mark_batch(lake: str | Path, version: int) -> int | None:
     when not recorded, as in runs before this column). It lets the next run find the alerts after
     the mark by their batch when that version can no longer be read (log retention, VACUUM)."""
     import pyarrow.compute as pc
-    from deltalake import DeltaTable
 
-    path = lake_mod.table_path(lake, RESULTS_TABLE)
-    if not lake_mod.is_delta_table(path) or "to_batch" not in [f.name for f in DeltaTable(path).schema().fields]:
+    runs = _passed_alert_runs(lake, ["to_version", "to_batch"])
+    if runs is None:
         return None
-    passed = (pc.field("suite") == "alerts") & pc.field("run_passed") & (pc.field("to_version") == version)
-    table = DeltaTable(path).to_pyarrow_dataset().to_table(columns=["to_batch"], filter=passed)
-    value = pc.max(table["to_batch"]).as_py() if table.num_rows else None
-    return None if value is None else int(value)
+    return _largest(runs.filter(pc.equal(runs["to_version"], version))["to_batch"])
 
 
 def _next_mark(before: int | None, to_version: int, passed: bool) -> int | None:
