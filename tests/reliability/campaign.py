@@ -98,7 +98,11 @@ class Job:
     def __init__(self, args: list[str], log: Path):
         self.log = log
         self.out = open(log, "ab")
-        self.proc = subprocess.Popen(CLI + args, stdout=self.out, stderr=subprocess.STDOUT, start_new_session=True)
+        # Compaction every 3 commits (default 100): the campaign's streams run a few dozen batches,
+        # and its kills must also land during and after compactions (lake.compaction).
+        env = {**os.environ, "MARKET_SPREAD_COMPACT_EVERY": os.environ.get("MARKET_SPREAD_COMPACT_EVERY", "3")}
+        self.proc = subprocess.Popen(CLI + args, stdout=self.out, stderr=subprocess.STDOUT, start_new_session=True,
+                                     env=env)
         self.peak_rss = 0
         self._done = threading.Event()
         self._sampler = threading.Thread(target=self._sample, daemon=True)

@@ -156,6 +156,9 @@ def test_crash_campaign_loses_and_doubles_nothing(spark, tmp_path, monkeypatch):
     assert archived > 0, "--archive moved no file"
     if max(m["batch_id"] for m in metrics) >= 5:  # compact files old enough to trim
         assert trims > 0, "the file source log was never trimmed"
+    # Stream progress lines name each compaction (every 3 commits here, campaign.Job).
+    compactions = sum(log.read_text(errors="replace").count("; compacted ") for log in tmp_path.glob("*.log"))
+    assert compactions > 0, "the streams never compacted a table"
 
     partial = [f"{b}:{'+'.join(w)}" for b, w in replayed if w]
     report = "\n".join([
@@ -169,6 +172,7 @@ def test_crash_campaign_loses_and_doubles_nothing(spark, tmp_path, monkeypatch):
         f"{totals['orders']} orders, {totals['quarantined']} quarantined), {totals['batches']} batches",
         f"  alerts:               {totals['alerts']}",
         f"  archived files:       {archived}; file source log trimmed {trims} times",
+        f"  compactions:          {compactions} by the streams (every 3 commits to a table)",
         f"  rows lost:            {lost}",
         f"  duplicates:           {doubled}",
         f"  peak memory:          {peak_rss / 2**20:.0f} MB (stream: driver + JVM), "

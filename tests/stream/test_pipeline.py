@@ -525,3 +525,28 @@ def test_the_summary_gives_the_same_per_symbol_rows_as_their_own_queries(spark):
              .agg(F.min("order_time").alias("first_order"), F.max("order_time").alias("last_order")))
     assert summary.bounds.sort_by("symbol").to_pylist() == spans.toArrow().sort_by("symbol").to_pylist()
     assert summarize(parsed, th, per_symbol=False).bounds is None
+
+
+def test_a_stream_compacting_every_two_commits_gives_the_same_tables(spark, tmp_path, monkeypatch, capsys):
+    # lake.compaction inside the stream: fewer files, the same rows, every batch still counted.
+    from market_spread.lake import compaction
+    from market_spread.lake import tables as lake_mod
+    from market_spread.stream.query import StreamSpec, run_query
+
+    one = tmp_path / "one"
+    _generated(one / "landing", files=1)
+    assert stream(spark, one / "landing", one / "lake") == 0
+    many = tmp_path / "many"
+    _generated(many / "landing", files=6)
+    monkeypatch.setenv("MARKET_SPREAD_COMPACT_EVERY", "2")
+    spec = StreamSpec(lake=many / "lake", symbols=SYMBOLS, landing=many / "landing", max_files_per_batch=1,
+                      thresholds=Thresholds(D("0.05"), D("0.05")))
+    assert run_query(spark, spec) == 0
+    out = capsys.readouterr().out
+    assert out.count("; compacted ") >= 3, out
+    assert_same_tables(spark, many / "lake", one / "lake")
+    assert metrics_totals(spark, many / "lake") == {**metrics_totals(spark, one / "lake"), "batches": 6}
+    for table in ("alerts", "quotes", "batch_metrics"):
+        assert compaction.data_files(lake_mod.table_path(many / "lake", table)) < 6, table
+    committed = lake_mod.committed_batches(spark, many / "lake")
+    assert [committed[t] for t in ("alerts", "quotes", "symbol_state", "batch_metrics")] == [5] * 4

@@ -1,5 +1,6 @@
-"""Commits made from the driver with delta-rs: the state MERGE, the batch_metrics row, and the
-appends of small batches (stream/batch.py decides which).
+"""Commits made from the driver with delta-rs: the state MERGE, the batch_metrics row, the
+appends of small batches (stream/batch.py decides which) and the stream's compactions
+(lake.compaction).
 
 Why: a Spark MERGE of a few thousand rows costs Delta a snapshot of the table's new version (the
 "Compute snapshot for version N" job that `filesForScan` triggers for the table's size), then
@@ -170,3 +171,11 @@ def merge_newer(path: str, source: pa.Table, key: str, newer: str, batch_id: int
         .when_not_matched_insert(updates=columns)
         .execute()
     )
+
+
+def compact(path: str, batch_id: int, target_bytes: int) -> dict[str, Any]:
+    """Bin-pack the table's files smaller than `target_bytes` (lake.compaction) in one commit tagged
+    with `batch_id`, the table's last batch; returns delta-rs's metrics (no commit when nothing to do)."""
+    table = open_table(path)
+    return table.optimize.compact(target_size=target_bytes, commit_properties=_commit(batch_id),
+                                  post_commithook_properties=_post_commit(table))

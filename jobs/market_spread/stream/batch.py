@@ -21,6 +21,7 @@ harmless too.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from contextlib import ExitStack
@@ -35,6 +36,7 @@ from pyspark.sql import functions as F
 from market_spread.domain.rules import Thresholds
 from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
+from market_spread.lake.compaction import Compaction, Compactor, describe
 from market_spread.lake.state import merge_state, newest_per_symbol
 from market_spread.lake.state_mirror import StateMirror
 from market_spread.lake.writes import append, literal_row, ms_since, run_all, tagged
@@ -59,12 +61,14 @@ class BatchResult:
     files: list[str] = field(default_factory=list)  # the landing files (or topic/partitions) this batch took
     last_offsets: dict[str, int] = field(default_factory=dict)  # topic/partition -> highest offset taken
     skipped: list[str] = field(default_factory=list)  # tables already written by an earlier attempt
+    compaction: Compaction | None = None  # the table compacted after this batch (lake.compaction)
 
     def progress_line(self) -> str:
         return (
             f"batch {self.batch_id}: {self.input_lines} lines, {self.quotes} quotes, {self.orders} orders, "
             f"{self.alerts} alerts, {self.quarantined} quarantined in {self.seconds:.2f}s"
             + (f" (replayed; already written: {', '.join(self.skipped)})" if self.skipped else "")
+            + (f"; {describe(self.compaction)}" if self.compaction else "")
         )
 
 
@@ -86,6 +90,7 @@ class BatchProcessor:
     # Per table, the last batch committed; read from the lake at the first batch of this process.
     committed: dict[str, int] | None = None
     state: StateMirror | None = None  # symbol_state's quotes on the driver (this process is the only writer)
+    compactor: Compactor | None = None  # compacts the append-only tables every N commits (lake.compaction)
     last_lines: int | None = None  # input lines of the batch before (None: none yet in this process)
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
@@ -96,9 +101,12 @@ class BatchProcessor:
             self.committed = lake_mod.committed_batches(spark, self.settings.lake)
         if self.state is None:
             self.state = StateMirror(spark, self.settings.lake)
+        if self.compactor is None:
+            self.compactor = Compactor(self.settings.lake)
         try:
             result = process_batch(batch_df, batch_id, self.settings, self.committed, self.state,
-                                   expect_small=self.last_lines is not None and self.last_lines < SMALL_BATCH_LINES)
+                                   expect_small=self.last_lines is not None and self.last_lines < SMALL_BATCH_LINES,
+                                   compactor=self.compactor)
         except BaseException:
             # Some writes may be in and the copy ahead of the table: read both from the lake again.
             self.committed = None
@@ -109,6 +117,19 @@ class BatchProcessor:
 
 
 T = TypeVar("T")
+
+
+def compact_quietly(compactor: Compactor, committed: dict[str, int]) -> Compaction | None:
+    """`compactor.run`, whose failure does not fail the batch: every row of the batch is committed
+    and a failed compaction commits nothing. Said on stderr; the table is tried again after another
+    `every` commits."""
+    try:
+        return compactor.run(committed)
+    except Exception as exc:  # noqa: BLE001 - see above
+        delta_rs.forget_tables()  # the failed table is read from its log again
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        print(f"warning: compaction failed (no row changed; tried again later): {first}", file=sys.stderr, flush=True)
+        return None
 
 
 def once(compute: Callable[[], T]) -> Callable[[], T]:
@@ -148,10 +169,12 @@ def process_batch(
     committed: dict[str, int] | None = None,
     state: StateMirror | None = None,
     expect_small: bool = False,
+    compactor: Compactor | None = None,
 ) -> BatchResult:
     """Process one micro-batch. `committed` (table -> last batch written) is updated in place;
     None reads it from the lake (a one-off call, e.g. in tests). `state` likewise. `expect_small`:
-    the batch is likely small (the one before it was), so its summary carries the per-symbol rows."""
+    the batch is likely small (the one before it was), so its summary carries the per-symbol rows.
+    `compactor`: after the batch's last commit, compact a table that has had enough commits."""
     spark = batch_df.sparkSession
     lake, symbols = settings.lake, settings.symbols
     if committed is None:
@@ -164,8 +187,8 @@ def process_batch(
     result = BatchResult(batch_id)
     path = lambda name: lake_mod.table_path(lake, name)  # noqa: E731
 
-    describe = lambda phase: spark.sparkContext.setJobDescription(f"market-spread batch {batch_id}: {phase}")  # noqa: E731
-    describe("parse")
+    describe_job = lambda phase: spark.sparkContext.setJobDescription(f"market-spread batch {batch_id}: {phase}")  # noqa: E731
+    describe_job("parse")
     lines = parsing.nonblank_lines(batch_df)
     scope = ExitStack()
     try:
@@ -188,7 +211,7 @@ def process_batch(
         orders = parsing.valid_orders(parsed)
 
         t1 = time.perf_counter()
-        describe("late check")
+        describe_job("late check")
         alerts, observed = None, Observation(f"alerts-{batch_id}")
         if result.orders:
             alerts, result.late_symbols = check_orders(settings, state, quotes, orders, batch_id, summary.bounds)
@@ -224,13 +247,13 @@ def process_batch(
         if alerts is not None:
             writes["alerts"] = lambda: append_to("alerts", alerts)
         # Each write names its table in the Spark UI (a job description is per thread).
-        writes = {t: (lambda t=t, w=w: (describe(f"write {t}"), w())) for t, w in writes.items()}
+        writes = {t: (lambda t=t, w=w: (describe_job(f"write {t}"), w())) for t, w in writes.items()}
         for table in [t for t in writes if committed.get(t, -1) >= batch_id]:
             del writes[table]  # a replay: this table already holds the batch
             result.skipped.append(table)
         tasks = dict(writes)
         if result.quotes and state.enabled:  # not a table: the driver's copy of the state moves on with the MERGE
-            tasks["state_mirror"] = lambda: (describe("advance state mirror"), state.take(newest()))
+            tasks["state_mirror"] = lambda: (describe_job("advance state mirror"), state.take(newest()))
         with tagged(spark, batch_id):
             # Four different tables: side by side, since a small commit is mostly waiting.
             run_all(tasks, result.phases_ms)
@@ -259,7 +282,7 @@ def process_batch(
             result.phases_ms["merge"], result.spark_jobs,
         )
         t3 = time.perf_counter()
-        describe("write batch_metrics")
+        describe_job("write batch_metrics")
         if committed.get("batch_metrics", -1) < batch_id:
             if driver_commits:  # one row of Python values: a few ms with delta-rs, 0.2-0.3 s through Spark
                 delta_rs.append_row(path("batch_metrics"), lake_mod.SCHEMAS["batch_metrics"], values, batch_id)
@@ -270,6 +293,12 @@ def process_batch(
         else:
             result.skipped.append("batch_metrics")
         result.phases_ms["commit_metrics"] = ms_since(t3)
+        if compactor is not None:
+            t4 = time.perf_counter()
+            describe_job("compact")
+            compactor.wrote([*writes, "batch_metrics"])
+            result.compaction = compact_quietly(compactor, committed)
+            result.phases_ms["compact"] = ms_since(t4)  # in the batch's time, not in its metrics row
         result.seconds = time.perf_counter() - t0
         return result
     finally:
