@@ -40,6 +40,9 @@ def test_growth_takes_one_file_pair_per_batch(spark, tmp_path):
     # Which phase grows: each checkpoint carries the median of every phase the batches time.
     assert set(result["phases_ms_at"]) == {"2", "4"}
     assert {"parse", "check", "write"} <= set(result["phases_ms_at"]["4"]), result["phases_ms_at"]
+    # One file pair per batch, 4 batches: each append-only table holds 4 files (+1 from its creation at most).
+    assert set(result["data_files_at_end"]) == {"alerts", "quotes", "batch_metrics", "symbol_state"}
+    assert 1 <= result["data_files_at_end"]["batch_metrics"] <= 5, result["data_files_at_end"]
 
 
 def test_results_summary_and_plots_are_written(tmp_path):

@@ -348,6 +348,11 @@ def growth(spark, work: Path, plan: Plan) -> dict:
                  f"phases (ms, median) {phases_at(len(durations))}")
 
     _stream(spark, landing, lake, symbols, on_batch=on_batch, max_files_per_batch=1)
+    from market_spread.lake import compaction, tables as lake_mod
+
+    # What the lake holds at the end: the stream compacts small files (lake.compaction), so this stays small.
+    files = {t: compaction.data_files(lake_mod.table_path(lake, t)) for t in ("alerts", "quotes", "batch_metrics", "symbol_state")}
+    _say(f"growth: data files per table at the end: {files}")
     # The mean of the 10 batches up to N, leaving out the first (the query's start and a cold JIT).
     at = {str(n): round(statistics.mean(durations[max(1, n - 10):n]), 3) for n in plan.past_batches if n <= len(durations)}
     first, last = plan.past_batches[0], plan.past_batches[-1]
@@ -355,7 +360,7 @@ def growth(spark, work: Path, plan: Plan) -> dict:
             "phases_ms_at": {str(n): phases_at(n) for n in plan.past_batches if n <= len(durations)},
             "growth_ratio": round(at[str(last)] / at[str(first)], 3),
             "median_batch_seconds": round(statistics.median(durations[1:] or durations), 3),
-            "median_spark_jobs": statistics.median(jobs[1:] or jobs)}
+            "median_spark_jobs": statistics.median(jobs[1:] or jobs), "data_files_at_end": files}
 
 
 def symbols_scaling(spark, work: Path, plan: Plan) -> dict:
