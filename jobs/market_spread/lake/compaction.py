@@ -54,6 +54,9 @@ class Compaction:
     files_added: int
     ms: int
 
+    def __str__(self) -> str:  # in the stream's progress line
+        return f"compacted {self.table}: {self.files_removed} files into {self.files_added} ({self.ms} ms)"
+
 
 @dataclass
 class Compactor:
@@ -112,13 +115,6 @@ def small_files(path: str) -> int:
 
     sizes = pa.table(delta_rs.open_table(path).get_add_actions(flatten=True))["size_bytes"].to_pylist()
     return sum(1 for s in sizes if s is not None and s < TARGET_BYTES)
-
-
-def describe(compaction: Compaction | None) -> str:
-    if compaction is None:
-        return ""
-    return (f"compacted {compaction.table}: {compaction.files_removed} files into {compaction.files_added} "
-            f"({compaction.ms} ms)")
 
 
 def data_files(path: str) -> int:

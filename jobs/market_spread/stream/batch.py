@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 from market_spread.domain.rules import Thresholds
 from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
-from market_spread.lake.compaction import Compaction, Compactor, describe
+from market_spread.lake.compaction import Compaction, Compactor
 from market_spread.lake.state import merge_state, newest_per_symbol
 from market_spread.lake.state_mirror import StateMirror
 from market_spread.lake.writes import append, literal_row, ms_since, run_all, tagged
@@ -68,7 +68,7 @@ class BatchResult:
             f"batch {self.batch_id}: {self.input_lines} lines, {self.quotes} quotes, {self.orders} orders, "
             f"{self.alerts} alerts, {self.quarantined} quarantined in {self.seconds:.2f}s"
             + (f" (replayed; already written: {', '.join(self.skipped)})" if self.skipped else "")
-            + (f"; {describe(self.compaction)}" if self.compaction else "")
+            + (f"; {self.compaction}" if self.compaction else "")
         )
 
 
@@ -187,8 +187,8 @@ def process_batch(
     result = BatchResult(batch_id)
     path = lambda name: lake_mod.table_path(lake, name)  # noqa: E731
 
-    describe_job = lambda phase: spark.sparkContext.setJobDescription(f"market-spread batch {batch_id}: {phase}")  # noqa: E731
-    describe_job("parse")
+    describe = lambda phase: spark.sparkContext.setJobDescription(f"market-spread batch {batch_id}: {phase}")  # noqa: E731
+    describe("parse")
     lines = parsing.nonblank_lines(batch_df)
     scope = ExitStack()
     try:
@@ -211,7 +211,7 @@ def process_batch(
         orders = parsing.valid_orders(parsed)
 
         t1 = time.perf_counter()
-        describe_job("late check")
+        describe("late check")
         alerts, observed = None, Observation(f"alerts-{batch_id}")
         if result.orders:
             alerts, result.late_symbols = check_orders(settings, state, quotes, orders, batch_id, summary.bounds)
@@ -247,13 +247,13 @@ def process_batch(
         if alerts is not None:
             writes["alerts"] = lambda: append_to("alerts", alerts)
         # Each write names its table in the Spark UI (a job description is per thread).
-        writes = {t: (lambda t=t, w=w: (describe_job(f"write {t}"), w())) for t, w in writes.items()}
+        writes = {t: (lambda t=t, w=w: (describe(f"write {t}"), w())) for t, w in writes.items()}
         for table in [t for t in writes if committed.get(t, -1) >= batch_id]:
             del writes[table]  # a replay: this table already holds the batch
             result.skipped.append(table)
         tasks = dict(writes)
         if result.quotes and state.enabled:  # not a table: the driver's copy of the state moves on with the MERGE
-            tasks["state_mirror"] = lambda: (describe_job("advance state mirror"), state.take(newest()))
+            tasks["state_mirror"] = lambda: (describe("advance state mirror"), state.take(newest()))
         with tagged(spark, batch_id):
             # Four different tables: side by side, since a small commit is mostly waiting.
             run_all(tasks, result.phases_ms)
@@ -282,7 +282,7 @@ def process_batch(
             result.phases_ms["merge"], result.spark_jobs,
         )
         t3 = time.perf_counter()
-        describe_job("write batch_metrics")
+        describe("write batch_metrics")
         if committed.get("batch_metrics", -1) < batch_id:
             if driver_commits:  # one row of Python values: a few ms with delta-rs, 0.2-0.3 s through Spark
                 delta_rs.append_row(path("batch_metrics"), lake_mod.SCHEMAS["batch_metrics"], values, batch_id)
@@ -295,7 +295,7 @@ def process_batch(
         result.phases_ms["commit_metrics"] = ms_since(t3)
         if compactor is not None:
             t4 = time.perf_counter()
-            describe_job("compact")
+            describe("compact")
             compactor.wrote([*writes, "batch_metrics"])
             result.compaction = compact_quietly(compactor, committed)
             result.phases_ms["compact"] = ms_since(t4)  # in the batch's time, not in its metrics row
