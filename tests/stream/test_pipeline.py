@@ -550,3 +550,31 @@ def test_a_stream_compacting_every_two_commits_gives_the_same_tables(spark, tmp_
         assert compaction.data_files(lake_mod.table_path(many / "lake", table)) < 6, table
     committed = lake_mod.committed_batches(spark, many / "lake")
     assert [committed[t] for t in ("alerts", "quotes", "symbol_state", "batch_metrics")] == [5] * 4
+
+
+def test_late_history_holds_only_what_the_as_of_choice_can_use(spark, tmp_path):
+    """lake.state.late_history_rows: per late symbol, from its newest quote at or before its first
+    late order (every quote of that time) up to its last late order, found in the last minute, the
+    lookback days or further back: nothing older, nothing later."""
+    from market_spread.lake.state import late_history_rows
+
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    land(landing, "quotes", [
+        quote("MSFT", "2026-11-23T10:00:00Z", "10.00", "10.50", seq=1),  # older than the current one: not needed
+        quote("MSFT", "2026-11-23T10:00:30Z", "10.00", "10.40", seq=2),  # current at the first late order...
+        quote("MSFT", "2026-11-23T10:00:30Z", "10.00", "10.30", seq=3),  # ...with a tie in time
+        quote("MSFT", "2026-11-23T10:00:50Z", "10.00", "10.20", seq=4),  # between the late orders
+        quote("MSFT", "2026-11-23T10:02:00Z", "10.00", "10.01", seq=5),  # after the last late order
+        quote("IBM", "2026-11-23T08:00:00Z", "100.00", "101.00", seq=6),  # not current any more
+        quote("IBM", "2026-11-23T09:00:00Z", "100.00", "100.50", seq=7),  # an hour before: the lookback day
+        quote("GOOG", "2026-11-20T09:00:00Z", "50.00", "50.50", seq=8),  # days before: the oldest step
+    ])
+    assert stream(spark, landing, lake) == 0
+    at = lambda text: dt.datetime.fromisoformat(text.replace("Z", "+00:00"))  # noqa: E731
+    late = [
+        {"symbol": "MSFT", "first_order": at("2026-11-23T10:00:40Z"), "last_order": at("2026-11-23T10:01:00Z")},
+        {"symbol": "IBM", "first_order": at("2026-11-23T10:00:40Z"), "last_order": at("2026-11-23T10:00:45Z")},
+        {"symbol": "GOOG", "first_order": at("2026-11-23T10:00:41Z"), "last_order": at("2026-11-23T10:00:41Z")},
+    ]
+    rows = late_history_rows(str(lake), late).to_pylist()
+    assert sorted((r["symbol"], r["seq"]) for r in rows) == [("GOOG", 8), ("IBM", 7), ("MSFT", 2), ("MSFT", 3), ("MSFT", 4)]
