@@ -41,46 +41,8 @@ def local_copy(df: DataFrame, max_rows: int) -> DataFrame | None:
     return DataFrame(df.sparkSession._jsparkSession.createDataFrame(rows, jdf.schema()), df.sparkSession)
 
 
-# How far before its first late order a symbol's history is read first (see late_history).
+# The day partitions read for late orders before the older ones (see late_history_rows).
 LATE_LOOKBACK_DAYS = 1
-
-
-def late_history(spark: SparkSession, lake: str, late: list) -> DataFrame:
-    """The history quotes that late orders (older than their symbol's state) may be checked against.
-
-    Read with a lower time bound: from the day before a symbol's first late order. A symbol that
-    has a quote at or before its first late order inside that window needs nothing older (every
-    one of its late orders is at or after that quote). Only the symbols without one (no quote for a
-    day or more) are looked up further back, and only then is the older history read.
-    """
-    history = spark.read.format("delta").load(lake_mod.table_path(lake, "quotes"))
-    spans = {r["symbol"]: (r["first_order"], r["last_order"]) for r in late}
-    # Dates in Spark (the session's UTC), not in Python: collected timestamps are in local time.
-    floor = F.date_sub(F.to_date(F.lit(min(f for f, _ in spans.values()))), LATE_LOOKBACK_DAYS)
-    ceiling = F.to_date(F.lit(max(l for _, l in spans.values())))
-    span_rows = spark.range(1).select(F.explode(F.array(*[
-        F.struct(F.lit(s).alias("symbol"), F.lit(f).alias("first_order"), F.lit(l).alias("last_order"))
-        for s, (f, l) in spans.items()
-    ])).alias("b")).select("b.*")
-
-    def upto_last_order(frame: DataFrame) -> DataFrame:
-        return frame.join(F.broadcast(span_rows), "symbol").where("quote_time <= last_order")
-
-    recent = upto_last_order(
-        history.where(F.col("symbol").isin(list(spans)))
-        # Day partitions outside [floor, ceiling] are never read.
-        .where((F.col("quote_date") >= floor) & (F.col("quote_date") <= ceiling))
-    )
-    covered = {r["symbol"] for r in recent.where("quote_time <= first_order").select("symbol").distinct().collect()}
-    result = recent.select(*STATE_QUOTE_COLUMNS)
-    uncovered = [s for s in spans if s not in covered]
-    if uncovered:
-        older = upto_last_order(
-            history.where(F.col("symbol").isin(uncovered)).where(F.col("quote_date") < floor)
-        )
-        result = result.unionByName(older.select(*STATE_QUOTE_COLUMNS))
-    return result
-
 
 # The history of late orders is first read from this long before the batch's first late order: a
 # symbol quoted within it needs nothing older (see late_history_rows).
@@ -88,13 +50,15 @@ LATE_RECENT_WINDOW = timedelta(minutes=1)
 
 
 def late_history_rows(lake: str, late: list[dict]) -> pa.Table:
-    """`late_history` read on the driver with delta-rs, for `late` from the state mirror (symbol,
-    first_order and last_order as UTC datetimes): the quotes late orders may be checked against,
-    as Arrow (STATE_QUOTE_COLUMNS).
+    """The history quotes that late orders (older than their symbol's stored state) may be checked
+    against, read on the driver with delta-rs, as Arrow (STATE_QUOTE_COLUMNS). `late`: symbol,
+    first_order and last_order (aware datetimes) of each symbol with late orders.
 
     Why on the driver: after commits made by delta-rs, Spark must rebuild the quote history's
     snapshot (Spark jobs) before it can read it, and a batch with late orders took 0.8-2 s more than
-    one without (the latency runs of `bench`). delta-rs reads the log and the files directly.
+    one without (the latency runs of `bench`). delta-rs reads the log and the files directly. The
+    result is small (see below), so the state read by Spark (a universe too large for the driver's
+    copy) uses it too.
 
     Read in widening steps, each only for the symbols the steps before did not cover (a symbol is
     covered once a quote at or before its first late order is found): the minute before the batch's

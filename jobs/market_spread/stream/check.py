@@ -2,13 +2,14 @@
 the stored state's, and history for late orders), then the as-of choice (transforms.asof)."""
 from __future__ import annotations
 
+from datetime import timezone
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from market_spread.lake.state import late_history, late_history_rows, local_copy
+from market_spread.lake.state import late_history_rows, local_copy
 from market_spread.lake.state_mirror import MIRROR_MAX_ROWS, StateMirror
 from market_spread.transforms.asof import STATE_QUOTE_COLUMNS, asof_alerts
 
@@ -60,5 +61,10 @@ def check_orders(
             .join(F.broadcast(bounds.select("symbol")), "symbol", "left_semi")
         )
         if late:
-            candidates = candidates.unionByName(late_history(spark, settings.lake, late))
+            # Collected timestamps are naive, in this process's local time: made aware for delta-rs.
+            spans = [{"symbol": r["symbol"], "first_order": r["first_order"].astimezone(timezone.utc),
+                      "last_order": r["last_order"].astimezone(timezone.utc)} for r in late]
+            history = late_history_rows(settings.lake, spans)
+            if history.num_rows:
+                candidates = candidates.unionByName(spark.createDataFrame(history))
     return asof_alerts(candidates, orders, settings.thresholds, batch_id), len(late)
