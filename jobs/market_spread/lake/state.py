@@ -72,11 +72,12 @@ def late_history_rows(lake: str, late: list[dict]) -> pa.Table:
 
     from market_spread.lake.state_mirror import ARROW_SCHEMA
 
-    spans = {r["symbol"]: (r["first_order"], r["last_order"]) for r in late}
-    first = min(f for f, _ in spans.values())
+    firsts = {r["symbol"]: r["first_order"] for r in late}
+    lasts = {r["symbol"]: r["last_order"] for r in late}
+    first = min(firsts.values())
     recent_from = first - LATE_RECENT_WINDOW
     floor = first.date() - timedelta(days=LATE_LOOKBACK_DAYS)
-    ceiling = max(l for _, l in spans.values()).date()
+    ceiling = max(lasts.values()).date()
     history = delta_rs.open_table(lake_mod.table_path(lake, "quotes"))
 
     def date(d) -> str:
@@ -91,23 +92,28 @@ def late_history_rows(lake: str, late: list[dict]) -> pa.Table:
             f"SELECT {', '.join(STATE_QUOTE_COLUMNS)} FROM h WHERE {where} AND symbol IN ({names})"
         )).cast(ARROW_SCHEMA)  # DataFusion answers with string views
         # Up to each symbol's last late order: later quotes cannot be current for any of them.
-        last = pa.array([spans[s][1] for s in rows["symbol"].to_pylist()], type=rows.schema.field("quote_time").type)
-        return rows.filter(pc.less_equal(rows["quote_time"], last))
+        return rows.filter(pc.less_equal(rows["quote_time"], _per_row(rows, lasts)))
 
     steps = [  # disjoint: no quote is read twice
         f"quote_date >= {date(recent_from.date())} AND quote_date <= {date(ceiling)} AND quote_time >= {instant(recent_from)}",
         f"quote_date >= {date(floor)} AND quote_date <= {date(ceiling)} AND quote_time < {instant(recent_from)}",
         f"quote_date < {date(floor)}",
     ]
-    parts, uncovered = [], list(spans)
+    parts, uncovered = [], list(firsts)
     for where in steps:
         rows = read(uncovered, where)
         parts.append(rows)
-        covered = {s for s, t in zip(rows["symbol"].to_pylist(), rows["quote_time"].to_pylist()) if t <= spans[s][0]}
+        covered = set(rows.filter(pc.less_equal(rows["quote_time"], _per_row(rows, firsts)))["symbol"].to_pylist())
         uncovered = [s for s in uncovered if s not in covered]
         if not uncovered:
             break
-    return from_current_quote(pa.concat_tables(parts), {s: f for s, (f, _) in spans.items()})
+    return from_current_quote(pa.concat_tables(parts), firsts)
+
+
+def _per_row(rows: pa.Table, by_symbol: dict[str, datetime | None]) -> pa.Array:
+    """`by_symbol[symbol]` for each row of `rows` (None where a symbol has no value), typed as its
+    quote_time so that Arrow compares them."""
+    return pa.array([by_symbol.get(s) for s in rows["symbol"].to_pylist()], type=rows.schema.field("quote_time").type)
 
 
 def from_current_quote(rows: pa.Table, first_order: dict[str, datetime]) -> pa.Table:
@@ -116,12 +122,9 @@ def from_current_quote(rows: pa.Table, first_order: dict[str, datetime]) -> pa.T
     time first, so a quote older than that time is never the newest at or before any later order."""
     if rows.num_rows == 0:
         return rows
-    times = rows.schema.field("quote_time").type
-    firsts = pa.array([first_order[s] for s in rows["symbol"].to_pylist()], type=times)
-    start = (rows.filter(pc.less_equal(rows["quote_time"], firsts))
+    start = (rows.filter(pc.less_equal(rows["quote_time"], _per_row(rows, first_order)))
              .group_by("symbol").aggregate([("quote_time", "max")]))
-    starts = dict(zip(start["symbol"].to_pylist(), start["quote_time_max"].to_pylist()))
-    floor = pa.array([starts.get(s) for s in rows["symbol"].to_pylist()], type=times)
+    floor = _per_row(rows, dict(zip(start["symbol"].to_pylist(), start["quote_time_max"].to_pylist())))
     keep = pc.or_kleene(pc.is_null(floor), pc.greater_equal(rows["quote_time"], floor))
     return rows.filter(keep)
 
