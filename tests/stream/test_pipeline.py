@@ -262,18 +262,9 @@ def test_prices_are_exact_decimals_from_the_text(spark, tmp_path):
     assert schema["price"] == "decimal(18,8)" and schema["order_time"] == "timestamp" and schema["batch_id"] == "bigint"
 
 
-def _generated(landing: Path, files: int, seed: int = 5, quotes: int = 600, orders: int = 600,
-               spaced: bool = False) -> None:
-    """A generated backlog cut into `files` pairs. `spaced`: pair k's files get modification time
-    k seconds after the first pair's, for a stream taking one file per batch: it takes them oldest
-    first by modification time in milliseconds, ties in directory order, so files written within one
-    millisecond could put orders of pair k into a batch with quotes of pair k-1."""
+def _generated(landing: Path, files: int, seed: int = 5, quotes: int = 600, orders: int = 600) -> None:
     gen = Generator(SYMBOLS, seed=seed, wide_share=0.4)
     write_backlog(landing, gen, quotes, orders, files, f"cut{files}")
-    if spaced:
-        for k in range(files):
-            for feed in ("quotes", "orders"):
-                os.utime(landing / feed / f"cut{files}-{k:05d}.jsonl", (1_700_000_000 + k, 1_700_000_000 + k))
 
 
 def test_same_alerts_whatever_the_cutting_into_files_and_runs(spark, tmp_path):
@@ -546,7 +537,7 @@ def test_a_stream_compacting_every_two_commits_gives_the_same_tables(spark, tmp_
     _generated(one / "landing", files=1)
     assert stream(spark, one / "landing", one / "lake") == 0
     many = tmp_path / "many"
-    _generated(many / "landing", files=6, spaced=True)
+    _generated(many / "landing", files=6)
     monkeypatch.setenv("MARKET_SPREAD_COMPACT_EVERY", "2")
     spec = StreamSpec(lake=many / "lake", symbols=SYMBOLS, landing=many / "landing", max_files_per_batch=1,
                       thresholds=Thresholds(D("0.05"), D("0.05")))

@@ -142,14 +142,36 @@ Sink = Callable[[str, str, list[str]], None]  # (feed, chunk name, lines): e.g. 
 def write_backlog(landing: Path, gen: Generator, quotes: int, orders: int, files: int, tag: str,
                   sink: Sink | None = None) -> tuple[int, int]:
     """Write `files` pairs of files; pair k holds the events of the k-th stretch of time, so that
-    landing the pairs in order lands every quote no later than the orders it affects.
+    landing the pairs in order lands every quote no later than the orders it affects. Files of pair
+    k+1 are modified later, in milliseconds, than those of pair k (`land_after`).
     With a `sink`, each "file" goes to it instead (quotes first, each chunk acknowledged)."""
     events = gen.events(quotes, orders)
     write = sink or (lambda feed, name, lines: write_atomically(landing / feed, name, lines))
+    latest = -1  # modification time (ms) of the pair before
     for i, part in enumerate(split_in_time(events, files)):
-        write("quotes", f"{tag}-{i:05d}.jsonl", [l for f, _, l in part if f == "quotes"])
-        write("orders", f"{tag}-{i:05d}.jsonl", [l for f, _, l in part if f == "orders"])
+        written = [write("quotes", f"{tag}-{i:05d}.jsonl", [l for f, _, l in part if f == "quotes"]),
+                   write("orders", f"{tag}-{i:05d}.jsonl", [l for f, _, l in part if f == "orders"])]
+        if sink is None:
+            latest = land_after(latest, written)
     return quotes, orders
+
+
+def land_after(latest_ms: int, paths: list[Path]) -> int:
+    """Give each of `paths` a modification time (ms) after `latest_ms` if the clock has not moved on
+    since (by at most a millisecond or so); returns the latest time among them.
+
+    Why: a stream that takes a few files per batch (`--max-files-per-batch`) takes them oldest first by
+    modification time in milliseconds, ties in directory order. Pairs written within one millisecond
+    could put the orders of pair k into a batch with the quotes of pair k-1, and check them against
+    the quote of one batch earlier. Pairs in strictly increasing times go in order."""
+    floor = latest_ms + 1
+    for path in paths:
+        ms = os.stat(path).st_mtime_ns // 1_000_000
+        if ms < floor:
+            os.utime(path, ns=(floor * 1_000_000, floor * 1_000_000))
+            ms = floor
+        latest_ms = max(latest_ms, ms)
+    return latest_ms
 
 
 def run(args: argparse.Namespace) -> int:
