@@ -27,3 +27,13 @@ def test_land_after_moves_only_files_that_are_not_later(tmp_path):
         os.utime(path, ns=(ms * 1_000_000, ms * 1_000_000))
     assert land_after(7_000, [early, late]) == 9_000
     assert (_ms(early), _ms(late)) == (7_001, 9_000)
+
+
+def test_pairs_are_cut_where_the_written_millisecond_moves_on():
+    # Lines carry milliseconds: 1,400 and 1,600 µs are both "...001Z", so a cut between them would put
+    # a quote in a later file with the time of an order in an earlier one.
+    from market_spread.feeds.generate import split_in_time
+
+    events = [("quotes", 1_000, "q1"), ("orders", 1_400, "o1"), ("quotes", 1_600, "q2"), ("orders", 2_100, "o2")]
+    parts = split_in_time(events, 2)
+    assert [[line for _, _, line in part] for part in parts] == [["q1", "o1", "q2"], ["o2"]]

@@ -110,11 +110,12 @@ class Generator:
 
 def split_in_time(events: list[tuple[str, int, str]], parts: int) -> list[list[tuple[str, int, str]]]:
     """Cut a time-ordered event list into `parts` runs of about equal size, cutting only where the
-    time moves on, so no quote of a later file shares its time with an order of an earlier one."""
+    time moves on, so no quote of a later file shares its time with an order of an earlier one. The
+    time as written: lines carry milliseconds, the clock microseconds."""
     cuts, at = [0], 0
     for i in range(1, parts):
         at = max(at, round(len(events) * i / parts))
-        while 0 < at < len(events) and events[at][1] == events[at - 1][1]:
+        while 0 < at < len(events) and events[at][1] // 1000 == events[at - 1][1] // 1000:
             at += 1
         cuts.append(min(at, len(events)))
     cuts.append(len(events))
