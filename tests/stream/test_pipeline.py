@@ -292,29 +292,48 @@ def test_same_alerts_whatever_the_cutting_into_files_and_runs(spark, tmp_path):
     assert metrics_totals(spark, staged / "lake")["batches"] == 4
 
 
-def test_interpreted_and_generated_evaluation_give_the_same_tables(spark, tmp_path, monkeypatch):
+def test_small_and_large_batches_give_the_same_tables_whoever_commits_them(spark, tmp_path, monkeypatch):
     # Small batches write with one partition and interpreted projections (SMALL_BATCH_LINES), large
-    # ones with generated code and the session's partitions: the same rows either way, bad lines included.
+    # ones with generated code and the session's partitions. A large batch's quote history and alerts
+    # are committed by delta-rs from the driver below DRIVER_WRITE_LINES, by Spark's Delta writer
+    # above; its quarantine (raw lines of any size) always by Spark. The same rows every way.
+    from deltalake import DeltaTable
+
+    from market_spread.lake import tables as lake_mod
+
     modes = []
 
     def merge_state(batch_spark, *args):  # the batch's own session: the stream's clone of `spark`
         modes.append((batch_spark.conf.get(spark_mod.CODEGEN_MODE), batch_spark.conf.get(spark_mod.SHUFFLE_PARTITIONS)))
         real_merge(batch_spark, *args)
 
+    def writers(lake: Path, table: str) -> set[str]:
+        history = DeltaTable(str(lake_mod.table_path(lake, table))).history()
+        return {h["engineInfo"].split("/")[0].split(":")[0] for h in history if h["operation"] == "WRITE"}
+
     real_merge = pipeline.merge_state
     monkeypatch.setattr(pipeline, "merge_state", merge_state)
     lakes = {}
-    for below in (10**9, 0):
-        monkeypatch.setattr(spark_mod, "SMALL_BATCH_LINES", below)
-        root = tmp_path / str(below)
+    for name, small_below, driver_below in (("small", 10**9, 0), ("large, driver", 0, 10**9), ("large, Spark", 0, 0)):
+        monkeypatch.setattr(spark_mod, "SMALL_BATCH_LINES", small_below)
+        monkeypatch.setattr(spark_mod, "DRIVER_WRITE_LINES", driver_below)
+        root = tmp_path / name.replace(", ", "-")
         _generated(root / "landing", files=2, seed=11)
         land(root / "landing", "orders", ["{not json", '{"order_id": "x"}'], name="zz-bad.jsonl")
         assert stream(spark, root / "landing", root / "lake") == 0
-        lakes[below] = root / "lake"
-    assert modes == [("NO_CODEGEN", "1"), ("FALLBACK", spark.conf.get(spark_mod.SHUFFLE_PARTITIONS))]
-    assert spark.conf.get(spark_mod.SHUFFLE_PARTITIONS) != "1", "the test session must differ from a small batch's"
-    assert rows(spark, lakes[0], "alerts") and rows(spark, lakes[0], "quarantine")
-    assert_same_tables(spark, lakes[0], lakes[10**9])
+        lakes[name] = root / "lake"
+    partitions = spark.conf.get(spark_mod.SHUFFLE_PARTITIONS)
+    assert modes == [("NO_CODEGEN", "1"), ("FALLBACK", partitions), ("FALLBACK", partitions)]
+    assert partitions != "1", "the test session must differ from a small batch's"
+    assert {name: [writers(lake, t) for t in ("quotes", "alerts", "quarantine")] for name, lake in lakes.items()} == {
+        "small": [{"delta-rs"}] * 3,
+        "large, driver": [{"delta-rs"}, {"delta-rs"}, {"Apache-Spark"}],
+        "large, Spark": [{"Apache-Spark"}] * 3,
+    }
+    want = comparable_tables(spark, lakes["small"])
+    assert want["alerts"] and want["quarantine"]
+    for name in ("large, driver", "large, Spark"):
+        assert comparable_tables(spark, lakes[name]) == want, name
 
 
 def test_a_batch_replayed_after_a_crash_between_its_writes_leaves_exact_tables(spark, tmp_path, monkeypatch):

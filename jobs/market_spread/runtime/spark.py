@@ -172,6 +172,12 @@ def build_session(
 # batches 3.9 -> 3.4 s, 80,000 4.6 -> 4.1 s, 200,000 even (5.6 s either way); 500,000-event
 # batches are slower interpreted (8.6 -> 9.6-10.9 s).
 SMALL_BATCH_LINES = int(os.environ.get("MARKET_SPREAD_SMALL_BATCH_LINES", "100000"))
+# Batches of fewer input lines bring their quote history and alerts to the driver as Arrow and
+# commit them with delta-rs (lake.delta_rs); larger ones append through Spark's Delta writer. On the
+# 2M-event backlog (one batch, 1M quotes: about 70 MB of Arrow) the quote history's append took
+# 1.5-3.3 s instead of 4.6-6.1 s and the batch 17.6-20.2 s instead of 20.2-23.2 s (bench, three
+# rounds interleaved); past a few million lines the driver's memory, not speed, is the concern.
+DRIVER_WRITE_LINES = int(os.environ.get("MARKET_SPREAD_DRIVER_WRITE_LINES", "4000000"))
 CODEGEN_MODE = "spark.sql.codegen.factoryMode"  # Spark's default: FALLBACK (generated code, else interpreted)
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
@@ -231,3 +237,11 @@ def kept_for_batch(df: DataFrame) -> Iterator[DataFrame]:
         # Released now, not when the JVM's garbage collector finds the RDD unreachable. Through the
         # context: RDD.unpersist warns about the truncated lineage on every batch.
         spark.sparkContext._jsc.sc().unpersistRDD(kept._jdf.logicalPlan().rdd().id(), False)
+
+
+def spark_jobs_so_far(spark: SparkSession) -> int | None:
+    """Jobs submitted so far in this driver (job ids are allocated in sequence), if reachable."""
+    try:
+        return int(spark.sparkContext._jsc.sc().dagScheduler().nextJobId())
+    except Exception:  # noqa: BLE001 - a diagnostic only: never fail a batch over it
+        return None

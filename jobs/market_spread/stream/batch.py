@@ -3,7 +3,8 @@
 Writes: quarantine, quote history, alerts and the symbol_state MERGE side by side, then
 batch_metrics last (a metrics row means every other write of the batch is in). Each commit carries
 the batch id in its commitInfo.userMetadata (`lake.batch_tag`). Rows that are on the driver, or few
-(a small batch's), are committed there with delta-rs (`lake.delta_rs`); Spark computes them all.
+enough to bring there (a small batch's; a larger one's quote history and alerts), are committed
+there with delta-rs (`lake.delta_rs`); Spark computes them all.
 
 Exactly once without Delta's txn tags: Spark replays only the batch that was in flight when a run
 died (its offsets are logged, its commit is not). When a stream starts, `lake.committed_batches`
@@ -30,7 +31,7 @@ from datetime import datetime, timezone
 from typing import Callable, TypeVar
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from market_spread.domain.rules import Thresholds
@@ -40,7 +41,8 @@ from market_spread.lake.compaction import Compaction, Compactor
 from market_spread.lake.state import merge_state, newest_per_symbol
 from market_spread.lake.state_mirror import StateMirror
 from market_spread.lake.writes import append, literal_row, ms_since, run_all, tagged
-from market_spread.runtime.spark import SMALL_BATCH_LINES, kept_for_batch, sized_for
+from market_spread.runtime import spark as runtime_spark
+from market_spread.runtime.spark import SMALL_BATCH_LINES, kept_for_batch, sized_for, spark_jobs_so_far
 from market_spread.stream.check import check_orders
 from market_spread.stream.summary import summarize
 from market_spread.transforms import parsing
@@ -154,14 +156,6 @@ def newest_quotes(quotes: DataFrame, from_summary: pa.Table | None, on_driver: b
     return from_summary if from_summary is not None else newest_per_symbol(quotes).toArrow()
 
 
-def spark_jobs_so_far(spark: SparkSession) -> int | None:
-    """Jobs submitted so far in this driver (job ids are allocated in sequence), if reachable."""
-    try:
-        return int(spark.sparkContext._jsc.sc().dagScheduler().nextJobId())
-    except Exception:  # noqa: BLE001 - a diagnostic only: never fail a batch over it
-        return None
-
-
 def process_batch(
     batch_df: DataFrame,
     batch_id: int,
@@ -204,8 +198,13 @@ def process_batch(
         result.phases_ms["parse"] = ms_since(t0)
         # Everything after the parse is planned knowing the batch's size (small: one partition, interpreted).
         small = scope.enter_context(sized_for(spark, result.input_lines))
-        # A small batch's rows are few: its commits go through delta-rs from the driver (lake.delta_rs).
-        on_driver = small and delta_rs.enabled()
+        # Rows that fit the driver are committed from there by delta-rs (lake.delta_rs): a small
+        # batch's, and up to DRIVER_WRITE_LINES a larger one's quote history and alerts (a few
+        # fixed-size columns a row). Quarantine rows carry raw lines of any size: through the driver
+        # only in a small batch.
+        driver_commits = delta_rs.enabled()
+        on_driver = driver_commits and (small or result.input_lines < runtime_spark.DRIVER_WRITE_LINES)
+        quarantine_on_driver = driver_commits and small
 
         quotes = parsing.valid_quotes(parsed, settings.thresholds)
         orders = parsing.valid_orders(parsed)
@@ -223,7 +222,7 @@ def process_batch(
         appended: dict[str, int] = {}
 
         def append_to(table: str, frame: DataFrame) -> None:
-            if on_driver:
+            if quarantine_on_driver if table == "quarantine" else on_driver:
                 appended[table] = delta_rs.append_frame(path(table), lake_mod.SCHEMAS[table], frame, batch_id)
             else:
                 append(frame, path(table))
@@ -273,7 +272,6 @@ def process_batch(
         result.seconds = time.perf_counter() - t0
         jobs1 = spark_jobs_so_far(spark)
         # A metrics commit through Spark runs a job of its own: counted too, one more.
-        driver_commits = delta_rs.enabled()
         result.spark_jobs = None if jobs0 is None or jobs1 is None else jobs1 - jobs0 + (0 if driver_commits else 1)
         values = (
             batch_id, started_at, datetime.now(timezone.utc), result.quotes, result.orders,
