@@ -174,10 +174,11 @@ def build_session(
 SMALL_BATCH_LINES = int(os.environ.get("MARKET_SPREAD_SMALL_BATCH_LINES", "100000"))
 # Batches of fewer input lines bring their quote history and alerts to the driver as Arrow and
 # commit them with delta-rs (lake.delta_rs); larger ones append through Spark's Delta writer. On the
-# 2M-event backlog (one batch, 1M quotes: about 70 MB of Arrow) the quote history's append took
-# 1.5-3.3 s instead of 4.6-6.1 s and the batch 17.6-20.2 s instead of 20.2-23.2 s (bench, three
-# rounds interleaved); past a few million lines the driver's memory, not speed, is the concern.
-DRIVER_WRITE_LINES = int(os.environ.get("MARKET_SPREAD_DRIVER_WRITE_LINES", "4000000"))
+# 2M-event backlog (one batch, 1M quotes) the quote history's append took 1.5-3.3 s instead of
+# 4.6-6.1 s and the batch 17.6-20.2 s instead of 20.2-23.2 s (bench, three rounds interleaved).
+# The cost is memory: about 300 MB more at the peak (the hostile-volume test's process tree: 1M
+# lines 2.17 -> 2.49 GB, 3.9M lines 2.75 -> 3.09 GB, past its 3 GB bound), hence 2.5M lines.
+DRIVER_WRITE_LINES = int(os.environ.get("MARKET_SPREAD_DRIVER_WRITE_LINES", "2500000"))
 CODEGEN_MODE = "spark.sql.codegen.factoryMode"  # Spark's default: FALLBACK (generated code, else interpreted)
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
