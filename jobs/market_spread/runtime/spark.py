@@ -102,14 +102,14 @@ def build_session(
         # Spark jobs and 21.4 -> 17.1 s of JVM CPU per 2,000-event batch). Partitions stay
         # `shuffle_partitions`; explicit broadcast hints keep the small joins broadcast.
         .config("spark.sql.adaptive.enabled", os.environ.get("MARKET_SPREAD_ADAPTIVE", "false"))
-        # The parsed batch is cached for one batch only: compressing its columns costs more CPU than
-        # the memory it saves (measured, tools/profile_batches.py, 500,000-event batches: parse
-        # 4.7 -> 3.9 s). MEMORY_AND_DISK still spills a batch that does not fit.
         # The quote history is partitioned by day: without concurrent writers, Delta's writer sorts
         # every row of a large append by quote_date first (DeltaFileFormatWriter.executeWrite in delta
         # 4.4.0), though a batch spans one day or two. With them a task keeps a file open per day,
         # and sorts only if it meets more days than this.
         .config("spark.sql.maxConcurrentOutputFileWriters", os.environ.get("MARKET_SPREAD_CONCURRENT_WRITERS", "4"))
+        # The parsed batch is cached for one batch only: compressing its columns costs more CPU than
+        # the memory it saves (measured, tools/profile_batches.py, 500,000-event batches: parse
+        # 4.7 -> 3.9 s). MEMORY_AND_DISK still spills a batch that does not fit.
         .config("spark.sql.inMemoryColumnarStorage.compressed", os.environ.get("MARKET_SPREAD_CACHE_COMPRESSED", "false"))
         .config("spark.ui.showConsoleProgress", "false")
         # Delta rebuilds table snapshots with 50 tasks by default: far too many for small logs.
