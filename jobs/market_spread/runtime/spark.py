@@ -112,6 +112,12 @@ def build_session(
         # 4.7 -> 3.9 s). MEMORY_AND_DISK still spills a batch that does not fit.
         .config("spark.sql.inMemoryColumnarStorage.compressed", os.environ.get("MARKET_SPREAD_CACHE_COMPRESSED", "false"))
         .config("spark.ui.showConsoleProgress", "false")
+        # PySpark's call-site capture for error messages, on by default, wraps every DataFrame and
+        # Column call with four more round trips to the JVM and a failed `import IPython`: a small
+        # micro-batch made 3,900 round trips, 1,700 without it (tools/profile_batches.py; README).
+        # Errors still name the failing expression, not the Python line that built it.
+        .config("spark.python.sql.dataFrameDebugging.enabled",
+                os.environ.get("MARKET_SPREAD_DATAFRAME_DEBUGGING", "false"))
         # Delta rebuilds table snapshots with 50 tasks by default: far too many for small logs.
         .config("spark.databricks.delta.snapshotPartitions", str(max(2, shuffle_partitions)))
         .config("spark.sql.streaming.stopTimeout", "120s")
