@@ -28,6 +28,21 @@ def test_the_driver_jvm_maps_the_class_archive_setup_wrote(spark):
     assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
 
 
+def test_dataframe_calls_capture_no_python_call_site(spark, monkeypatch):
+    """PySpark's call-site capture (on by default) cost four round trips to the JVM and a failed
+    `import IPython` on every DataFrame and Column call: most of a small batch's Python side
+    (README, Performance). The session turns it off."""
+    from pyspark.errors import utils as error_utils
+    from pyspark.sql import functions as F
+
+    def captured(depth: int) -> str:
+        raise AssertionError("a call site was captured")
+
+    monkeypatch.setattr(error_utils, "_capture_call_site", captured)
+    assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
+    assert spark.range(3).select((F.col("id") + 1).alias("x")).where(F.col("x") > 1).count() == 2
+
+
 def test_a_damaged_class_archive_is_set_aside_and_the_command_still_runs(tmp_path):
     """A truncated archive crashes the JVM at start (SIGBUS): the command moves it aside and starts
     without it, with a warning, instead of failing."""
