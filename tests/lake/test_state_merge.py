@@ -2,14 +2,15 @@
 Spark's MERGE leaves, keeps the newer-only rule, and tags its commits with the batch."""
 from __future__ import annotations
 
-from datetime import datetime
+import random
+from datetime import datetime, timedelta
 from decimal import Decimal as D
 
 import pytest
 from deltalake import DeltaTable
 
 from market_spread.lake import tables as lake_mod
-from market_spread.lake.state import merge_state, newest_per_symbol
+from market_spread.lake.state import merge_state, newest_of_rows, newest_per_symbol
 
 SCHEMA = "symbol STRING, bid DECIMAL(18,8), offer DECIMAL(18,8), quote_time TIMESTAMP, seq BIGINT, should_reject_trades BOOLEAN"
 T0, T1 = datetime(2026, 11, 23, 14, 30), datetime(2026, 11, 23, 14, 31)
@@ -52,3 +53,22 @@ def test_delta_rs_and_spark_merges_leave_the_same_table(spark, tmp_path, monkeyp
     merges = [h for h in history if h["operation"] == "MERGE"]
     assert len(merges) == len(BATCHES) and merges[0]["engineInfo"].startswith("delta-rs")
     assert lake_mod.newest_tagged_batch(path) == len(BATCHES) - 1
+
+
+def test_the_newest_quote_from_rows_on_the_driver_is_the_one_spark_picks(spark):
+    """A large batch takes its newest quote per symbol from its history rows on the driver
+    (lake.state.newest_of_rows), not from a Spark job: the same rows, the same columns and types,
+    over ties at every level of rules.quote_key (time, seq or none, bid, offer)."""
+    rng = random.Random(7)
+    rows = [
+        (f"S{rng.randrange(40)}", D(rng.choice(["1.10", "1.20"])), D(rng.choice(["1.30", "1.40"])),
+         T0 + timedelta(milliseconds=rng.randrange(3)), rng.choice([None, -1, 0, 2]), rng.random() < 0.5)
+        for _ in range(3_000)
+    ]
+    rows = [(s, b, o, t, q, b < D("1.15")) for s, b, o, t, q, _ in rows]  # one value per quote, as the stream derives it
+    quotes = spark.createDataFrame(rows, SCHEMA)
+    by_spark = newest_per_symbol(quotes).toArrow()
+    on_driver = newest_of_rows(quotes.toArrow())
+    assert on_driver.schema == by_spark.schema
+    assert sorted(on_driver.to_pylist(), key=lambda r: r["symbol"]) == sorted(by_spark.to_pylist(), key=lambda r: r["symbol"])
+    assert newest_of_rows(quotes.limit(0).toArrow()).num_rows == 0

@@ -146,14 +146,17 @@ def append_row(path: str, schema_sql: str, values: Sequence[Any], batch_id: int)
     append_table(path, pa.Table.from_arrays([pa.array([v], type=f.type) for v, f in zip(values, schema)], schema=schema), batch_id)
 
 
-def append_frame(path: str, schema_sql: str, frame: DataFrame, batch_id: int) -> int:
-    """Compute a small DataFrame, bring its rows to the driver as Arrow and append them to the table
-    at `path` (its SQL schema `schema_sql`) with delta-rs; returns the number of rows appended.
-
-    For small batches only: one Spark job computes the rows (as Spark's own append would), and
-    the commit costs milliseconds instead of Delta's transaction in the JVM (0.3-0.5 s)."""
+def arrow_rows(schema_sql: str, frame: DataFrame) -> pa.Table:
+    """A DataFrame's rows on the driver as Arrow, in the table schema `schema_sql` (one Spark job)."""
     schema = arrow_schema(schema_sql)
-    rows = frame.select(*schema.names).toArrow().cast(schema)
+    return frame.select(*schema.names).toArrow().cast(schema)
+
+
+def append_rows(path: str, rows: pa.Table, batch_id: int) -> int:
+    """Append rows (`arrow_rows`) to the table at `path` with delta-rs; returns how many.
+
+    One Spark job computes the rows (as Spark's own append would), and the commit costs
+    milliseconds instead of Delta's transaction in the JVM (0.3-0.5 s)."""
     append_table(path, rows, batch_id)  # even empty: the commit is the batch's mark (lake.committed_batches)
     return rows.num_rows
 

@@ -30,6 +30,25 @@ def newest_per_symbol(quotes: DataFrame) -> DataFrame:
     )
 
 
+# rules.quote_key's fields in its order; a NULL seq ("no seq") sorts below every seq, as in the key.
+_QUOTE_KEY_ORDER = ("quote_time", "seq", "bid", "offer")
+
+
+def newest_of_rows(rows: pa.Table) -> pa.Table:
+    """`newest_per_symbol` over quote rows already on the driver (the batch's quote history as
+    Arrow, on its way to delta-rs): each symbol's highest quote by rules.quote_key, in the columns
+    and order `newest_per_symbol` gives. A sort, then each symbol's last row: no Spark job (on a
+    2M-event batch that job ran beside the as-of check, on the same two cores)."""
+    columns = ["symbol", *[c for c in STATE_QUOTE_COLUMNS if c != "symbol"], "should_reject_trades"]
+    ordered = rows.select(columns).sort_by([(c, "ascending", "at_start") for c in ("symbol", *_QUOTE_KEY_ORDER)])
+    if ordered.num_rows == 0:
+        return ordered
+    symbols = ordered["symbol"]
+    # A symbol's last row is where the next row starts another symbol, and the table's last row.
+    ends = pc.indices_nonzero(pc.not_equal(symbols[:-1], symbols[1:])).to_pylist() + [ordered.num_rows - 1]
+    return ordered.take(ends)
+
+
 def local_copy(df: DataFrame, max_rows: int) -> DataFrame | None:
     """`df` computed once and kept as a local relation (rows in the driver, shipped with the tasks
     that read it), or None when it has more than `max_rows` rows. Collected and rebuilt inside the

@@ -38,7 +38,7 @@ from market_spread.domain.rules import Thresholds
 from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.compaction import Compaction, Compactor
-from market_spread.lake.state import merge_state, newest_per_symbol
+from market_spread.lake.state import merge_state, newest_of_rows, newest_per_symbol
 from market_spread.lake.state_mirror import StateMirror
 from market_spread.lake.writes import append, literal_row, ms_since, run_all, tagged
 from market_spread.runtime import spark as runtime_spark
@@ -147,13 +147,16 @@ def once(compute: Callable[[], T]) -> Callable[[], T]:
     return get
 
 
-def newest_quotes(quotes: DataFrame, from_summary: pa.Table | None, on_driver: bool) -> DataFrame | pa.Table:
+def newest_quotes(quotes: DataFrame, from_summary: pa.Table | None, on_driver: bool,
+                  history_rows: Callable[[], pa.Table] | None = None) -> DataFrame | pa.Table:
     """One row per symbol, for the MERGE and the driver's copy of the state (`on_driver`: the state
     mirror is on, so the rows are wanted as Arrow). From the batch's summary when it has them (a
-    small batch), else a job of its own."""
+    small batch), else from its quote history rows if they come to the driver (`history_rows`),
+    else a job of its own."""
     if not on_driver:
         return newest_per_symbol(quotes)
-    return from_summary if from_summary is not None else newest_per_symbol(quotes).toArrow()
+    return from_summary if from_summary is not None else (
+        newest_of_rows(history_rows()) if history_rows is not None else newest_per_symbol(quotes).toArrow())
 
 
 def process_batch(
@@ -221,9 +224,10 @@ def process_batch(
         t2 = time.perf_counter()
         appended: dict[str, int] = {}
 
-        def append_to(table: str, frame: DataFrame) -> None:
+        def append_to(table: str, frame: DataFrame, rows: Callable[[], pa.Table] | None = None) -> None:
             if quarantine_on_driver if table == "quarantine" else on_driver:
-                appended[table] = delta_rs.append_frame(path(table), lake_mod.SCHEMAS[table], frame, batch_id)
+                rows_now = rows() if rows else delta_rs.arrow_rows(lake_mod.SCHEMAS[table], frame)
+                appended[table] = delta_rs.append_rows(path(table), rows_now, batch_id)
             else:
                 append(frame, path(table))
 
@@ -240,8 +244,10 @@ def process_batch(
                 F.lit(batch_id).cast("bigint").alias("batch_id"), "should_reject_trades",
                 F.to_date("quote_time").alias("quote_date"),
             )
-            writes["quotes"] = lambda: append_to("quotes", history)
-            newest = once(lambda: newest_quotes(quotes, summary.newest, state.enabled))
+            # On the driver, the history rows also give the newest quote per symbol (no job of its own).
+            history_rows = once(lambda: delta_rs.arrow_rows(lake_mod.SCHEMAS["quotes"], history)) if on_driver else None
+            writes["quotes"] = lambda: append_to("quotes", history, history_rows)
+            newest = once(lambda: newest_quotes(quotes, summary.newest, state.enabled, history_rows))
             writes["symbol_state"] = lambda: merge_state(spark, lake, newest(), batch_id)
         if alerts is not None:
             writes["alerts"] = lambda: append_to("alerts", alerts)
