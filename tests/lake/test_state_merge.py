@@ -60,12 +60,12 @@ def test_the_newest_quote_from_rows_on_the_driver_is_the_one_spark_picks(spark):
     (lake.state.newest_of_rows), not from a Spark job: the same rows, the same columns and types,
     over ties at every level of rules.quote_key (time, seq or none, bid, offer)."""
     rng = random.Random(7)
-    rows = [
-        (f"S{rng.randrange(40)}", D(rng.choice(["1.10", "1.20"])), D(rng.choice(["1.30", "1.40"])),
-         T0 + timedelta(milliseconds=rng.randrange(3)), rng.choice([None, -1, 0, 2]), rng.random() < 0.5)
-        for _ in range(3_000)
-    ]
-    rows = [(s, b, o, t, q, b < D("1.15")) for s, b, o, t, q, _ in rows]  # one value per quote, as the stream derives it
+    rows = []
+    for _ in range(3_000):
+        bid = D(rng.choice(["1.10", "1.20"]))
+        rows.append((f"S{rng.randrange(40)}", bid, D(rng.choice(["1.30", "1.40"])),
+                     T0 + timedelta(milliseconds=rng.randrange(3)), rng.choice([None, -1, 0, 2]),
+                     bid < D("1.15")))  # derived from the quote, as the stream derives it
     quotes = spark.createDataFrame(rows, SCHEMA)
     by_spark = newest_per_symbol(quotes).toArrow()
     on_driver = newest_of_rows(quotes.toArrow())
