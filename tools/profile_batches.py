@@ -51,8 +51,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from market_spread.feeds.generate import Generator, write_backlog
-    from market_spread.runtime.spark import build_session
-    from market_spread.runtime.spark import spark_jobs_so_far
+    from market_spread.runtime.spark import build_session, spark_jobs_so_far
     from market_spread.stream.query import StreamSpec, start_query, supervise
     import threading
 

@@ -20,9 +20,13 @@ def read_state_quotes(spark: SparkSession, lake: str) -> DataFrame:
     return spark.read.format("delta").load(lake_mod.table_path(lake, "symbol_state")).select(*STATE_QUOTE_COLUMNS)
 
 
+# A symbol's newest quote: the state's columns and its reject flag (the state MERGE's source).
+NEWEST_COLUMNS = (*STATE_QUOTE_COLUMNS, "should_reject_trades")
+
+
 def newest_per_symbol(quotes: DataFrame) -> DataFrame:
-    """The highest quote (by rules.quote_key) of each symbol: STATE_QUOTE_COLUMNS and should_reject_trades."""
-    fields = [c for c in STATE_QUOTE_COLUMNS if c != "symbol"] + ["should_reject_trades"]
+    """The highest quote (by rules.quote_key) of each symbol: NEWEST_COLUMNS."""
+    fields = NEWEST_COLUMNS[1:]
     return (
         quotes.groupBy("symbol")
         .agg(F.max_by(F.struct(*fields), F.expr(quote_key_sql())).alias("q"))
@@ -39,8 +43,7 @@ def newest_of_rows(rows: pa.Table) -> pa.Table:
     Arrow, on its way to delta-rs): each symbol's highest quote by rules.quote_key, in the columns
     and order `newest_per_symbol` gives. A sort, then each symbol's last row: no Spark job (on a
     2M-event batch that job ran beside the as-of check, on the same two cores)."""
-    columns = ["symbol", *[c for c in STATE_QUOTE_COLUMNS if c != "symbol"], "should_reject_trades"]
-    ordered = rows.select(columns).sort_by([(c, "ascending", "at_start") for c in ("symbol", *_QUOTE_KEY_ORDER)])
+    ordered = rows.select(list(NEWEST_COLUMNS)).sort_by([(c, "ascending", "at_start") for c in ("symbol", *_QUOTE_KEY_ORDER)])
     if ordered.num_rows == 0:
         return ordered
     symbols = ordered["symbol"]

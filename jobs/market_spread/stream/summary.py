@@ -21,11 +21,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from market_spread.domain.rules import Thresholds, quote_key_sql, reject_sql
+from market_spread.lake.state import NEWEST_COLUMNS
 from market_spread.transforms.asof import STATE_QUOTE_COLUMNS
 
 _VALID_ORDER = "stream = 'orders' AND reason IS NULL"
 _VALID_QUOTE = "stream = 'quotes' AND reason IS NULL"
-NEWEST_COLUMNS = (*STATE_QUOTE_COLUMNS, "should_reject_trades")
 
 
 @dataclass
