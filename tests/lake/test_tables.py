@@ -122,3 +122,35 @@ def test_driver_commits_clean_the_log_only_at_checkpoints_and_reopen_from_each_n
     assert not (log / f"{0:020d}.json").exists() and (log / f"{9:020d}.checkpoint.parquet").exists()
     assert delta_rs.open_table(path).to_pyarrow_table().num_rows == 10
     delta_rs.forget_tables()
+
+
+def test_a_driver_checkpoint_after_one_of_sparks_leaves_spark_a_readable_last_checkpoint(spark, tmp_path):
+    """Spark writes `_last_checkpoint` with a Hadoop checksum beside it; delta-rs rewrites the file
+    alone. A stale checksum made every fresh Spark read of such a table (a restarted stream, `sql`,
+    maintenance) fail on `_last_checkpoint`, sleep and retry three times, then list the whole log
+    (seen in the crash campaign's log on quotes and quarantine)."""
+    import json
+
+    import pyarrow as pa
+
+    from market_spread.lake import delta_rs
+
+    path = str(tmp_path / "t")
+    spark.sql(f"CREATE TABLE delta.`{path}` (id BIGINT) USING delta TBLPROPERTIES ('delta.checkpointInterval' = '2')")
+    for n in (1, 2):  # Spark checkpoints at version 2
+        spark.range(n, n + 1).write.format("delta").mode("append").save(path)
+    log = tmp_path / "t" / "_delta_log"
+    assert (log / "._last_checkpoint.crc").exists(), "Spark's checksum of _last_checkpoint"
+    delta_rs.append_table(path, pa.table({"id": pa.array([3], pa.int64())}), batch_id=3)  # version 3: delta-rs checkpoints
+    assert json.loads((log / "_last_checkpoint").read_text())["version"] == 3
+
+    # What Spark's Delta does first when it opens the table afresh: read _last_checkpoint through
+    # Hadoop's checksummed local file system (ChecksumException with a stale checksum).
+    jvm = spark.sparkContext._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(str(log / "_last_checkpoint"))
+    stream = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).open(hadoop_path)
+    try:
+        assert json.loads(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))["version"] == 3
+    finally:
+        stream.close()
+    delta_rs.forget_tables()

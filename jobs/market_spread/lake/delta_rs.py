@@ -131,6 +131,19 @@ def forget_tables() -> None:
         _OPEN.clear()
 
 
+def _drop_stale_checksum(path: str) -> None:
+    """Remove Hadoop's checksum of `_last_checkpoint` after a delta-rs commit (which may have
+    checkpointed): Spark writes `._last_checkpoint.crc` beside the file, delta-rs rewrites the file
+    alone. With the checksum stale, every fresh Spark read of the table (a restarted stream, `sql`, a
+    maintenance or quality run) failed to parse `_last_checkpoint`, slept and retried three times
+    (about 3 s, with three stack traces), then listed the log. Without a checksum file Hadoop reads
+    the file unchecked; Spark's next checkpoint writes both again."""
+    try:
+        os.unlink(os.path.join(path, "_delta_log", "._last_checkpoint.crc"))
+    except FileNotFoundError:
+        pass
+
+
 def append_table(path: str, rows: pa.Table, batch_id: int) -> None:
     """Append `rows` to the Delta table at `path` in one commit tagged with its batch."""
     from deltalake import write_deltalake
@@ -138,6 +151,7 @@ def append_table(path: str, rows: pa.Table, batch_id: int) -> None:
     table = open_table(path)
     write_deltalake(table, rows, mode="append", commit_properties=_commit(batch_id),
                     post_commithook_properties=_post_commit(table))
+    _drop_stale_checksum(path)
 
 
 def append_row(path: str, schema_sql: str, values: Sequence[Any], batch_id: int) -> None:
@@ -166,7 +180,7 @@ def merge_newer(path: str, source: pa.Table, key: str, newer: str, batch_id: int
     matched row is replaced when `newer` holds, an unmatched one inserted. Returns delta-rs's metrics."""
     columns = {c: f"s.{c}" for c in source.column_names}
     table = open_table(path)
-    return (
+    metrics = (
         table
         .merge(source, f"t.{key} = s.{key}", source_alias="s", target_alias="t", commit_properties=_commit(batch_id),
                post_commithook_properties=_post_commit(table))
@@ -174,11 +188,15 @@ def merge_newer(path: str, source: pa.Table, key: str, newer: str, batch_id: int
         .when_not_matched_insert(updates=columns)
         .execute()
     )
+    _drop_stale_checksum(path)
+    return metrics
 
 
 def compact(path: str, batch_id: int, target_bytes: int) -> dict[str, Any]:
     """Bin-pack the table's files smaller than `target_bytes` (lake.compaction) in one commit tagged
     with `batch_id`, the table's last batch; returns delta-rs's metrics (no commit when nothing to do)."""
     table = open_table(path)
-    return table.optimize.compact(target_size=target_bytes, commit_properties=_commit(batch_id),
-                                  post_commithook_properties=_post_commit(table))
+    metrics = table.optimize.compact(target_size=target_bytes, commit_properties=_commit(batch_id),
+                                     post_commithook_properties=_post_commit(table))
+    _drop_stale_checksum(path)
+    return metrics
