@@ -161,6 +161,16 @@ def test_the_semantics_scenarios_through_kafka_give_the_tables_of_files(spark, b
     assert state["IBM"]["bid"] == Decimal("50") and "MSFT" in state and state["MSFT"]["bid"] != Decimal("50")
 
 
+def test_the_consumers_do_not_wait_out_the_brokers_long_poll(spark):
+    """Each task's consumer ends on a fetch past its offset range, which the broker holds for
+    fetch.max.wait.ms: at Kafka's default (500 ms) that was 2 s of every micro-batch at 1,000
+    events/s (README, Kafka). The option must reach the source as the query plans it."""
+    from market_spread.stream.kafka_source import FETCH_MAX_WAIT_MS, read_feeds
+
+    plan = read_feeds(spark, KafkaSettings("localhost:9", "q", "o"))._jdf.queryExecution().logical().toString()
+    assert f"kafka.fetch.max.wait.ms={FETCH_MAX_WAIT_MS}" in plan and FETCH_MAX_WAIT_MS <= 50
+
+
 def test_a_topic_that_does_not_exist_is_one_clear_error_line(broker, tmp_path):
     base = topics()
     KafkaSink(broker.bootstrap, base.quotes_topic, "orders-exists-" + base.orders_topic)

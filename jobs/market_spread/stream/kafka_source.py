@@ -34,6 +34,7 @@ DEFAULT_ORDERS_TOPIC = "orders"
 # to this many times (about a day), and an executor's fetch waits this long for the broker.
 OFFSET_RETRIES = 86_400
 POLL_TIMEOUT_MS = 30 * 60 * 1000
+FETCH_MAX_WAIT_MS = 20
 
 
 @dataclass(frozen=True)
@@ -179,6 +180,11 @@ def read_feeds(spark, settings: KafkaSettings):
         .option("kafka.max.partition.fetch.bytes", str(16 * 1024 * 1024))
         .option("kafka.fetch.max.bytes", str(64 * 1024 * 1024))
         .option("includeHeaders", "false")
+        # Each task's consumer ends on a fetch past its range, which the broker holds until new
+        # records or fetch.max.wait.ms (Kafka's default 500 ms): 8 partitions on 2 cores made that
+        # 2 s of a micro-batch at 1,000 events/s. Measured (12 s at the rate, fresh runs): p50 / p99
+        # 4.72 / 6.96 s -> 1.91 / 3.21 s; at 10,000 events/s 2.56 / 6.28 -> 2.77 / 5.12 s.
+        .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))
     )
     if settings.max_records_per_batch:
         reader = reader.option("maxOffsetsPerTrigger", str(settings.max_records_per_batch))
