@@ -65,7 +65,7 @@ run: setup
 	PORT=$(PORT) SOURCE=$(SOURCE) $(VENV)/bin/market-spread-run
 
 # Two pytest workers, a test file each at a time, the longest files first (tests/conftest.py): most
-# tests wait on child JVMs, brokers and Airflow, so on 2 cores the suite takes about 25 % less.
+# tests wait on child JVMs, brokers and Airflow, so on 2 cores the suite takes about a fifth less (README, Tests).
 TEST_WORKERS ?= 2
 test: setup
 	$(PY) -m pytest -ra --durations=25 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
