@@ -20,6 +20,7 @@ from click.core import ParameterSource
 
 # The variable names stay importable from here (orchestration.jobs reads them from cli.envnames).
 from market_spread.cli.envnames import AMBIGUOUS_FLAGS, env_name, env_names
+from market_spread.errors import UsageError
 
 __all__ = ["AMBIGUOUS_FLAGS", "COMMANDS", "UsageError", "commands", "env_name", "env_names", "main", "parse",
            "parse_args"]
@@ -41,10 +42,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("market_spread_tools.bench_command", "measure throughput, latency and scaling"),
     "broker": ("market_spread.cli.commands.broker", "run a single-node Kafka broker (KRaft) on 127.0.0.1 in the foreground"),
 }
-
-
-class UsageError(Exception):
-    """A bad argument found after parsing (e.g. a missing file): exit 2 with this one line."""
 
 
 def commands() -> dict[str, click.Command]:
