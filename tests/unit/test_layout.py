@@ -22,7 +22,9 @@ ALLOWED: dict[str, set[str]] = {
     # One module per command: its options, then a call into the feature that does the work.
     "cli/commands": {"cli", "lake", "stream", "feeds", "quality"},
 }
-SUB_LAYERS = ("cli/commands",)  # folders inside a folder that are layers of their own
+SUB_LAYERS = ("cli/commands",)
+# Modules at the top of the package that every layer may import; they import nothing of it.
+FOUNDATIONS = {"errors"}  # folders inside a folder that are layers of their own
 MAX_LINES = 310
 
 
@@ -55,9 +57,14 @@ def test_every_folder_imports_only_what_the_layout_allows():
             target = layer("/".join(parts[1:]))
             if parts[0] == "market_spread_tools":
                 wrong.append(f"{module.relative_to(PACKAGE)} imports the developer tools: {name}")
-            elif len(parts) > 1 and target != own and target not in ALLOWED[own]:
+            elif len(parts) > 1 and target != own and target not in ALLOWED[own] | FOUNDATIONS:
                 wrong.append(f"{module.relative_to(PACKAGE)} imports {name}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_foundations_import_nothing_of_the_package():
+    for name in FOUNDATIONS:
+        assert not imports(PACKAGE / f"{name}.py"), name
 
 
 def test_no_product_module_is_over_about_300_lines():
