@@ -1,4 +1,4 @@
-"""`make run`'s launcher (market_spread_tools.launcher): what it stops on Ctrl-C and at start."""
+"""`make run`'s process reaper (market_spread_tools.reaper): what the launcher stops on Ctrl-C and at start."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ import time
 
 SWEEP_SCRIPT = r"""
 import json, subprocess, sys, time
-from market_spread_tools import launcher as run
+from market_spread_tools import reaper as run
 
 assert run.become_subreaper()
 # One ignores SIGTERM (and so does its child), one is a setsid orphan (re-parented to us), and one
@@ -21,7 +21,7 @@ time.sleep(1)
 lines = []
 stopped, left = run.sweep(grace=1.0, out=lines.append)
 print(json.dumps({"stopped": stopped, "left": [p.pid for p in left], "lines": lines,
-                  "after": [run.describe(p) for p in run._alive(run.descendants())]}))
+                  "after": [run.describe(p) for p in run.still_running(run.descendants())]}))
 """
 
 
@@ -38,7 +38,7 @@ def test_sweep_leaves_nothing_not_even_late_orphans() -> None:
 
 MARKED_SCRIPT = r"""
 import json, os, subprocess, sys, time
-from market_spread_tools import launcher as run
+from market_spread_tools import reaper as run
 
 # Not a subreaper here: a double-forked setsid child leaves our tree (it is re-parented to init),
 # so only the run's environment marker can find it.
@@ -52,7 +52,7 @@ escaped = {p.pid: p.cmdline() for p in run.marked(run_id)}
 in_tree = [p.pid for p in run.descendants()]
 stopped, left = run.sweep(grace=1.0, out=lambda _: None, run_id=run_id)
 print(json.dumps({"escaped": list(escaped.values()), "in_tree": [pid for pid in escaped if pid in in_tree],
-                  "stopped": stopped, "left": [p.pid for p in left], "after": [p.pid for p in run._alive(run.marked(run_id))]}))
+                  "stopped": stopped, "left": [p.pid for p in left], "after": [p.pid for p in run.still_running(run.marked(run_id))]}))
 """
 
 
@@ -74,7 +74,7 @@ def test_sweep_finds_processes_outside_the_tree_by_run_marker() -> None:
 STALE_SCRIPT = r"""
 import json, os, subprocess, sys, time
 from pathlib import Path
-from market_spread_tools import launcher as run
+from market_spread_tools import reaper as run
 
 home = Path(sys.argv[1])
 # A launcher that died (its pid is gone) left a process behind on this AIRFLOW_HOME; another run
