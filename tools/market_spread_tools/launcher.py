@@ -70,7 +70,7 @@ def airflow_env(home: Path, port: int, dags: Path, base: dict[str, str] | None =
     env.update(
         {
             "AIRFLOW_HOME": str(home),
-            "MARKET_SPREAD_HOME": str(PROJECT_ROOT),
+            "MARKET_SPREAD_HOME": str(PROJECT_ROOT),  # registry: product (set here for every job)
             "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
@@ -246,6 +246,7 @@ def start_kafka(env: dict[str, str]):
     say(f"starting the Kafka broker on 127.0.0.1:{port} (data {data}; log {broker.log})")
     broker.start()
     ensure_topics(broker.bootstrap, ["quotes", "orders"])
+    # registry: product (both set here for the stream and feed jobs, which read them)
     env["MARKET_SPREAD_SOURCE"] = "kafka"
     env["MARKET_SPREAD_BOOTSTRAP_SERVERS"] = broker.bootstrap
     return broker
