@@ -101,3 +101,34 @@ def test_leftovers_of_a_killed_launcher_are_stopped_at_start(tmp_path) -> None:
     assert result["n"] == 1 and result["stale"] is not None and result["other"] is None, result
     assert "earlier run" in result["lines"][0], result
 
+
+
+def test_the_launch_is_read_from_the_environment_through_the_settings_registry(tmp_path, monkeypatch) -> None:
+    """PORT, SOURCE, MARKET_SPREAD_AIRFLOW_HOME and MARKET_SPREAD_START_PAUSED are declared once
+    (market_spread_tools.settings) and checked there: a malformed one is a one-line error."""
+    import pytest
+
+    from market_spread.errors import SettingError
+    from market_spread.runtime.settings import SETTINGS
+    from market_spread_tools import launcher
+
+    assert {"PORT", "SOURCE", "KAFKA_PORT", "MARKET_SPREAD_AIRFLOW_HOME", "MARKET_SPREAD_START_PAUSED"} <= set(SETTINGS)
+    for name in ("PORT", "SOURCE", "KAFKA_PORT", "MARKET_SPREAD_AIRFLOW_HOME", "MARKET_SPREAD_START_PAUSED",
+                 "MARKET_SPREAD_SOURCE"):
+        monkeypatch.delenv(name, raising=False)
+    default = launcher.Launch.from_environment()
+    assert (default.port, default.home, default.start_paused, default.kafka) == (
+        8080, launcher.PROJECT_ROOT / ".airflow", False, False)
+    monkeypatch.setenv("PORT", "8089")
+    monkeypatch.setenv("MARKET_SPREAD_AIRFLOW_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MARKET_SPREAD_START_PAUSED", "yes")
+    monkeypatch.setenv("MARKET_SPREAD_SOURCE", "Kafka")
+    chosen = launcher.Launch.from_environment()
+    assert (chosen.port, chosen.home, chosen.start_paused, chosen.kafka) == (8089, tmp_path / "home", True, True)
+    monkeypatch.setenv("SOURCE", "files")  # `make run SOURCE=...` wins over MARKET_SPREAD_SOURCE
+    assert not launcher.Launch.from_environment().kafka
+    for name, bad in (("PORT", "eighty"), ("SOURCE", "s3"), ("MARKET_SPREAD_START_PAUSED", "maybe")):
+        monkeypatch.setenv(name, bad)
+        with pytest.raises(SettingError, match=name):
+            launcher.Launch.from_environment()
+        monkeypatch.delenv(name)
