@@ -360,7 +360,7 @@ def start_run(launch: Launch) -> Running | None:
     if launch.kafka:
         try:
             broker = start_kafka(env)
-        except (RuntimeError, ConnectionError) as exc:
+        except (RuntimeError, ConnectionError, SettingError) as exc:  # SettingError: KAFKA_PORT
             say(f"error: {exc}")
             return None
     if launch.start_paused:
