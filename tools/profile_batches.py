@@ -9,10 +9,12 @@ performance changes one at a time on the same machine in the same run.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -21,8 +23,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "jobs"))
 
 def cpu_seconds(pid: int) -> float:
     """CPU time (user + system) of a process so far: less sensitive than wall time to other load."""
-    import os
-
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -40,7 +40,7 @@ def gc_seconds(spark) -> float:
     return sum(beans.get(i).getCollectionTime() for i in range(beans.size())) / 1000
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pairs", type=int, default=12)
     parser.add_argument("--events", type=int, default=2000)
@@ -48,59 +48,59 @@ def main() -> int:
     parser.add_argument("--work", default=None)
     parser.add_argument("--jobs", action="store_true", help="list each batch's Spark jobs")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    from market_spread.feeds.generate import Generator, write_backlog
-    from market_spread.runtime.spark import build_session, spark_jobs_so_far
-    from market_spread.stream.query import StreamSpec, start_query, supervise
-    import threading
 
-    symbols = [f"S{i:05d}" for i in range(args.symbols)]
-    work = Path(args.work or tempfile.mkdtemp(prefix="profile-"))
-    shutil.rmtree(work, ignore_errors=True)
-    landing, lake = work / "landing", work / "lake"
-    gen = Generator(symbols, seed=7, profile="wallaroo", wide_share=0.05)
-    half = args.events // 2
-    write_backlog(landing, gen, half * args.pairs, half * args.pairs, args.pairs, "p")
+def print_jobs(spark, first: int, last: int) -> None:
+    """One line per Spark job in [first, last): time, stages, tasks, and where in our code it ran."""
+    store = spark.sparkContext._jsc.sc().statusStore()
+    for job_id in range(first, last):
+        try:
+            data = store.job(job_id)
+            took = (data.completionTime().get().getTime() - data.submissionTime().get().getTime())
+            stage = store.lastStageAttempt(data.stageIds().head())
+            frames = [l.strip() for l in stage.details().splitlines()
+                      if ("delta" in l or "market_spread" in l or "python" in l.lower()) and "Logging" not in l]
+            where = " < ".join(f.split("(")[0].split(".")[-2] + "." + f.split("(")[0].split(".")[-1] for f in frames[:4])
+            desc = data.description()
+            desc = desc.get() if desc.isDefined() else ""
+            # The stream prefixes its own query id and batch: keep what follows.
+            desc = " ".join(desc.split("\n")[3:] if desc.startswith("\nid =") else desc.split("\n")).replace("market-spread ", "")
+            print(f"   job {job_id}: {took:5d} ms  {data.stageIds().size()} st {data.numTasks():3d} tasks  {stage.name()[:50]} | {desc[:110]} {where[:100]}")
+        except Exception as exc:  # noqa: BLE001 - evicted from the store
+            print(f"   job {job_id}: ? {str(exc)[:120]}")
 
-    extra = dict(c.split("=", 1) for c in args.conf)
-    spark = build_session("profile", master="local[*]", extra_conf=extra or None, long_running=True)
-    rows = []
-    jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
-    last = [spark_jobs_so_far(spark), time.perf_counter(), cpu_seconds(jvm), codegen_compiles(spark), gc_seconds(spark)]
 
-    def on_batch(result) -> None:
-        now_jobs, now, cpu, compiles = spark_jobs_so_far(spark), time.perf_counter(), cpu_seconds(jvm), codegen_compiles(spark)
-        gc = gc_seconds(spark)
-        rows.append((result, now_jobs - last[0], now - last[1], cpu - last[2], compiles[0] - last[3][0]))
-        print(f"batch {result.batch_id}: {result.seconds:.2f}s in batch, {now - last[1]:.2f}s since last, "
+class Profiler:
+    """The stream's batch callback: what each batch cost since the one before, printed and kept."""
+
+    def __init__(self, spark, list_jobs: bool) -> None:
+        from market_spread.runtime.spark import spark_jobs_so_far
+
+        self.spark, self.list_jobs, self.jobs_so_far = spark, list_jobs, spark_jobs_so_far
+        self.jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+        self.rows: list[tuple] = []  # (result, jobs, seconds since last, JVM CPU s, codegen compiles)
+        self.last = self._now()
+
+    def _now(self) -> tuple:
+        spark = self.spark
+        return self.jobs_so_far(spark), time.perf_counter(), cpu_seconds(self.jvm), codegen_compiles(spark), gc_seconds(spark)
+
+    def __call__(self, result) -> None:
+        last = self.last
+        now = self.last = self._now()
+        now_jobs, wall, cpu, compiles, gc = now
+        self.rows.append((result, now_jobs - last[0], wall - last[1], cpu - last[2], compiles[0] - last[3][0]))
+        print(f"batch {result.batch_id}: {result.seconds:.2f}s in batch, {wall - last[1]:.2f}s since last, "
               f"{now_jobs - last[0]} jobs, JVM CPU {cpu - last[2]:.2f}s (GC {gc - last[4]:.2f}s), {compiles[0] - last[3][0]} codegen compiles "
               f"({compiles[1] - last[3][1]:.0f} ms), {result.input_lines} lines, {result.alerts} alerts; {result.phases_ms}",
               flush=True)
-        if args.jobs:
-            store = spark.sparkContext._jsc.sc().statusStore()
-            for job_id in range(last[0], now_jobs):
-                try:
-                    data = store.job(job_id)
-                    took = (data.completionTime().get().getTime() - data.submissionTime().get().getTime())
-                    stage = store.lastStageAttempt(data.stageIds().head())
-                    frames = [l.strip() for l in stage.details().splitlines()
-                              if ("delta" in l or "market_spread" in l or "python" in l.lower()) and "Logging" not in l]
-                    where = " < ".join(f.split("(")[0].split(".")[-2] + "." + f.split("(")[0].split(".")[-1] for f in frames[:4])
-                    desc = data.description()
-                    desc = desc.get() if desc.isDefined() else ""
-                    # The stream prefixes its own query id and batch: keep what follows.
-                    desc = " ".join(desc.split("\n")[3:] if desc.startswith("\nid =") else desc.split("\n")).replace("market-spread ", "")
-                    print(f"   job {job_id}: {took:5d} ms  {data.stageIds().size()} st {data.numTasks():3d} tasks  {stage.name()[:50]} | {desc[:110]} {where[:100]}")
-                except Exception as exc:  # noqa: BLE001 - evicted from the store
-                    print(f"   job {job_id}: ? {str(exc)[:120]}")
-        last[0], last[1], last[2], last[3], last[4] = now_jobs, now, cpu, compiles, gc
+        if self.list_jobs:
+            print_jobs(self.spark, last[0], now_jobs)
 
-    start = time.perf_counter()
-    query, busy = start_query(spark, StreamSpec(lake=lake, symbols=symbols, landing=landing, max_files_per_batch=1),
-                              on_batch)
-    supervise(query, busy, threading.Event())
-    total = time.perf_counter() - start
+
+def print_summary(rows: list[tuple], total: float, query) -> None:
+    """Medians over the steady batches (the third on), then the streaming engine's own steps."""
     steady = rows[2:] or rows
     print(f"\n{len(rows)} batches in {total:.1f}s; steady state (batches 2+): median batch "
           f"{statistics.median(r[0].seconds for r in steady):.2f}s, median between batches "
@@ -118,6 +118,30 @@ def main() -> int:
     if progress:
         print("median streaming engine steps (ms): "
               + ", ".join(f"{k} {statistics.median(d.get(k, 0) for d in progress):.0f}" for k in steps))
+
+
+def main() -> int:
+    args = parse_args()
+    from market_spread.feeds.generate import Generator, write_backlog
+    from market_spread.runtime.spark import build_session
+    from market_spread.stream.query import StreamSpec, start_query, supervise
+
+    symbols = [f"S{i:05d}" for i in range(args.symbols)]
+    work = Path(args.work or tempfile.mkdtemp(prefix="profile-"))
+    shutil.rmtree(work, ignore_errors=True)
+    landing, lake = work / "landing", work / "lake"
+    gen = Generator(symbols, seed=7, profile="wallaroo", wide_share=0.05)
+    half = args.events // 2
+    write_backlog(landing, gen, half * args.pairs, half * args.pairs, args.pairs, "p")
+
+    extra = dict(c.split("=", 1) for c in args.conf)
+    spark = build_session("profile", master="local[*]", extra_conf=extra or None, long_running=True)
+    profiler = Profiler(spark, args.jobs)
+    start = time.perf_counter()
+    query, busy = start_query(spark, StreamSpec(lake=lake, symbols=symbols, landing=landing, max_files_per_batch=1),
+                              profiler)
+    supervise(query, busy, threading.Event())
+    print_summary(profiler.rows, time.perf_counter() - start, query)
     spark.stop()
     return 0
 

@@ -11,19 +11,19 @@ import json
 
 import pytest
 
-from market_spread_tools import bench
+from market_spread_tools import bench, bench_measure, bench_plans, bench_plots, bench_report
 from market_spread.cli.main import UsageError
 
-TINY = bench.Plan(events=4_000, files=2, files_per_batch=1, rates=(200,), rate_seconds=2, past_batches=(2, 4),
+TINY = bench_plans.Plan(events=4_000, files=2, files_per_batch=1, rates=(200,), rate_seconds=2, past_batches=(2, 4),
                   symbol_counts=(350,), reference_events=4_000)
 
 
 def test_throughput_stream_ceiling_and_reference_agree(spark, tmp_path):
-    result = bench.throughput(spark, tmp_path, TINY)
+    result = bench_measure.throughput(spark, tmp_path, TINY)
     assert result["events"] == TINY.events
     assert result["alerts"] > 0
     assert result["alerts_agree"], result
-    assert set(result["phases_ms"]) == set(bench.PHASES)
+    assert set(result["phases_ms"]) == set(bench_measure.PHASES)
     assert result["phases_ms"]["parse"] > 0 and result["phases_ms"]["merge"] > 0
     assert result["batches"] == 2, "one file pair per batch: the backlog is several batches"
     assert result["spark_jobs_per_batch"] > 0
@@ -32,7 +32,7 @@ def test_throughput_stream_ceiling_and_reference_agree(spark, tmp_path):
 
 
 def test_growth_takes_one_file_pair_per_batch(spark, tmp_path):
-    result = bench.growth(spark, tmp_path, TINY)
+    result = bench_measure.growth(spark, tmp_path, TINY)
     assert len(result["batch_seconds"]) == TINY.past_batches[-1]
     assert set(result["batch_seconds_at"]) == {"2", "4"}
     assert result["growth_ratio"] > 0
@@ -52,18 +52,18 @@ def test_results_summary_and_plots_are_written(tmp_path):
         "throughput": {
             "events": 10, "batches": 1, "seconds": 0.1, "throughput_events_per_s": 100, "batch_ceiling_events_per_s": 150,
             "reference_events_per_s": 50, "alerts_agree": True,
-            "phases_ms": {k: 10 for k in bench.PHASES},
+            "phases_ms": {k: 10 for k in bench_measure.PHASES},
         },
         "latency_ms": {"1000": {"p50": 1.0, "p95": 2.0, "p99": 3.0, "files": 3, "cdf_ms": [1.0, 2.0, 3.0]}},
         "growth": {"batch_seconds": [1.0, 1.1, 1.2], "batch_seconds_at": {"1": 1.0, "3": 1.2}, "growth_ratio": 1.2},
         "batch_time_growth": {"batch_seconds_at": {"1": 1.0, "3": 1.2}, "growth_ratio": 1.2},
     }
-    made = bench.plots(results, tmp_path)
+    made = bench_plots.plots(results, tmp_path)
     assert made == ["throughput.png", "phases.png", "latency_cdf.png", "batch_growth.png"]
     for name in made:
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     results["plots"] = made
-    summary = bench.summary_markdown(results, "market-spread bench --quick")
+    summary = bench_report.summary_markdown(results, "market-spread bench --quick")
     assert "| 1,000 | 1.0 | 2.0 | 3.0 |" in summary
     assert "market-spread bench --quick" in summary and "![phases.png](phases.png)" in summary
     # The throughput target is missed here: the summary says what limits it, from the run's figures.
@@ -78,10 +78,10 @@ def test_unknown_part_is_a_usage_error(tmp_path):
 
 
 def test_growth_batches_cut_the_growth_run_and_keep_its_earlier_checkpoints():
-    assert bench.with_growth_batches(bench.FULL, None) == bench.FULL
-    cut = bench.with_growth_batches(bench.FULL, 1_000)
-    assert cut.past_batches == (100, 1_000) and cut.events == bench.FULL.events
-    assert bench.with_growth_batches(bench.QUICK, 60).past_batches == (10, 20, 60)
-    assert bench.with_growth_batches(bench.FULL, 50).past_batches == (25, 50)
+    assert bench_plans.with_growth_batches(bench_plans.FULL, None) == bench_plans.FULL
+    cut = bench_plans.with_growth_batches(bench_plans.FULL, 1_000)
+    assert cut.past_batches == (100, 1_000) and cut.events == bench_plans.FULL.events
+    assert bench_plans.with_growth_batches(bench_plans.QUICK, 60).past_batches == (10, 20, 60)
+    assert bench_plans.with_growth_batches(bench_plans.FULL, 50).past_batches == (25, 50)
     with pytest.raises(ValueError, match="at least 20"):
-        bench.with_growth_batches(bench.FULL, 10)
+        bench_plans.with_growth_batches(bench_plans.FULL, 10)

@@ -1,4 +1,4 @@
-"""`make run`'s launcher (market_spread_tools.launcher): what it stops on Ctrl-C and at start."""
+"""`make run`'s process reaper (market_spread_tools.reaper): what the launcher stops on Ctrl-C and at start."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ import time
 
 SWEEP_SCRIPT = r"""
 import json, subprocess, sys, time
-from market_spread_tools import launcher as run
+from market_spread_tools import reaper as run
 
 assert run.become_subreaper()
 # One ignores SIGTERM (and so does its child), one is a setsid orphan (re-parented to us), and one
@@ -21,7 +21,7 @@ time.sleep(1)
 lines = []
 stopped, left = run.sweep(grace=1.0, out=lines.append)
 print(json.dumps({"stopped": stopped, "left": [p.pid for p in left], "lines": lines,
-                  "after": [run.describe(p) for p in run._alive(run.descendants())]}))
+                  "after": [run.describe(p) for p in run.still_running(run.descendants())]}))
 """
 
 
@@ -38,7 +38,7 @@ def test_sweep_leaves_nothing_not_even_late_orphans() -> None:
 
 MARKED_SCRIPT = r"""
 import json, os, subprocess, sys, time
-from market_spread_tools import launcher as run
+from market_spread_tools import reaper as run
 
 # Not a subreaper here: a double-forked setsid child leaves our tree (it is re-parented to init),
 # so only the run's environment marker can find it.
@@ -52,7 +52,7 @@ escaped = {p.pid: p.cmdline() for p in run.marked(run_id)}
 in_tree = [p.pid for p in run.descendants()]
 stopped, left = run.sweep(grace=1.0, out=lambda _: None, run_id=run_id)
 print(json.dumps({"escaped": list(escaped.values()), "in_tree": [pid for pid in escaped if pid in in_tree],
-                  "stopped": stopped, "left": [p.pid for p in left], "after": [p.pid for p in run._alive(run.marked(run_id))]}))
+                  "stopped": stopped, "left": [p.pid for p in left], "after": [p.pid for p in run.still_running(run.marked(run_id))]}))
 """
 
 
@@ -74,7 +74,7 @@ def test_sweep_finds_processes_outside_the_tree_by_run_marker() -> None:
 STALE_SCRIPT = r"""
 import json, os, subprocess, sys, time
 from pathlib import Path
-from market_spread_tools import launcher as run
+from market_spread_tools import reaper as run
 
 home = Path(sys.argv[1])
 # A launcher that died (its pid is gone) left a process behind on this AIRFLOW_HOME; another run
@@ -101,3 +101,34 @@ def test_leftovers_of_a_killed_launcher_are_stopped_at_start(tmp_path) -> None:
     assert result["n"] == 1 and result["stale"] is not None and result["other"] is None, result
     assert "earlier run" in result["lines"][0], result
 
+
+
+def test_the_launch_is_read_from_the_environment_through_the_settings_registry(tmp_path, monkeypatch) -> None:
+    """PORT, SOURCE, MARKET_SPREAD_AIRFLOW_HOME and MARKET_SPREAD_START_PAUSED are declared once
+    (market_spread_tools.settings) and checked there: a malformed one is a one-line error."""
+    import pytest
+
+    from market_spread.errors import SettingError
+    from market_spread.runtime.settings import SETTINGS
+    from market_spread_tools import launcher
+
+    assert {"PORT", "SOURCE", "KAFKA_PORT", "MARKET_SPREAD_AIRFLOW_HOME", "MARKET_SPREAD_START_PAUSED"} <= set(SETTINGS)
+    for name in ("PORT", "SOURCE", "KAFKA_PORT", "MARKET_SPREAD_AIRFLOW_HOME", "MARKET_SPREAD_START_PAUSED",
+                 "MARKET_SPREAD_SOURCE"):
+        monkeypatch.delenv(name, raising=False)
+    default = launcher.Launch.from_environment()
+    assert (default.port, default.home, default.start_paused, default.kafka) == (
+        8080, launcher.PROJECT_ROOT / ".airflow", False, False)
+    monkeypatch.setenv("PORT", "8089")
+    monkeypatch.setenv("MARKET_SPREAD_AIRFLOW_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MARKET_SPREAD_START_PAUSED", "yes")
+    monkeypatch.setenv("MARKET_SPREAD_SOURCE", "Kafka")
+    chosen = launcher.Launch.from_environment()
+    assert (chosen.port, chosen.home, chosen.start_paused, chosen.kafka) == (8089, tmp_path / "home", True, True)
+    monkeypatch.setenv("SOURCE", "files")  # `make run SOURCE=...` wins over MARKET_SPREAD_SOURCE
+    assert not launcher.Launch.from_environment().kafka
+    for name, bad in (("PORT", "eighty"), ("SOURCE", "s3"), ("MARKET_SPREAD_START_PAUSED", "maybe")):
+        monkeypatch.setenv(name, bad)
+        with pytest.raises(SettingError, match=name):
+            launcher.Launch.from_environment()
+        monkeypatch.delenv(name)

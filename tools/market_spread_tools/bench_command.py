@@ -5,6 +5,7 @@ import argparse
 
 from market_spread.cli.params import env_command, options
 from market_spread.runtime.paths import project_home
+from market_spread_tools.bench_plans import PARTS
 
 opt = options("bench")
 
@@ -16,7 +17,7 @@ opt = options("bench")
 @opt("--work", default=str(project_home() / "bench" / "work"), help="scratch folder (deleted)")
 @opt("--growth-batches", type=int, default=None,
      help="stop the growth run after this many batches (full run: 10,000, several hours on 2 cores)")
-@opt("--only", help="comma-separated parts: throughput,latency,growth,symbols,kafka")
+@opt("--only", help=f"comma-separated parts: {','.join(PARTS)}")
 def command(**params) -> int:
     from market_spread_tools.bench import run
 

@@ -1,0 +1,98 @@
+"""The Airflow REST API as `make run` uses it: the admin login, health, tokens, the lake jobs' pool
+and unpausing our DAGs. Standard library only (urllib), against 127.0.0.1:<port>."""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from market_spread.orchestration.tasks import LAKE_JOBS_POOL, LAKE_JOBS_POOL_DESCRIPTION
+
+USER = "admin"
+PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"  # Airflow 3.3's default name
+
+
+def ensure_password(home: Path) -> str:
+    """The admin password: generated once into AIRFLOW_HOME, mode 0600, reused afterwards."""
+    home.mkdir(parents=True, exist_ok=True)
+    os.chmod(home, 0o700)
+    path = home / PASSWORD_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        os.chmod(path, 0o600)
+        try:
+            passwords = json.loads(path.read_text(encoding="utf-8") or "{}")
+        except ValueError:
+            passwords = {}
+        if USER in passwords:
+            return str(passwords[USER])
+        passwords[USER] = secrets.token_urlsafe(18)
+        path.write_text(json.dumps(passwords) + "\n", encoding="utf-8")
+        return passwords[USER]
+    password = secrets.token_urlsafe(18)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps({USER: password}) + "\n")
+    return password
+
+
+def http_json(method: str, url: str, body: dict | None = None, token: str | None = None, timeout: float = 10) -> dict:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        raw = response.read()
+    return json.loads(raw) if raw else {}
+
+
+def healthy(port: int) -> bool:
+    """Every Airflow component reports healthy through the API."""
+    try:
+        health = http_json("GET", f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=3)
+    except (OSError, ValueError, urllib.error.URLError):
+        return False
+    parts = ("metadatabase", "scheduler", "triggerer", "dag_processor")
+    return all((health.get(p) or {}).get("status") == "healthy" for p in parts)
+
+
+def api_token(port: int, password: str, user: str = USER) -> str:
+    return http_json("POST", f"http://127.0.0.1:{port}/auth/token", {"username": user, "password": password})["access_token"]
+
+
+def set_paused(port: int, token: str, dag_id: str, paused: bool) -> None:
+    http_json("PATCH", f"http://127.0.0.1:{port}/api/v2/dags/{dag_id}", {"is_paused": paused}, token)
+
+
+def our_dag_ids(dags: Path) -> list[str]:
+    # Each file is named after its DAG (checked by tests/orchestration/test_dag_integrity.py).
+    return sorted(p.stem for p in dags.glob("market_spread_*.py"))
+
+
+def ensure_pool(port: int, token: str) -> None:
+    """The pool that serialises the lake jobs (validate, maintain): 1 slot. Tasks of a pool that does
+    not exist are never queued, so it is created before the DAGs are unpaused."""
+    body = {"name": LAKE_JOBS_POOL, "slots": 1, "description": LAKE_JOBS_POOL_DESCRIPTION, "include_deferred": False}
+    try:
+        http_json("POST", f"http://127.0.0.1:{port}/api/v2/pools", body, token)
+    except urllib.error.HTTPError as exc:
+        if exc.code != 409:  # 409: it exists (an earlier run); make sure it still has one slot
+            raise
+        http_json("PATCH", f"http://127.0.0.1:{port}/api/v2/pools/{LAKE_JOBS_POOL}", body, token)
+
+
+def unpause_ours(port: int, token: str, dags: Path) -> list[str]:
+    """Unpause our DAGs known to Airflow (new ones are created unpaused anyway)."""
+    done = []
+    for dag_id in our_dag_ids(dags):
+        try:
+            set_paused(port, token, dag_id, False)
+            done.append(dag_id)
+        except urllib.error.HTTPError as exc:
+            if exc.code != 404:  # 404: not parsed yet; it will be created unpaused
+                raise
+    return done

@@ -1,0 +1,106 @@
+"""The benchmark's latency in continuous mode at fixed input rates, from the file source: each file
+pair's latency runs from its landing to the end of the micro-batch that took it (its last commit).
+
+Both latency runs (this one and bench_kafka's) feed the same way: a warm-up, then every TICK
+seconds a tick of `rate * TICK` events for `rate_seconds`; ticks not through when the run ends
+count as "behind".
+"""
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from market_spread.feeds.generate import Generator, write_atomically
+from market_spread_tools.bench_measure import bench_symbols, run_stream, say
+from market_spread_tools.bench_plans import Plan
+
+TICK = 0.25  # seconds between two ticks of input
+
+
+def latency_figures(started: dict[str, float], done: dict[str, float]) -> tuple[dict, list[float], int]:
+    """p50/p95/p99 (ms) and the CDF of done - started over the names that are done; the sorted
+    latencies (s); how many started names are not done (behind)."""
+    latencies = sorted(done[name] - at for name, at in started.items() if name in done)
+    q = lambda p: round(1000 * latencies[min(len(latencies) - 1, int(p * len(latencies)))], 1) if latencies else None  # noqa: E731
+    figures = {"p50": q(0.50), "p95": q(0.95), "p99": q(0.99), "cdf_ms": [round(1000 * x, 1) for x in latencies]}
+    return figures, latencies, len(started) - len(latencies)
+
+
+def warmup_seconds(rate_seconds: float) -> float:
+    """Not measured: the first seconds at the rate, so the figures are those of a stream in its steady state."""
+    return max(5.0, rate_seconds / 3)
+
+
+def feed_ticks(send: Callable[[str, int], float], name: Callable[[int], str], rate: int, warmup: float,
+               seconds: float, started: dict[str, float]) -> None:
+    """A tick of `rate * TICK` events every TICK seconds for warmup + seconds. `send(name, count)`
+    hands one tick over and returns the moment its latency counts from; ticks after the warm-up
+    are recorded in `started` (name -> that moment)."""
+    n, began = 0, time.monotonic()
+    while time.monotonic() - began < warmup + seconds:
+        tick = name(n)
+        at = send(tick, int(rate * TICK))
+        if time.monotonic() - began >= warmup:
+            started[tick] = at
+        n += 1
+        time.sleep(max(0.0, began + n * TICK - time.monotonic()))
+
+
+def file_latency(spark, work: Path, rate: int, rate_seconds: float, symbols: list[str]) -> tuple[dict, list[float], int]:
+    """One rate from the file source: latency_figures over the file pairs landed after the warm-up."""
+    landing, lake = work / f"lat{rate}" / "landing", work / f"lat{rate}" / "lake"
+    landed: dict[str, float] = {}
+    done: dict[str, float] = {}
+    stop, warmed = threading.Event(), threading.Event()
+    warmup = warmup_seconds(rate_seconds)
+
+    def on_batch(result) -> None:
+        # A landing is a quotes file and an orders file of one name: it is through when both are.
+        now = time.time()
+        done.update((Path(f).name, now) for f in result.files)
+        warmed.set()
+
+    def land(gen, name: str, count: int) -> float:
+        events = gen.events(count // 2, count - count // 2)
+        write_atomically(landing / "quotes", name, [l for f, _, l in events if f == "quotes"])
+        write_atomically(landing / "orders", name, [l for f, _, l in events if f == "orders"])
+        return time.time()  # a file pair counts from its landing
+
+    def feed() -> None:
+        gen = Generator(symbols, seed=rate, profile="wallaroo", wide_share=0.05, start=datetime.now(timezone.utc))
+        # Not measured: the query's start (table creation, first batch, JIT), then the warm-up.
+        land(gen, "warm-start.jsonl", 100)
+        if not warmed.wait(timeout=300):
+            stop.set()
+            return
+        feed_ticks(lambda name, count: land(gen, name, count), lambda n: f"lat-{n:06d}.jsonl", rate, warmup,
+                   rate_seconds, landed)
+        time.sleep(8)  # let the last files through
+        stop.set()
+
+    (landing / "quotes").mkdir(parents=True, exist_ok=True)
+    (landing / "orders").mkdir(parents=True, exist_ok=True)
+    say(f"latency: {rate:,} events/s for {rate_seconds:.0f}s after a {warmup:.0f}s warm-up")
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    run_stream(spark, landing, lake, symbols, available_now=False, interval=0.5, on_batch=on_batch, stop=stop)
+    feeder.join()
+    return latency_figures(landed, done)
+
+
+def latency(spark, work: Path, plan: Plan) -> dict:
+    """Continuous mode at fixed rates: each file's latency from its landing to its batch's last commit."""
+    symbols = bench_symbols(3_000)
+    out = {}
+    for rate in plan.rates:
+        # Files still waiting when the run ended count as "behind": a stream that cannot keep up
+        # with the rate shows it there, not as flattering percentiles over the files it did take.
+        figures, latencies, behind = file_latency(spark, work, rate, plan.rate_seconds, symbols)
+        out[str(rate)] = {**figures, "file_pairs": len(latencies), "files_behind": behind}
+        say(f"latency at {rate:,}/s: p50 {out[str(rate)]['p50']} ms, p95 {out[str(rate)]['p95']} ms, "
+            f"p99 {out[str(rate)]['p99']} ms over {len(latencies)} file pairs"
+            + (f"; {behind} file pairs not yet processed when the run ended (the stream fell behind)" if behind else ""))
+    return out

@@ -1,0 +1,264 @@
+"""The benchmark's measurements on this machine (the latency runs are in bench_latency and
+bench_kafka): throughput of the stream, of the stream command in its own process, of one plain
+Spark batch job (the ceiling) and of the event-at-a-time reference on the same files; batch time as
+batches pile up and against the number of symbols; and the machine and memory the figures came from.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from market_spread.domain.rules import DEFAULT_THRESHOLDS
+from market_spread.feeds.generate import Generator, write_backlog
+from market_spread.runtime.paths import default_symbols
+from market_spread_tools import reference
+from market_spread_tools.bench_plans import Plan
+
+def say(text: str) -> None:
+    print(f"bench: {text}", flush=True)
+
+
+def bench_symbols(n: int) -> list[str]:
+    real = [s for s in default_symbols().read_text().split() if s]
+    if n <= len(real):
+        return real[:n]
+    return real + [f"S{i:05d}" for i in range(n - len(real))]
+
+
+def _peak_rss_mb() -> float:
+    """Peak resident memory of this process's children (the Spark JVM) and itself, in MB."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(max(kids, own) / 1024, 1)
+
+
+def peak_memory_mb(spark) -> float:
+    """Peak resident memory of the Spark JVM, or (not found) of this process and its children."""
+    return _jvm_rss_mb(spark) or _peak_rss_mb()
+
+
+def _jvm_rss_mb(spark) -> float:
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return 0.0
+
+
+def machine() -> dict:
+    import pyspark
+
+    try:
+        import delta
+
+        delta_version = getattr(delta, "__version__", None) or _dist_version("delta-spark")
+    except ImportError:
+        delta_version = None
+    mem_kb = next(int(l.split()[1]) for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal"))
+    return {
+        "cores": os.cpu_count(), "memory_gb": round(mem_kb / 1024 / 1024, 1), "python": platform.python_version(),
+        "pyspark": pyspark.__version__, "delta_spark": delta_version, "platform": platform.platform(),
+    }
+
+
+def _dist_version(name: str) -> str | None:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def run_stream(spark, landing: Path, lake: Path, symbols: list[str], on_batch=None, stop: threading.Event | None = None,
+            **spec_fields) -> None:
+    """One stream over `landing`; `spec_fields` are further StreamSpec fields (trigger, files per batch)."""
+    from market_spread.stream.query import StreamSpec, start_query, supervise
+
+    spec = StreamSpec(lake=lake, symbols=symbols, landing=landing, **spec_fields)
+    query, busy = start_query(spark, spec, on_batch or (lambda r: None))
+    supervise(query, busy, stop or threading.Event())
+
+
+# Phases of a micro-batch, in order. The appends and the MERGE run side by side: "writes (wall)"
+# is their elapsed time together, the others are each write's own time.
+PHASES = {
+    "parse": "parse + count", "check": "as-of check", "append_quotes": "append quote history",
+    "append_alerts": "append alerts", "append_quarantine": "append quarantine", "merge": "MERGE symbol_state",
+    "write": "writes (wall)", "commit_metrics": "commit batch_metrics",
+}
+
+def throughput(spark, work: Path, plan: Plan) -> dict:
+    symbols = bench_symbols(3_000)
+    landing, lake = work / "tp" / "landing", work / "tp" / "lake"
+    gen = Generator(symbols, seed=42, profile="wallaroo", wide_share=0.05)
+    say(f"throughput: generating {plan.events:,} events in {plan.files} file pairs")
+    write_backlog(landing, gen, plan.events // 2, plan.events - plan.events // 2, plan.files, "bench")
+    # Untimed: a small run first, so the JVM's JIT is warm for the stream as it is for the ceiling
+    # and the reference that come after it.
+    warm = work / "tp-warm"
+    write_backlog(warm / "landing", Generator(symbols, seed=41, profile="wallaroo", wide_share=0.05),
+                  10_000, 10_000, 2, "warm")
+    say("throughput: warm-up run (20,000 events, not timed)")
+    run_stream(spark, warm / "landing", warm / "lake", symbols)
+    batches: list = []
+    say("throughput: stream --available-now (in this process)")
+    start = time.perf_counter()
+    run_stream(spark, landing, lake, symbols, on_batch=batches.append, max_files_per_batch=plan.files_per_batch)
+    seconds = time.perf_counter() - start
+    events = sum(b.input_lines for b in batches)
+    phases = {k: sum(b.phases_ms.get(k, 0) for b in batches) for k in PHASES}
+    say("throughput: time per phase, summed over batches (ms): "
+         + ", ".join(f"{PHASES[k]} {v:,}" for k, v in phases.items()))
+    alerts = sum(b.alerts for b in batches)
+    say(f"throughput: {events:,} events in {seconds:.1f}s = {events / seconds:,.0f} events/s, {alerts:,} alerts, "
+         f"{statistics.median([b.spark_jobs or 0 for b in batches]):.0f} Spark jobs per batch (median)")
+    own = stream_command(work / "tp-cli", landing, symbols, plan.files_per_batch)
+
+    say("ceiling: one plain Spark batch job over the same files")
+    start = time.perf_counter()
+    ceiling_alerts = batch_ceiling(spark, landing, work / "ceiling", symbols)
+    ceiling_s = time.perf_counter() - start
+    say(f"ceiling: {events / ceiling_s:,.0f} events/s ({ceiling_alerts:,} alerts)")
+
+    ref_events = min(plan.reference_events, events)
+    files = reference.landing_files(landing)
+    say(f"reference: event at a time over {'all' if ref_events == events else ref_events} events")
+    start = time.perf_counter()
+    result = reference.run_reference([files], symbols)
+    ref_s = time.perf_counter() - start
+    ref_total = result.quotes + result.orders + len(result.quarantined)
+    say(f"reference: {ref_total / ref_s:,.0f} events/s ({len(result.alerts):,} alerts)")
+    return {
+        "events": events, "seconds": round(seconds, 2), "throughput_events_per_s": round(events / seconds),
+        "alerts": alerts, "batches": len(batches), "phases_ms": phases,
+        "spark_jobs_per_batch": statistics.median([b.spark_jobs or 0 for b in batches]),
+        "stream_command_events_per_s": own["events_per_s"], "stream_command": own,
+        "batch_ceiling_events_per_s": round(events / ceiling_s), "ceiling_alerts": ceiling_alerts,
+        "reference_events_per_s": round(ref_total / ref_s), "reference_alerts": len(result.alerts),
+        "alerts_agree": alerts == ceiling_alerts == len(result.alerts),
+    }
+
+
+def stream_command(work: Path, landing: Path, symbols: list[str], files_per_batch: int | None) -> dict:
+    """Throughput as users run it: `market-spread stream --available-now` in a process of its own.
+
+    Its JVM is cold. The JVM's start is left out: the time is that of its batches, from the
+    batch_metrics table it wrote (started_at to finished_at of each batch, summed)."""
+    from deltalake import DeltaTable
+
+    lake = work / "lake"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    (work / "symbols.txt").write_text("\n".join(symbols) + "\n")
+    argv = [sys.executable, "-m", "market_spread.cli.main", "stream", "--landing", str(landing), "--lake", str(lake),
+            "--symbols", str(work / "symbols.txt"), "--available-now"]
+    if files_per_batch:
+        argv += ["--max-files-per-batch", str(files_per_batch)]
+    say("throughput: the stream command in a process of its own")
+    began = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
+    wall = time.perf_counter() - began
+    if done.returncode != 0:
+        raise RuntimeError(f"stream command failed ({done.returncode}): {done.stderr[-2000:]}")
+    metrics = DeltaTable(str(lake / "batch_metrics")).to_pyarrow_table().to_pylist()
+    events = sum(m["input_lines"] for m in metrics)
+    batch_s = sum((m["finished_at"] - m["started_at"]).total_seconds() for m in metrics)
+    out = {"events": events, "batches": len(metrics), "batch_seconds": round(batch_s, 2),
+           "wall_seconds": round(wall, 2), "events_per_s": round(events / batch_s) if batch_s else None}
+    say(f"throughput: stream command: {events:,} events in {len(metrics)} batches, {batch_s:.1f}s of batches "
+         f"({wall:.1f}s with the JVM's start) = {out['events_per_s']:,} events/s")
+    return out
+
+
+def batch_ceiling(spark, landing: Path, out: Path, symbols: list[str]) -> int:
+    """The same alerts by one Spark batch job: no state table, no streaming, one write."""
+    from pyspark.sql import functions as F
+
+    from market_spread.transforms import parsing
+    from market_spread.transforms.asof import asof_alerts
+
+    def feed(name: str):
+        # _metadata exists only on the file relation itself: select it before the union.
+        return spark.read.text(str(landing / name)).select(
+            F.lit(name).alias("stream"), "value", F.col("_metadata.file_path").alias("source_file"))
+
+    raw = feed("quotes").unionByName(feed("orders"))
+    parsed = parsing.parse_lines(parsing.nonblank_lines(raw), symbols)
+    quotes = parsing.valid_quotes(parsed, DEFAULT_THRESHOLDS).select("symbol", "bid", "offer", "quote_time", "seq")
+    alerts = asof_alerts(quotes, parsing.valid_orders(parsed), DEFAULT_THRESHOLDS, 0)
+    shutil.rmtree(out, ignore_errors=True)
+    alerts.write.format("delta").save(str(out))
+    return spark.read.format("delta").load(str(out)).count()
+
+
+
+def growth(spark, work: Path, plan: Plan) -> dict:
+    """Batch time as batches (and with them history, Delta logs and checkpoints) pile up.
+
+    One available-now query over a backlog of small equal file pairs, one pair per micro-batch
+    (`--max-files-per-batch 1`): every batch does the same work, so any growth is the lake's.
+    """
+    symbols = bench_symbols(3_000)
+    landing, lake = work / "growth" / "landing", work / "growth" / "lake"
+    total = plan.past_batches[-1]
+    gen = Generator(symbols, seed=7, profile="wallaroo", wide_share=0.05)
+    say(f"growth: writing {total} file pairs of 2,000 events")
+    write_backlog(landing, gen, 1_000 * total, 1_000 * total, total, "g")
+    durations: list[float] = []
+    jobs: list[int] = []
+    phases: list[dict[str, int]] = []
+
+    def phases_at(n: int) -> dict[str, float]:
+        """Median time of each phase (ms) over the 10 batches up to n: which phase grows."""
+        window = phases[max(1, n - 10):n]
+        return {k: statistics.median(p.get(k, 0) for p in window) for k in sorted({k for p in window for k in p})}
+
+    def on_batch(result) -> None:
+        durations.append(result.seconds)
+        jobs.append(result.spark_jobs or 0)
+        phases.append(dict(result.phases_ms))
+        if len(durations) % 500 == 0 or len(durations) in plan.past_batches:
+            say(f"growth: {len(durations)}/{total} batches, last 10 average {statistics.mean(durations[-10:]):.2f}s, "
+                 f"phases (ms, median) {phases_at(len(durations))}")
+
+    run_stream(spark, landing, lake, symbols, on_batch=on_batch, max_files_per_batch=1)
+    from market_spread.lake import compaction, tables as lake_mod
+
+    # What the lake holds at the end: the stream compacts small files (lake.compaction), so this stays small.
+    files = {t: compaction.data_files(lake_mod.table_path(lake, t)) for t in ("alerts", "quotes", "batch_metrics", "symbol_state")}
+    say(f"growth: data files per table at the end: {files}")
+    # The mean of the 10 batches up to N, leaving out the first (the query's start and a cold JIT).
+    at = {str(n): round(statistics.mean(durations[max(1, n - 10):n]), 3) for n in plan.past_batches if n <= len(durations)}
+    first, last = plan.past_batches[0], plan.past_batches[-1]
+    return {"batch_seconds_at": at, "batch_seconds": [round(d, 3) for d in durations], "first": first, "last": last,
+            "phases_ms_at": {str(n): phases_at(n) for n in plan.past_batches if n <= len(durations)},
+            "growth_ratio": round(at[str(last)] / at[str(first)], 3),
+            "median_batch_seconds": round(statistics.median(durations[1:] or durations), 3),
+            "median_spark_jobs": statistics.median(jobs[1:] or jobs), "data_files_at_end": files}
+
+
+def symbols_scaling(spark, work: Path, plan: Plan) -> dict:
+    out = {}
+    for n in plan.symbol_counts:
+        symbols = bench_symbols(n)
+        landing, lake = work / f"sym{n}" / "landing", work / f"sym{n}" / "lake"
+        gen = Generator(symbols, seed=n, profile="wallaroo", wide_share=0.05)
+        durations: list[float] = []
+        for i in range(3):
+            write_backlog(landing, gen, 10_000, 10_000, 1, f"s{i}")
+            run_stream(spark, landing, lake, symbols, on_batch=lambda r: durations.append(r.seconds))
+        out[str(n)] = round(statistics.mean(durations[1:]), 3)  # the first batch also creates tables
+        say(f"symbols: {n:,} symbols, {out[str(n)]:.2f}s per 20k-event batch")
+    return out
+

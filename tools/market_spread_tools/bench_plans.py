@@ -1,0 +1,64 @@
+"""The benchmark's plans: how much each part of `market-spread bench` measures.
+
+Built with keywords, one `Plan` per mode; `--growth-batches` and `--only` adjust or select.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from market_spread.errors import UsageError
+
+PARTS = ("throughput", "latency", "growth", "symbols", "kafka")
+
+
+@dataclass(frozen=True)
+class Plan:
+    events: int  # backlog for throughput
+    files: int
+    files_per_batch: int | None  # None: one batch takes every file, as `stream` does by default
+    rates: tuple[int, ...]  # events/s for the latency runs
+    rate_seconds: float
+    past_batches: tuple[int, ...]  # checkpoints of the batch-growth run
+    symbol_counts: tuple[int, ...]
+    reference_events: int
+
+
+# Quick: small enough for a few minutes; growth keeps 10 and 20 batches so that each window of
+# 10 batches holds one of Delta's log checkpoints (every 10th commit), as in the full run.
+# The quick backlog is cut into 3 batches, so that its throughput is that of several batches.
+QUICK = Plan(
+    events=120_000, files=6, files_per_batch=2, rates=(1_000, 10_000), rate_seconds=12,
+    past_batches=(10, 20), symbol_counts=(350, 3_000), reference_events=120_000,
+)
+FULL = Plan(
+    events=2_000_000, files=40, files_per_batch=None, rates=(1_000, 10_000, 50_000), rate_seconds=60,
+    past_batches=(100, 1_000, 10_000), symbol_counts=(350, 3_000, 30_000), reference_events=2_000_000,
+)
+
+
+def with_growth_batches(plan: Plan, batches: int | None) -> Plan:
+    """The plan with its growth run cut (or stretched) to `batches` batches: the full run's 10,000
+    batches take hours at 2-3 s each. Keeps the plan's earlier checkpoints below it."""
+    if batches is None:
+        return plan
+    if batches < 20:
+        raise ValueError(f"--growth-batches: at least 20 (each figure is the mean of 10 batches), not {batches}")
+    earlier = tuple(n for n in plan.past_batches if n < batches) or (batches // 2,)
+    return replace(plan, past_batches=earlier + (batches,))
+
+
+def chosen_parts(only: str | None) -> set[str]:
+    """The parts `--only` names (all when unset); UsageError for a name that is not a part."""
+    parts = set((only or ",".join(PARTS)).split(","))
+    unknown = parts - set(PARTS)
+    if unknown:
+        raise UsageError(f"--only: unknown part(s) {', '.join(sorted(unknown))}")
+    return parts
+
+
+def plan_for(quick: bool, growth_batches: int | None) -> Plan:
+    """The quick or full plan, its growth run cut to `growth_batches`; UsageError when too few."""
+    try:
+        return with_growth_batches(QUICK if quick else FULL, growth_batches)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None

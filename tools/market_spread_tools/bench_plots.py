@@ -1,0 +1,80 @@
+"""The benchmark's plots (matplotlib, PNG): one function per figure, each given the results of a
+run and the folder to write to, each returning the file it wrote."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display; before pyplot is imported
+import matplotlib.pyplot as plt  # noqa: E402
+
+from market_spread_tools.bench_measure import PHASES  # noqa: E402
+
+# The phases that run side by side inside "writes (wall)", drawn in another colour.
+CONCURRENT_WRITES = ("append_quotes", "append_alerts", "append_quarantine", "merge")
+
+
+def _save(fig, out: Path, name: str) -> str:
+    fig.tight_layout()
+    fig.savefig(out / name, dpi=110)
+    plt.close(fig)
+    return name
+
+
+def throughput_bars(tp: dict, out: Path) -> str:
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    # Two-line labels: on one line the three names run into each other.
+    names = ["stream\n(this product)", "Spark batch\nceiling", "reference\n(event at a time)"]
+    values = [tp["throughput_events_per_s"], tp["batch_ceiling_events_per_s"], tp["reference_events_per_s"]]
+    ax.bar(names, values, color=["#1f77b4", "#7f7f7f", "#ff7f0e"])
+    ax.set_ylabel("events / s")
+    ax.set_title("Throughput on the same backlog")
+    for i, v in enumerate(values):
+        ax.text(i, v, f"{v:,}", ha="center", va="bottom")
+    ax.set_ylim(0, max(values) * 1.12)  # room for the figure above the tallest bar
+    return _save(fig, out, "throughput.png")
+
+
+def phase_bars(tp: dict, out: Path) -> str:
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    keys = [k for k in PHASES if k in tp["phases_ms"]][::-1]
+    colors = ["#ff7f0e" if k in CONCURRENT_WRITES else "#1f77b4" for k in keys]
+    ax.barh([PHASES[k] for k in keys], [tp["phases_ms"][k] / 1000 for k in keys], color=colors)
+    ax.set_xlabel("seconds (sum over batches)")
+    ax.set_title("Where the time of the micro-batches goes\n(orange: concurrent writes, inside 'writes (wall)')")
+    return _save(fig, out, "phases.png")
+
+
+def latency_cdf(lat: dict, out: Path) -> str:
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for rate, d in lat.items():
+        xs = d["cdf_ms"]
+        ax.plot(xs, [(i + 1) / len(xs) for i in range(len(xs))], label=f"{int(rate):,} events/s")
+    ax.set_xlabel("latency: file landed -> alerts committed (ms)")
+    ax.set_ylabel("share of files")
+    ax.legend()
+    ax.set_title("Latency CDF in continuous mode")
+    return _save(fig, out, "latency_cdf.png")
+
+
+def batch_growth(gr: dict, out: Path) -> str:
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(range(1, len(gr["batch_seconds"]) + 1), gr["batch_seconds"], ".", markersize=3)
+    ax.set_xlabel("batch number")
+    ax.set_ylabel("batch time (s)")
+    ax.set_title("Batch time as history and Delta log grow")
+    return _save(fig, out, "batch_growth.png")
+
+
+def plots(results: dict, out: Path) -> list[str]:
+    """Every plot the results have figures for, in this order; the names of the files written."""
+    made = []
+    tp = results.get("throughput")
+    if tp:
+        made += [throughput_bars(tp, out), phase_bars(tp, out)]
+    if results.get("latency_ms"):
+        made.append(latency_cdf(results["latency_ms"], out))
+    if results.get("growth"):
+        made.append(batch_growth(results["growth"], out))
+    return made

@@ -1,0 +1,111 @@
+"""The benchmark's report: the targets of the performance issue against a run's figures, what
+limits the figures, and summary.md (tables, targets, plots) written beside latest.json."""
+from __future__ import annotations
+
+import statistics
+
+def targets(results: dict) -> list[tuple[str, str, bool]]:
+    """The targets of the performance issue against the figures of this run: (target, measured, met)."""
+    out = []
+    tp = results.get("throughput")
+    if tp:
+        ev, ref, ceil = tp["throughput_events_per_s"], tp["reference_events_per_s"], tp["batch_ceiling_events_per_s"]
+        out += [(">= 2x the event-at-a-time reference", f"{ev / ref:.2f}x", ev >= 2 * ref),
+                (">= 70 % of the Spark batch ceiling", f"{100 * ev / ceil:.0f} %", 10 * ev >= 7 * ceil)]
+        own = tp.get("stream_command_events_per_s")
+        if own:
+            out.append(("stream command (own process) >= 2x the reference", f"{own / ref:.2f}x", own >= 2 * ref))
+    g = results.get("batch_time_growth") or {}
+    if g.get("median_batch_seconds") is not None:
+        out.append(("median 2,000-event micro-batch <= 1.0 s", f"{g['median_batch_seconds']} s",
+                    g["median_batch_seconds"] <= 1.0))
+    for rate, limit in (("1000", 2000), ("10000", 3000)):
+        at = (results.get("latency_ms") or {}).get(rate)
+        if at:
+            p99, behind = at.get("p99"), at.get("files_behind", 0)
+            out.append((f"p99 latency <= {limit // 1000} s at {int(rate):,} events/s",
+                        f"{p99} ms" + (f", {behind} file pairs behind" if behind else ""),
+                        p99 is not None and p99 <= limit and not behind))
+    at50 = (results.get("latency_ms") or {}).get("50000")
+    if at50:
+        out.append(("keeps up at 50,000 events/s", f"{at50.get('files_behind', 0)} file pairs behind",
+                    not at50.get("files_behind")))
+    if g.get("growth_ratio") is not None:
+        out.append((f"batch time after {g.get('last', 'the last')} batches <= 1.1x that after {g.get('first', 'the first')}",
+                    f"{g['growth_ratio']}x", g["growth_ratio"] <= 1.1))
+    return out
+
+
+def limits(results: dict) -> list[str]:
+    """What limits the figures, from this run's own measurements: for the summary of missed targets."""
+    out = []
+    tp = results.get("throughput")
+    if tp and tp.get("seconds"):
+        ph = tp["phases_ms"]
+        share = lambda key: 100 * ph.get(key, 0) / (1000 * tp["seconds"])  # noqa: E731
+        out.append(
+            f"Throughput: of the stream's {tp['seconds']} s, parsing, validating, caching and counting the batch took "
+            f"{share('parse'):.0f} %, the as-of check {share('check'):.0f} %, the concurrent writes (quote history, "
+            f"alerts, quarantine and the state MERGE) {share('write'):.0f} % and the batch_metrics commit "
+            f"{share('commit_metrics'):.0f} %. The batch ceiling ({tp['batch_ceiling_events_per_s']:,} events/s) has no "
+            "state table, no quote history and one commit instead of five; the reference has no commit at all.")
+    g = results.get("growth") or {}
+    if g.get("batch_seconds"):
+        floor = statistics.median(g["batch_seconds"][1:] or g["batch_seconds"])
+        out.append(
+            f"Latency: even a micro-batch of only 2,000 events takes {floor:.1f} s (median of the growth run, "
+            f"{g.get('median_spark_jobs', '?')} Spark jobs each), mostly planning the parse and the as-of check "
+            "and their jobs (the commits are delta-rs's, milliseconds each); a landed file "
+            "waits for the batch in flight and then for its own, so p99 is several batch times.")
+    return out
+
+
+def summary_markdown(results: dict, command: str) -> str:
+    m = results["machine"]
+    lines = [f"# Benchmark ({results['mode']}, {results['finished_at']})", "",
+             f"Machine: {m['cores']} cores, {m['memory_gb']} GB, Python {m['python']}, PySpark {m['pyspark']}, "
+             f"delta-spark {m['delta_spark']}. Reproduce: `{command}`.", ""]
+    tp = results.get("throughput")
+    if tp:
+        lines += ["| system | events/s |", "| --- | --- |",
+                  f"| stream --available-now (every Delta commit included) | {tp['throughput_events_per_s']:,} |",
+                  f"| stream command in its own process (batch time from batch_metrics) | {tp.get('stream_command_events_per_s') or 0:,} |",
+                  f"| Spark batch ceiling (one plain batch job) | {tp['batch_ceiling_events_per_s']:,} |",
+                  f"| reference, event at a time (Wallaroo's way) | {tp['reference_events_per_s']:,} |", "",
+                  f"{tp['events']:,} events in {tp['batches']} micro-batch(es); alerts agree across the three: "
+                  f"{tp['alerts_agree']}. Time per phase (ms): {tp['phases_ms']}. Spark jobs per batch (median): "
+                  f"{tp.get('spark_jobs_per_batch')}.", ""]
+    lat = results.get("latency_ms")
+    if lat:
+        lines += ["| input rate (events/s) | p50 ms | p95 ms | p99 ms | file pairs measured | file pairs behind at the end |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {int(r):,} | {d['p50']} | {d['p95']} | {d['p99']} | {d.get('file_pairs', '')} | {d.get('files_behind', 0)} |"
+                  for r, d in lat.items()]
+        lines.append("")
+    klat = results.get("kafka_latency_ms")
+    if klat:
+        lines += ["Kafka source (record produced -> its alerts committed; ticks of 0.25 s of input):", "",
+                  "| input rate (events/s) | p50 ms | p95 ms | p99 ms | ticks measured | ticks behind at the end |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {int(r):,} | {d['p50']} | {d['p95']} | {d['p99']} | {d.get('ticks', '')} | {d.get('ticks_behind', 0)} |"
+                  for r, d in klat.items()]
+        lines.append("")
+    elif results.get("kafka_latency_skipped"):
+        lines += [f"Kafka latency: skipped ({results['kafka_latency_skipped']}).", ""]
+    if results.get("batch_time_growth"):
+        g = results["batch_time_growth"]
+        lines += [f"Batch time after N batches (s): {g['batch_seconds_at']}; ratio last/first {g['growth_ratio']}; "
+                  f"median 2,000-event batch {g.get('median_batch_seconds')} s, {g.get('median_spark_jobs')} Spark jobs.", ""]
+    if results.get("symbols_scaling"):
+        lines += [f"Batch time (s, 20k events) by number of symbols: {results['symbols_scaling']}.", ""]
+    lines += [f"Peak memory of the job: {results['peak_memory_mb']} MB.", ""]
+    checks = targets(results)
+    if checks:
+        lines += ["| target | measured | met |", "| --- | --- | --- |"]
+        lines += [f"| {name} | {value} | {'yes' if ok else 'no'} |" for name, value, ok in checks]
+        lines.append("")
+        if not all(ok for _, _, ok in checks):
+            lines += ["## What limits it", ""] + [f"- {text}" for text in limits(results)]
+            lines += ["", "More in the README's Performance section.", ""]
+    lines += [f"![{p}]({p})" for p in results.get("plots", [])]
+    return "\n".join(lines) + "\n"
