@@ -15,10 +15,11 @@ def spark():
     from market_spread.runtime.spark import build_session
 
     try:  # Spark's Kafka connector too, when fetched, so tests can stream from a broker in-process
+        from market_spread.errors import UsageError
         from market_spread.stream.kafka_source import session_conf
 
         extra = session_conf()
-    except SystemExit:
+    except (UsageError, SystemExit):  # the connector is missing (SystemExit: Delta's JARs, runtime.spark)
         extra = {}
     session = build_session("market-spread-tests", master="local[2]", shuffle_partitions=2, extra_conf=extra)
     yield session

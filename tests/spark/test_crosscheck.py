@@ -11,7 +11,7 @@ import pytest
 
 from market_spread_tools import reference
 from market_spread.feeds.generate import Generator, write_backlog
-from market_spread.cli.options import load_symbols
+from market_spread.domain.symbols import load_symbols
 from market_spread.cli.main import main as cli_main
 from lakeutil import SYMBOLS, rows, stream
 

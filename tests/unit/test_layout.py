@@ -1,31 +1,34 @@
-"""The package layout the README's "Where the code lives" describes: which folder may import which,
-and modules a newcomer can hold in their head. Read from the source (ast), nothing imported."""
+"""The package's layout, read from the source (ast), nothing imported: which folder may import which
+(layers point one way: the features never import the command line above them), no import cycles,
+no SystemExit outside the command line, and modules and functions a newcomer can hold in their head."""
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "jobs" / "market_spread"
-# Folder -> the folders of the package its modules may import (besides their own).
-# cli/commands is a layer of its own, on top: the rest of cli is plumbing the features import
-# (UsageError, load_symbols), so it must not import them back.
+# Folder -> the folders of the package its modules may import (besides their own). From the bottom:
+# domain (the rules and the symbol universe) and runtime (sessions, paths, settings) import no other
+# folder; the features (lake, stream, feeds, quality) build on them; orchestration (the Airflow side)
+# runs the commands as child processes; cli on top. cli/commands is a layer of its own: one module
+# per command, its options and one call into its feature; the rest of cli is the plumbing it uses.
 ALLOWED: dict[str, set[str]] = {
     "domain": set(),
     "transforms": {"domain"},
     "runtime": set(),
+    "lake": {"domain", "transforms", "runtime"},
+    "stream": {"domain", "transforms", "lake", "runtime"},
+    "feeds": {"domain", "runtime", "stream"},  # stream: the Kafka topic settings it shares
+    "quality": {"domain", "lake", "runtime"},
+    "orchestration": {"runtime"},  # runtime.envnames: the variables of each command's flags
     "cli": {"domain", "runtime"},
-    "lake": {"domain", "transforms", "runtime", "cli"},
-    "stream": {"domain", "transforms", "lake", "runtime", "cli"},
-    "feeds": {"domain", "runtime", "cli", "stream"},  # stream: the Kafka topic settings it shares
-    "quality": {"domain", "lake", "runtime", "cli"},
-    "orchestration": {"runtime", "cli"},  # cli: env_names only (standard library)
-    # One module per command: its options, then a call into the feature that does the work.
-    "cli/commands": {"cli", "lake", "stream", "feeds", "quality"},
+    "cli/commands": {"cli", "domain", "lake", "stream", "feeds", "quality"},
 }
-SUB_LAYERS = ("cli/commands",)
+SUB_LAYERS = ("cli/commands",)  # folders inside a folder that are layers of their own
 # Modules at the top of the package that every layer may import; they import nothing of it.
-FOUNDATIONS = {"errors"}  # folders inside a folder that are layers of their own
+FOUNDATIONS = {"errors"}
 MAX_LINES = 310
+MAX_FUNCTION_LINES = 60
 
 
 def imports(path: Path) -> set[str]:
@@ -46,7 +49,7 @@ def layer(relative: str) -> str:
 def test_every_folder_imports_only_what_the_layout_allows():
     folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     folders |= {sub for sub in SUB_LAYERS if (PACKAGE / sub / "__init__.py").exists()}
-    assert folders == set(ALLOWED), "a new folder needs its line in ALLOWED and in the README's map"
+    assert folders == set(ALLOWED), "a new folder needs its line in ALLOWED and in docs/architecture.md's map"
     wrong = []
     for module in PACKAGE.rglob("*.py"):
         own = layer(module.relative_to(PACKAGE).as_posix())
@@ -79,3 +82,105 @@ def test_the_package_finds_its_data_without_counting_parent_folders():
     assert default_symbols().is_file() and (default_expectations() / "alerts.json").is_file()
     offenders = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if "parents[" in p.read_text(encoding="utf-8")]
     assert not offenders, offenders
+
+
+def _modules() -> dict[str, Path]:
+    """Every product module by its dotted name (a package by its own name, not `__init__`)."""
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = ("market_spread", *path.relative_to(PACKAGE).with_suffix("").parts)
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node of `tree` except those under `if TYPE_CHECKING:`: an import for type hints only
+    never runs, so it cannot close an import cycle."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo.extend(node.orelse)
+        else:
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def _imported_modules(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The product modules `path` imports anywhere in it (inside functions too): `from a.b import c`
+    counts as a.b.c when c is a module, else as a.b."""
+    found: set[str] = set()
+    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name in modules)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            subs = {f"{node.module}.{a.name}" for a in node.names} & modules.keys()
+            found.update(subs)
+            if node.module in modules and len(subs) < len(node.names):
+                found.add(node.module)
+    return found
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module, or of one importing itself (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1 or node in graph[node]:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycles_between_product_modules():
+    modules = _modules()
+    graph = {name: _imported_modules(path, modules) for name, path in modules.items()}
+    assert not _cycles(graph), _cycles(graph)
+
+
+def test_no_system_exit_outside_the_command_line():
+    """Features raise errors.UsageError (or return an exit code); only cli/ turns them into an exit."""
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if relative.startswith("cli/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Name) and node.id == "SystemExit":
+                offenders.append(f"{relative}:{node.lineno}")
+    assert not offenders, offenders
+
+
+def test_no_product_function_is_over_60_lines():
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} ({lines} lines)")
+    assert not long, "\n".join(long)

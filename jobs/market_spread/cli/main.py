@@ -18,8 +18,8 @@ from typing import Sequence
 import click
 from click.core import ParameterSource
 
-# The variable names stay importable from here (orchestration.jobs reads them from cli.envnames).
-from market_spread.cli.envnames import AMBIGUOUS_FLAGS, env_name, env_names
+# The variable names stay importable from here (they live in runtime.envnames).
+from market_spread.runtime.envnames import AMBIGUOUS_FLAGS, env_name, env_names
 from market_spread.errors import UsageError
 
 __all__ = ["AMBIGUOUS_FLAGS", "COMMANDS", "UsageError", "commands", "env_name", "env_names", "main", "parse",
@@ -132,7 +132,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run through the imported module, so `python -m` and the console script share one UsageError.
-    from market_spread.cli.main import main as package_main
-
-    raise SystemExit(package_main())
+    raise SystemExit(main())

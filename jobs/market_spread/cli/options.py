@@ -1,7 +1,6 @@
-"""Options shared by several commands, their value checks, and the symbol universe."""
+"""Options shared by several commands and their value checks."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Callable
 
 from market_spread.cli.params import Converted, number, options
@@ -65,20 +64,3 @@ def thresholds(command: str) -> Callable:
                    help="reject when offer - bid >= this (default 0.05)")(f)
 
     return decorate
-
-
-def load_symbols(path: str | Path) -> list[str]:
-    """The universe: one symbol per line; blank lines and #-comments skipped; order kept, no repeats."""
-    from market_spread.cli.main import UsageError
-
-    path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"symbol file not found: {path}")
-    seen: dict[str, None] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        symbol = line.split("#", 1)[0].strip()
-        if symbol:
-            seen.setdefault(symbol, None)
-    if not seen:
-        raise UsageError(f"symbol file is empty: {path}")
-    return list(seen)

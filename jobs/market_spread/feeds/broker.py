@@ -9,8 +9,8 @@ every topic and offset. Ctrl-C (or SIGTERM) stops it with Kafka's controlled shu
 """
 from __future__ import annotations
 
-import argparse
 import base64
+import logging
 import os
 import signal
 import socket
@@ -18,16 +18,20 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
+from market_spread.errors import UsageError
 
+# What BrokerProcess runs: `market-spread broker` by its module (see BrokerProcess.start).
+BROKER_MODULE = "market_spread.cli.commands.broker"
 # Values of up to 2 MB and more must pass (contract: a huge line is quarantined, not lost).
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 DEFAULT_PARTITIONS = 4
 
 
 def broker_jars() -> list[str]:
-    from market_spread.cli.main import UsageError
+    # Imported here: runtime.spark loads pyspark, and `market-spread --help` imports this module.
     from market_spread.runtime.spark import MissingJars, cached_jars
 
     try:
@@ -159,39 +163,40 @@ def wait_ready(bootstrap: str, timeout: float, process: subprocess.Popen | None 
 
 
 def _quiet_logger():
-    import logging
-
     logger = logging.getLogger("market_spread.kafka_client")
     logger.addHandler(logging.NullHandler())
     logger.propagate = False
     return logger
 
 
-def run(args: argparse.Namespace) -> int:
-    from market_spread.cli.main import UsageError
+@dataclass(frozen=True)
+class BrokerSpec:
+    """One broker: its data folder, its two ports on 127.0.0.1, the JVM heap."""
 
-    for name in ("port", "controller_port"):
-        value = getattr(args, name)
-        if not (0 <= value <= 65535) or (name == "port" and value == 0):
-            raise UsageError(f"--{name.replace('_', '-')} must be a TCP port, got {value}")
-    controller_port = args.controller_port or args.port + 1000
-    if controller_port > 65535 or controller_port == args.port:
-        raise UsageError("--controller-port must be a free port other than --port")
-    data = Path(args.data)
-    if data.exists() and not data.is_dir():
-        raise UsageError(f"--data is not a folder: {data}")
-    for port in (args.port, controller_port):
+    data: Path = Path("data/kafka")  # kept across restarts
+    port: int = 9092  # clients
+    controller_port: int = 0  # KRaft controller; 0: port + 1000
+    heap: str = "512m"
+    ready_timeout: float = 120.0  # seconds to wait for the broker to accept clients
+
+
+def run_broker(spec: BrokerSpec) -> int:
+    """Run the broker in the foreground until SIGINT/SIGTERM; the exit code (0 once stopped by a
+    signal, 1 when it cannot start or Kafka exits). UsageError for ports or a folder that cannot be used."""
+    controller_port = _check(spec)
+    data = spec.data
+    for port in (spec.port, controller_port):
         if port_open(port):
             print(f"market-spread broker: error: port {port} on 127.0.0.1 is already in use", file=sys.stderr)
             return 1
     try:
-        config = prepare(data, args.port, controller_port, args.heap)
+        config = prepare(data, spec.port, controller_port, spec.heap)
     except RuntimeError as exc:
         print(f"market-spread broker: error: {exc}", file=sys.stderr)
         return 1
-    bootstrap = f"127.0.0.1:{args.port}"
-    process = subprocess.Popen(java_command(data, args.heap, ["kafka.Kafka", str(config)]))
-    stopping = []
+    bootstrap = f"127.0.0.1:{spec.port}"
+    process = subprocess.Popen(java_command(data, spec.heap, ["kafka.Kafka", str(config)]))
+    stopping: list[int] = []
 
     def stop(signum, _frame):
         if not stopping:
@@ -203,10 +208,10 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, stop)
     print(f"market-spread broker: starting Kafka on {bootstrap} (data {data}, log {data / 'server.log'})", flush=True)
-    if wait_ready(bootstrap, args.ready_timeout, process):
+    if wait_ready(bootstrap, spec.ready_timeout, process):
         print(f"market-spread broker: ready on {bootstrap}", flush=True)
     elif process.poll() is None and not stopping:
-        print(f"market-spread broker: error: not ready after {args.ready_timeout:.0f}s; see {data / 'server.log'}",
+        print(f"market-spread broker: error: not ready after {spec.ready_timeout:.0f}s; see {data / 'server.log'}",
               file=sys.stderr, flush=True)
         process.terminate()
     try:
@@ -218,6 +223,19 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"market-spread broker: error: Kafka exited with code {code}; see {data / 'server.log'}", file=sys.stderr)
     return 1
+
+
+def _check(spec: BrokerSpec) -> int:
+    """UsageError for ports or a data folder that cannot be used; the controller's port."""
+    for name, value in (("port", spec.port), ("controller_port", spec.controller_port)):
+        if not (0 <= value <= 65535) or (name == "port" and value == 0):
+            raise UsageError(f"--{name.replace('_', '-')} must be a TCP port, got {value}")
+    controller_port = spec.controller_port or spec.port + 1000
+    if controller_port > 65535 or controller_port == spec.port:
+        raise UsageError("--controller-port must be a free port other than --port")
+    if spec.data.exists() and not spec.data.is_dir():
+        raise UsageError(f"--data is not a folder: {spec.data}")
+    return controller_port
 
 
 def free_port() -> int:
@@ -249,10 +267,10 @@ class BrokerProcess:
         """Start it and wait until it serves clients; returns the bootstrap address."""
         self.log.parent.mkdir(parents=True, exist_ok=True)
         out = open(self.log, "ab")
-        # `-m market_spread.feeds.broker`, not the CLI: `make run` stops CLI jobs first and the broker
-        # last, after the stream has finished its batch in flight.
+        # The `broker` command's own module, not `market-spread`: `make run` stops CLI jobs first and
+        # the broker last, after the stream has finished its batch in flight.
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "market_spread.feeds.broker", "--port", str(self.port),
+            [sys.executable, "-m", BROKER_MODULE, "--port", str(self.port),
              "--controller-port", str(self.controller_port), "--data", str(self.data), "--heap", self.heap,
              "--ready-timeout", str(timeout)],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=self.env,
@@ -288,8 +306,3 @@ class BrokerProcess:
             time.sleep(0.2)
         self.process = None
 
-
-if __name__ == "__main__":
-    from market_spread.cli.main import main
-
-    raise SystemExit(main(["broker", *sys.argv[1:]]))

@@ -11,7 +11,6 @@ orders it should affect (contract 5.8).
 """
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import sys
@@ -21,7 +20,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable
 
-from market_spread.cli.options import load_symbols
+from market_spread.domain.symbols import load_symbols
+from market_spread.errors import UsageError
+from market_spread.feeds.producer import KafkaTarget, open_sink
 
 BASE_TIME = datetime(2026, 11, 23, 14, 30, tzinfo=timezone.utc)
 
@@ -175,49 +176,66 @@ def land_after(latest_ms: int, paths: list[Path]) -> int:
     return latest_ms
 
 
-def run(args: argparse.Namespace) -> int:
-    from market_spread.cli.main import UsageError
+@dataclass(frozen=True)
+class GenerateSpec:
+    """One `generate` run: the command's options, typed. Exactly one of `landing` and `kafka`."""
 
-    from market_spread.feeds.producer import sink_from_args
+    symbols: Path  # the symbol universe's file
+    landing: Path | None = None
+    kafka: KafkaTarget | None = None
+    quotes: int = 1000
+    orders: int = 1000
+    files: int = 1  # per feed
+    seed: int = 1
+    wide_share: float = 0.1
+    profile: str = "default"
+    rate: float | None = None  # events per second, landed continuously; None: one backlog
+    duration: float | None = None  # with `rate`: seconds (0 or None: until stopped)
+    tick: float = 1.0  # with `rate`: seconds between files
+    start: str | None = None  # ISO-8601 event time of the first record
 
-    if not args.landing and not args.kafka:
+
+def generate(spec: GenerateSpec) -> int:
+    """Write the feeds (a backlog, or a live feed at `rate`); the exit code (1 when Kafka fails).
+    UsageError for options that cannot run."""
+    if spec.landing is None and spec.kafka is None:
         raise UsageError("give --landing DIR (files) or --kafka HOST:PORT (topics)")
-    if args.landing and args.kafka:
+    if spec.landing is not None and spec.kafka is not None:
         raise UsageError("--landing and --kafka exclude each other: files or topics")
-    symbols = load_symbols(args.symbols)
-    landing = Path(args.landing or ".")
-    # A live feed carries live times; a backlog is reproducible from a fixed start.
-    start = BASE_TIME if args.rate is None else datetime.now(timezone.utc)
-    if args.start:
-        try:
-            start = datetime.fromisoformat(args.start.replace("Z", "+00:00")).astimezone(timezone.utc)
-        except ValueError:
-            raise UsageError(f"--start is not an ISO-8601 time: {args.start}") from None
-    gen = Generator(symbols, args.seed, args.wide_share, args.profile, start)
+    symbols = load_symbols(spec.symbols)
+    landing = spec.landing or Path(".")
+    gen = Generator(symbols, spec.seed, spec.wide_share, spec.profile, _start(spec))
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
-    if args.rate is None and args.duration is not None:
+    if spec.rate is None and spec.duration is not None:
         raise UsageError("--duration goes with --rate")
-    if args.rate is not None and args.rate <= 0:
+    if spec.rate is not None and spec.rate <= 0:
         raise UsageError("--rate must be > 0 events per second")
-    if args.tick <= 0:
+    if spec.tick <= 0:
         raise UsageError("--tick must be > 0 seconds")
     try:
-        sink = sink_from_args(args)
-    except ConnectionError as exc:
-        print(f"generate: error: {exc}", file=sys.stderr)
-        return 1
-    target = f"Kafka {args.kafka} (topics {args.quotes_topic}, {args.orders_topic})" if sink else str(landing)
-    try:
-        if args.rate is None:
-            q, o = write_backlog(landing, gen, args.quotes, args.orders, args.files, f"gen-{stamp}-s{args.seed}", sink)
-            print(f"generate: wrote {q} quotes and {o} orders in {args.files} file(s) per feed to {target}")
+        sink = open_sink(spec.kafka)
+        target = spec.kafka.label if sink else str(landing)
+        if spec.rate is None:
+            q, o = write_backlog(landing, gen, spec.quotes, spec.orders, spec.files, f"gen-{stamp}-s{spec.seed}", sink)
+            print(f"generate: wrote {q} quotes and {o} orders in {spec.files} file(s) per feed to {target}")
             return 0
-        written, ticks = _run_rate(landing, gen, Pace(args.rate, args.duration or 0.0, args.tick), stamp, sink)
+        written, ticks = _run_rate(landing, gen, Pace(spec.rate, spec.duration or 0.0, spec.tick), stamp, sink)
         print(f"generate: wrote {written} events in {ticks} ticks to {target}", flush=True)
         return 0
     except ConnectionError as exc:
         print(f"generate: error: {exc}", file=sys.stderr)
         return 1
+
+
+def _start(spec: GenerateSpec) -> datetime:
+    """The first record's event time: a live feed carries live times; a backlog is reproducible
+    from a fixed start."""
+    if not spec.start:
+        return BASE_TIME if spec.rate is None else datetime.now(timezone.utc)
+    try:
+        return datetime.fromisoformat(spec.start.replace("Z", "+00:00")).astimezone(timezone.utc)
+    except ValueError:
+        raise UsageError(f"--start is not an ISO-8601 time: {spec.start}") from None
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,11 @@ affects" means on Kafka (contract 3b, 5.2).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import re
+from dataclasses import dataclass
 
+from market_spread.errors import UsageError
 from market_spread.stream.kafka_source import DEFAULT_ORDERS_TOPIC, DEFAULT_QUOTES_TOPIC, check_bootstrap, check_topic_name, client_conf
 
 DEFAULT_PARTITIONS = 4
@@ -132,17 +133,30 @@ def ensure_topics(bootstrap: str, topics: list[str], partitions: int = DEFAULT_P
     return wanted
 
 
-def sink_from_args(args: argparse.Namespace) -> KafkaSink | None:
-    """The Kafka sink of `generate`/`replay`, None when writing landing files; UsageError for bad flags."""
-    from market_spread.cli.main import UsageError
+@dataclass(frozen=True)
+class KafkaTarget:
+    """Where `generate --kafka` and `replay --kafka` write: the brokers and the feeds' topics."""
 
-    if not args.kafka:
+    bootstrap: str  # HOST:PORT[,HOST:PORT...]
+    quotes_topic: str = DEFAULT_QUOTES_TOPIC
+    orders_topic: str = DEFAULT_ORDERS_TOPIC
+    partitions: int = DEFAULT_PARTITIONS  # of the topics it creates
+
+    @property
+    def label(self) -> str:
+        return f"Kafka {self.bootstrap} (topics {self.quotes_topic}, {self.orders_topic})"
+
+
+def open_sink(target: KafkaTarget | None) -> KafkaSink | None:
+    """The Kafka sink of `generate`/`replay`, None when writing landing files; UsageError for bad
+    settings, ConnectionError when no broker answers."""
+    if target is None:
         return None
-    check_bootstrap(args.kafka, "--kafka")
-    for flag, topic in (("--quotes-topic", args.quotes_topic), ("--orders-topic", args.orders_topic)):
+    check_bootstrap(target.bootstrap, "--kafka")
+    for flag, topic in (("--quotes-topic", target.quotes_topic), ("--orders-topic", target.orders_topic)):
         check_topic_name(topic, flag)
-    if args.quotes_topic == args.orders_topic:
+    if target.quotes_topic == target.orders_topic:
         raise UsageError("--quotes-topic and --orders-topic must differ")
-    if args.partitions < 1:
+    if target.partitions < 1:
         raise UsageError("--partitions must be at least 1")
-    return KafkaSink(args.kafka, args.quotes_topic, args.orders_topic, args.partitions)
+    return KafkaSink(target.bootstrap, target.quotes_topic, target.orders_topic, target.partitions)

@@ -11,7 +11,6 @@ and writes nothing unless all of them decode cleanly.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -20,6 +19,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterable
+
+from market_spread.domain.wallaroo_files import decode_file
+from market_spread.domain.wallaroo_records import DecodeError, Order, Quote, StrictDecodeError, decimal_text
+from market_spread.errors import UsageError
+from market_spread.feeds.producer import KafkaTarget, open_sink
 
 DEFAULT_RECORDS_PER_FILE = 100_000
 MAX_ERRORS_SHOWN = 100  # per input file; the count in the summary is always complete
@@ -42,8 +46,6 @@ class FileSummary:
 
 def quote_line(quote, seq: int) -> str:
     """A landing line for a wallaroo_records.Quote; doubles as their shortest exact decimal text."""
-    from market_spread.domain.wallaroo_records import decimal_text
-
     return (
         f'{{"symbol": {json.dumps(quote.symbol)}, "transact_time": "{quote.transact_time}", '
         f'"bid": {decimal_text(quote.bid)}, "offer": {decimal_text(quote.offer)}, "seq": {seq}}}'
@@ -52,8 +54,6 @@ def quote_line(quote, seq: int) -> str:
 
 def order_line(order, seq: int) -> str:
     """A landing line for a wallaroo_records.Order."""
-    from market_spread.domain.wallaroo_records import decimal_text
-
     return (
         f'{{"order_id": {json.dumps(order.order_id)}, "account": {order.account}, '
         f'"symbol": {json.dumps(order.symbol)}, "side": "{order.side}", "qty": {decimal_text(order.qty)}, '
@@ -108,24 +108,33 @@ def _safe_stem(path: Path) -> str:
 # --- the command -------------------------------------------------------------------------------
 
 
-def _inputs(args: argparse.Namespace) -> list[tuple[Path, str]]:
-    from market_spread.cli.main import UsageError
+@dataclass(frozen=True)
+class ReplaySpec:
+    """One `replay` run: the input files, and exactly one of `landing` and `kafka`."""
 
-    inputs = [(Path(p), "quotes") for p in args.nbbo] + [(Path(p), "orders") for p in args.orders]
+    nbbo: tuple[Path, ...] = ()  # market data files
+    orders: tuple[Path, ...] = ()  # order files
+    landing: Path | None = None
+    kafka: KafkaTarget | None = None
+    records_per_file: int = DEFAULT_RECORDS_PER_FILE
+    strict: bool = False  # stop at the first bad frame or line, writing nothing
+
+
+def _inputs(spec: ReplaySpec) -> list[tuple[Path, str]]:
+    inputs = [(p, "quotes") for p in spec.nbbo] + [(p, "orders") for p in spec.orders]
     if not inputs:
         raise UsageError("nothing to replay: give --nbbo FILE... and/or --orders FILE...")
     for path, _ in inputs:
         if not path.is_file():
             raise UsageError(f"input file not found: {path}")
-    if args.records_per_file < 1:
-        raise UsageError(f"--records-per-file must be >= 1, got {args.records_per_file}")
-    if not args.landing and not args.kafka:
+    if spec.records_per_file < 1:
+        raise UsageError(f"--records-per-file must be >= 1, got {spec.records_per_file}")
+    if spec.landing is None and spec.kafka is None:
         raise UsageError("give --landing DIR (files) or --kafka HOST:PORT (topics)")
-    if args.landing and args.kafka:
+    if spec.landing is not None and spec.kafka is not None:
         raise UsageError("--landing and --kafka exclude each other: files or topics")
-    landing = Path(args.landing or ".")
-    if landing.exists() and not landing.is_dir():
-        raise UsageError(f"--landing is not a folder: {landing}")
+    if spec.landing is not None and spec.landing.exists() and not spec.landing.is_dir():
+        raise UsageError(f"--landing is not a folder: {spec.landing}")
     return inputs
 
 
@@ -148,9 +157,6 @@ def replay_file(path: Path, stream: str, index: int, target: ReplayTarget, stric
     """Replay one input file into `landing/<stream>/` (or, with a sink, to its topic in chunks of
     `records_per_file`, each acknowledged before the next); returns its counts. `index` orders
     this input's files after the earlier inputs' files."""
-    from market_spread.domain.wallaroo_files import decode_file
-    from market_spread.domain.wallaroo_records import DecodeError, Order, Quote
-
     folder, sink = target.landing / stream, target.sink
     if sink is None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -188,9 +194,6 @@ def replay_file(path: Path, stream: str, index: int, target: ReplayTarget, stric
 
 def check_strict(inputs: Iterable[tuple[Path, str]]) -> str | None:
     """Decode every input without writing; the first error as text, or None when all are clean."""
-    from market_spread.domain.wallaroo_files import decode_file
-    from market_spread.domain.wallaroo_records import StrictDecodeError
-
     for path, stream in inputs:
         try:
             for _ in decode_file(path, expect="quote" if stream == "quotes" else "order", strict=True):
@@ -200,29 +203,29 @@ def check_strict(inputs: Iterable[tuple[Path, str]]) -> str | None:
     return None
 
 
-def run(args: argparse.Namespace) -> int:
-    from market_spread.feeds.producer import sink_from_args
-
-    inputs = _inputs(args)
-    landing = Path(args.landing or ".")
-    if args.strict:
+def replay(spec: ReplaySpec) -> int:
+    """Replay every input into landing files or Kafka topics; the exit code (1 on a --strict error
+    or a Kafka failure). UsageError for options that cannot run."""
+    inputs = _inputs(spec)
+    landing = spec.landing or Path(".")
+    if spec.strict:
         first = check_strict(inputs)
         if first is not None:
             print(f"replay: {first}", file=sys.stderr)
             print("replay: --strict: stopped at the first error; nothing written", file=sys.stderr)
             return 1
     try:
-        sink = sink_from_args(args)
+        sink = open_sink(spec.kafka)
     except ConnectionError as exc:
         print(f"replay: error: {exc}", file=sys.stderr)
         return 1
     stamp = replay_stamp(landing) if sink is None else datetime.now(timezone.utc).strftime(STAMP_FORMAT)
-    where = f"Kafka {args.kafka} (topics {args.quotes_topic}, {args.orders_topic})" if sink else str(landing)
-    target = ReplayTarget(landing, stamp, args.records_per_file, sink)
+    where = spec.kafka.label if sink else str(landing)
+    target = ReplayTarget(landing, stamp, spec.records_per_file, sink)
     totals = FileSummary(landing, "")
     for index, (path, stream) in enumerate(inputs):
         try:
-            s = replay_file(path, stream, index, target, strict=args.strict)
+            s = replay_file(path, stream, index, target, strict=spec.strict)
         except ConnectionError as exc:
             print(f"replay: error: {exc}", file=sys.stderr)
             return 1

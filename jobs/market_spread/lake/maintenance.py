@@ -25,13 +25,16 @@ deleted files leave the disk at a later VACUUM, once older than `--retain-hours`
 """
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 import time
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
+
+from market_spread.errors import UsageError
+from market_spread.lake.lock import LOCK_FILE, LakeBusy, WriterLock
 
 DEFAULT_RETAIN_HOURS = 168  # Delta's own default retention: 7 days
 EXTRA_TABLES = ("quality_results",)
@@ -112,98 +115,47 @@ def vacuum(spark: Any, path: str, hours: int) -> int:
     return doomed
 
 
-def run(args: argparse.Namespace) -> int:
-    from market_spread.lake import tables as lake_mod
-    from market_spread.cli.main import UsageError
-    from market_spread.lake.lock import LOCK_FILE, LakeBusy, WriterLock
+@dataclass(frozen=True)
+class MaintainSpec:
+    """One run of `maintain`: the command's options, typed."""
 
-    lake = Path(args.lake)
-    if not lake.is_dir():
-        raise UsageError(f"lake not found: {lake}")
-    known = [t for t in (*lake_mod.TABLES, *EXTRA_TABLES) if lake_mod.is_delta_table(lake / t)]
-    if args.tables:
-        unknown = sorted(set(args.tables) - set(known))
-        if unknown:
-            raise UsageError(f"no such table in {lake}: {', '.join(unknown)} (present: {', '.join(known) or 'none'})")
-        known = [t for t in known if t in args.tables]
+    lake: Path
+    retain_hours: int = DEFAULT_RETAIN_HOURS
+    tables: tuple[str, ...] | None = None  # None: every product table present
+    attempts: int = 5  # tries per operation on Delta write conflicts
+    quote_retention_days: int = 0  # 0 keeps every quote
+    master: str | None = None  # Spark master URL
+
+
+def maintain(spec: MaintainSpec) -> int:
+    """Compact, expire and vacuum the lake's tables; the exit code (1 when a table failed).
+    UsageError for a missing lake or an unknown table."""
+    known = tables_to_maintain(spec.lake, spec.tables)
     if not known:
-        print(f"maintain: no tables in {lake}: nothing to do")
+        print(f"maintain: no tables in {spec.lake}: nothing to do")
         return 0
-
-    lock = WriterLock(lake / LOCK_FILE)
-    try:
-        lock.acquire()
-        exclusive = True
-        lock.record(role="maintain")
-        print(f"maintain: {lake}: no stream running; holding the writer lock: compaction and vacuum", flush=True)
-    except LakeBusy as exc:
-        exclusive = False
+    lock = WriterLock(spec.lake / LOCK_FILE)
+    exclusive = _take_lock(lock, spec.lake)
+    if spec.retain_hours < DEFAULT_RETAIN_HOURS:
         print(
-            f"maintain: {lake}: {exc}: compaction skipped (two JVMs committing to one Delta table on a local "
-            "file system can overwrite each other's commit); vacuum only, without log commits",
-            flush=True,
-        )
-    if args.retain_hours < DEFAULT_RETAIN_HOURS:
-        print(
-            f"maintain: warning: --retain-hours {args.retain_hours} is below 7 days: time travel and readers of "
+            f"maintain: warning: --retain-hours {spec.retain_hours} is below 7 days: time travel and readers of "
             "older snapshots lose their files",
             flush=True,
         )
+    # Imported here: it loads pyspark, and `market-spread --help` imports this module (DEFAULT_RETAIN_HOURS).
+    from market_spread.runtime.spark import build_session
 
     spark = None
-    failed: list[str] = []
     try:
-        from market_spread.runtime.spark import build_session
-
         spark = build_session(
             "market-spread-maintain",
-            master=args.master,
+            master=spec.master,
             # VACUUM lists the table with this many tasks (default 10000): 80 s instead of 5 s on a
             # small table with 2 cores.
             extra_conf={"spark.sql.sources.parallelPartitionDiscovery.parallelism": "8"},
         )
-        if exclusive:
-            # A new stream waits for this JVM to be gone before it writes (see WriterLock).
-            lock.record(role="maintain", jvm_pid=spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
-        # Vacuum logging writes two commits (VACUUM START/END): only safe while we hold the lake.
-        spark.conf.set("spark.databricks.delta.vacuum.logging.enabled", "true" if exclusive else "false")
-        if args.retain_hours < DEFAULT_RETAIN_HOURS:
-            spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
-        for table in known:
-            path = lake_mod.table_path(lake, table)
-            try:
-                if table == "quotes" and args.quote_retention_days:
-                    cutoff = quote_cutoff(args.quote_retention_days)
-                    if exclusive:
-                        deleted_rows = with_conflict_retries(
-                            lambda: expire_quotes(spark, path, cutoff), args.attempts, f"{table}: retention"
-                        )
-                        print(f"maintain: quotes: retention {args.quote_retention_days} days: {deleted_rows} rows "
-                              f"before {cutoff} deleted", flush=True)
-                    else:
-                        print("maintain: quotes: retention skipped: a stream holds the lake (a DELETE is a commit)",
-                              flush=True)
-                if exclusive:
-                    began = time.monotonic()
-                    removed, added = with_conflict_retries(lambda: optimize(spark, path), args.attempts, f"{table}: optimize")
-                    print(
-                        f"maintain: {table}: optimize: {removed} files compacted into {added} "
-                        f"({time.monotonic() - began:.1f}s)",
-                        flush=True,
-                    )
-                began = time.monotonic()
-                deleted = with_conflict_retries(
-                    lambda: vacuum(spark, path, args.retain_hours), args.attempts, f"{table}: vacuum"
-                )
-                print(
-                    f"maintain: {table}: vacuum: {deleted} unreferenced files deleted (retain {args.retain_hours}h), "
-                    f"{_count_data_files(Path(path))} data files on disk ({time.monotonic() - began:.1f}s)",
-                    flush=True,
-                )
-            except Exception as exc:  # one table's failure must not stop the others' maintenance
-                failed.append(table)
-                message = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
-                print(f"maintain: {table}: failed: {message}", file=sys.stderr, flush=True)
+        _configure(spark, spec, lock, exclusive)
+        failed = [table for table in known if not _maintain_table(spark, spec, table, exclusive)]
     finally:
         if spark is not None:
             spark.stop()
@@ -212,3 +164,82 @@ def run(args: argparse.Namespace) -> int:
     print(f"maintain: done: {len(known) - len(failed)} of {len(known)} tables maintained"
           + (f"; failed: {', '.join(failed)}" if failed else ""), flush=True)
     return 1 if failed else 0
+
+
+def tables_to_maintain(lake: Path, wanted: Sequence[str] | None) -> list[str]:
+    """The tables present in the lake, only those `wanted` if given; UsageError for unknown ones."""
+    from market_spread.lake import tables as lake_mod  # here: it loads pyspark (see maintain)
+
+    if not lake.is_dir():
+        raise UsageError(f"lake not found: {lake}")
+    known = [t for t in (*lake_mod.TABLES, *EXTRA_TABLES) if lake_mod.is_delta_table(lake / t)]
+    if wanted:
+        unknown = sorted(set(wanted) - set(known))
+        if unknown:
+            raise UsageError(f"no such table in {lake}: {', '.join(unknown)} (present: {', '.join(known) or 'none'})")
+        known = [t for t in known if t in wanted]
+    return known
+
+
+def _take_lock(lock: WriterLock, lake: Path) -> bool:
+    """Take the writer lock if no stream holds it: whether this run may commit (compaction, retention)."""
+    try:
+        lock.acquire()
+    except LakeBusy as exc:
+        print(
+            f"maintain: {lake}: {exc}: compaction skipped (two JVMs committing to one Delta table on a local "
+            "file system can overwrite each other's commit); vacuum only, without log commits",
+            flush=True,
+        )
+        return False
+    lock.record(role="maintain")
+    print(f"maintain: {lake}: no stream running; holding the writer lock: compaction and vacuum", flush=True)
+    return True
+
+
+def _configure(spark: Any, spec: MaintainSpec, lock: WriterLock, exclusive: bool) -> None:
+    """Set the session for this run (vacuum logging only while this run holds the lake)."""
+    if exclusive:
+        # A new stream waits for this JVM to be gone before it writes (see WriterLock).
+        lock.record(role="maintain", jvm_pid=spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    # Vacuum logging writes two commits (VACUUM START/END): only safe while we hold the lake.
+    spark.conf.set("spark.databricks.delta.vacuum.logging.enabled", "true" if exclusive else "false")
+    if spec.retain_hours < DEFAULT_RETAIN_HOURS:
+        spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+
+
+def _maintain_table(spark: Any, spec: MaintainSpec, table: str, exclusive: bool) -> bool:
+    """Retention, OPTIMIZE (both only when `exclusive`) and VACUUM of one table; False when it failed
+    (reported): one table's failure must not stop the others' maintenance."""
+    from market_spread.lake.tables import table_path  # loaded by now (tables_to_maintain)
+
+    path = table_path(spec.lake, table)
+    try:
+        if table == "quotes" and spec.quote_retention_days:
+            _expire(spark, spec, path, exclusive)
+        if exclusive:
+            began = time.monotonic()
+            removed, added = with_conflict_retries(lambda: optimize(spark, path), spec.attempts, f"{table}: optimize")
+            print(f"maintain: {table}: optimize: {removed} files compacted into {added} "
+                  f"({time.monotonic() - began:.1f}s)", flush=True)
+        began = time.monotonic()
+        deleted = with_conflict_retries(lambda: vacuum(spark, path, spec.retain_hours), spec.attempts,
+                                        f"{table}: vacuum")
+        print(f"maintain: {table}: vacuum: {deleted} unreferenced files deleted (retain {spec.retain_hours}h), "
+              f"{_count_data_files(Path(path))} data files on disk ({time.monotonic() - began:.1f}s)", flush=True)
+        return True
+    except Exception as exc:
+        message = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        print(f"maintain: {table}: failed: {message}", file=sys.stderr, flush=True)
+        return False
+
+
+def _expire(spark: Any, spec: MaintainSpec, path: str, exclusive: bool) -> None:
+    """Quote history retention: a DELETE is a commit, so only while this run holds the lake."""
+    if not exclusive:
+        print("maintain: quotes: retention skipped: a stream holds the lake (a DELETE is a commit)", flush=True)
+        return
+    cutoff = quote_cutoff(spec.quote_retention_days)
+    deleted_rows = with_conflict_retries(lambda: expire_quotes(spark, path, cutoff), spec.attempts, "quotes: retention")
+    print(f"maintain: quotes: retention {spec.quote_retention_days} days: {deleted_rows} rows "
+          f"before {cutoff} deleted", flush=True)

@@ -8,12 +8,15 @@ not on the text, so comments, odd spacing or a CTE in front of an INSERT cannot 
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import sys
+from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
+from pathlib import Path
+
+from market_spread.errors import UsageError
 
 
 def _text(value: object) -> str:
@@ -173,6 +176,7 @@ def check_no_reflection(analyzed) -> None:
 
 def execute(spark, lake: str, query: str, fmt: str = "table", out=sys.stdout, err=sys.stderr) -> int:
     """Register the lake's tables as views and run one read-only query; returns the exit code."""
+    # Imported here, as in query_lake: `market-spread --help` imports this module without pyspark.
     from pyspark.errors import AnalysisException, ParseException
 
     from market_spread.lake.tables import register_views
@@ -201,18 +205,26 @@ def execute(spark, lake: str, query: str, fmt: str = "table", out=sys.stdout, er
     return 0
 
 
-def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
+@dataclass(frozen=True)
+class QuerySpec:
+    """One `sql` run: the lake, the query and the output format (table, json or csv)."""
 
-    from market_spread.cli.main import UsageError
+    lake: Path
+    query: str
+    format: str = "table"
+
+
+def query_lake(spec: QuerySpec) -> int:
+    """Run one read-only query over the lake's tables, printed to stdout; the exit code (0, 1 for a
+    failing query, 2 for a statement that is not read-only). UsageError for a lake without tables."""
+    # Imported here: they load pyspark, and `market-spread --help` imports the sql command.
     from market_spread.lake.tables import existing_tables
-
-    if not existing_tables(Path(args.lake)):
-        raise UsageError(f"no Delta tables under --lake {args.lake}")
     from market_spread.runtime.spark import build_session
 
+    if not existing_tables(spec.lake):
+        raise UsageError(f"no Delta tables under --lake {spec.lake}")
     spark = build_session("market-spread-sql", extra_conf={"spark.sql.shuffle.partitions": "2"})
     try:
-        return execute(spark, args.lake, args.query, args.format)
+        return execute(spark, str(spec.lake), spec.query, spec.format)
     finally:
         spark.stop()

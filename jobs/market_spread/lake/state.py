@@ -16,6 +16,10 @@ from market_spread.lake import tables as lake_mod
 from market_spread.transforms.asof import STATE_QUOTE_COLUMNS
 
 
+# The state table's own types, for its quote columns (the driver's copy, lake.state_mirror, uses them too).
+ARROW_SCHEMA = pa.schema([delta_rs.arrow_schema(lake_mod.SCHEMAS["symbol_state"]).field(c) for c in STATE_QUOTE_COLUMNS])
+
+
 def read_state_quotes(spark: SparkSession, lake: str) -> DataFrame:
     return spark.read.format("delta").load(lake_mod.table_path(lake, "symbol_state")).select(*STATE_QUOTE_COLUMNS)
 
@@ -91,8 +95,6 @@ def late_history_rows(lake: str, late: list[dict]) -> pa.Table:
     whole day for every late symbol and handing it all to Spark cost 0.65 s and 127,000 rows for
     104 symbols after 3,700 batches of the growth run, and grew with the day."""
     from deltalake import QueryBuilder
-
-    from market_spread.lake.state_mirror import ARROW_SCHEMA
 
     firsts = {r["symbol"]: r["first_order"] for r in late}
     lasts = {r["symbol"]: r["last_order"] for r in late}

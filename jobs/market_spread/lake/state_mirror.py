@@ -22,12 +22,10 @@ from pyspark.sql import DataFrame, SparkSession
 
 from market_spread.domain.rules import quote_key
 from market_spread.lake import tables as lake_mod
-from market_spread.lake.delta_rs import arrow_schema
+from market_spread.lake.state import ARROW_SCHEMA, read_state_quotes
 from market_spread.transforms.asof import STATE_QUOTE_COLUMNS
 
 MIRROR_MAX_ROWS = int(os.environ.get("MARKET_SPREAD_STATE_MIRROR_ROWS", "200000"))
-# The state table's own types, for its quote columns.
-ARROW_SCHEMA = pa.schema([arrow_schema(lake_mod.SCHEMAS["symbol_state"]).field(c) for c in STATE_QUOTE_COLUMNS])
 _TIME = ARROW_SCHEMA.field("quote_time").type
 
 Quote = tuple[Decimal, Decimal, int, "int | None"]  # bid, offer, quote time (µs since the epoch), seq
@@ -74,8 +72,6 @@ class StateMirror:
         """The state's quotes (STATE_QUOTE_COLUMNS) as a Spark DataFrame: a local relation while
         enabled (of the symbols in `only`, if given), else the table itself."""
         if not self.ready():
-            from market_spread.lake.state import read_state_quotes
-
             return read_state_quotes(self.spark, self.lake)
         if only is not None:
             return self.spark.createDataFrame(self._arrow({s: self._quotes[s] for s in only if s in self._quotes}))

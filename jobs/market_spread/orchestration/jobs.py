@@ -16,6 +16,7 @@ from typing import Callable
 
 from market_spread.orchestration.settings import Settings
 from market_spread.runtime.env import ENV_PREFIX
+from market_spread.runtime.envnames import env_names
 from market_spread.runtime.paths import project_home
 
 # Where a job's output lines go: the task log, or a list in tests.
@@ -180,8 +181,6 @@ def child_env(settings: Settings, command: str, environ: dict[str, str] | None =
     """The environment of a `command` job: the base variables, Spark's and Java's, the runtime
     MARKET_SPREAD_* ones and the variables of that command's flags; nothing else. A Spark master
     set by Variable reaches every command (build_session reads MARKET_SPREAD_MASTER)."""
-    from market_spread.cli.envnames import env_names  # standard library only: cheap
-
     environ = dict(os.environ if environ is None else environ)
     wanted = set(CHILD_BASE_VARS) | set(CHILD_RUNTIME_VARS)
     for flag in COMMAND_FLAGS[command]:

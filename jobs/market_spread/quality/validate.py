@@ -3,8 +3,8 @@
 Alerts are validated incrementally: the rows appended to the alerts table after the last Delta version
 a passing run validated (the high-water mark, kept in `quality_results`) up to the current version
 (see quality.slices). `--full` validates every alert. The state table is always validated whole.
-A run passes only when every critical expectation of both suites holds; the command line is in
-quality.command.
+A run passes only when every critical expectation of both suites holds; the command's entry point
+is quality.command.
 """
 from __future__ import annotations
 
@@ -12,30 +12,28 @@ import datetime as dt
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
-from market_spread.lake import tables as lake_mod
+from pyspark.sql import DataFrame, Row, SparkSession
+
 from market_spread.domain.rules import DEFAULT_THRESHOLDS, Thresholds
+from market_spread.errors import UsageError
+from market_spread.lake import tables as lake_mod
 from market_spread.quality.defaults import DEFAULT_DOCS
 from market_spread.quality.gx_run import SuiteRun, run_suites
 from market_spread.quality.outcomes import ExpectationOutcome, SuiteOutcome, Summary
 from market_spread.quality.results_table import (RESULTS_SCHEMA, _next_mark, ensure_results_table, high_water_mark,
                                                   mark_batch)
 from market_spread.quality.slices import DEFAULT_ORPHAN_GRACE_S, _slice_alerts, _small
+from market_spread.quality.suites import LoadedSuite, load_suites
 from market_spread.quality.versions import _read, latest_version
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-    from market_spread.quality.suites import LoadedSuite
 
 PARAMS_VIEW = "quality_params"
 METRICS_VIEW = "quality_batch_metrics"
 
 
-def _check_lake(lake: Path) -> None:
-    from market_spread.cli.main import UsageError
-
+def check_lake(lake: Path) -> None:
+    """UsageError unless `lake` holds the tables validate reads (before any Spark starts)."""
     if not lake.is_dir():
         raise UsageError(f"lake not found: {lake}")
     for table in ("alerts", "symbol_state", "batch_metrics"):
@@ -54,6 +52,18 @@ class ValidateOptions:
     orphan_grace_s: float = DEFAULT_ORPHAN_GRACE_S  # how long a batch may lack its metrics row
 
 
+@dataclass(frozen=True)
+class _Run:
+    """One validate run's name and time, and what it validates: the alerts' slice, the state table."""
+
+    run_id: str
+    validated_at: dt.datetime
+    alerts: Any  # quality.slices' slice of the alerts table
+    state_version: int
+    state_df: DataFrame
+    state_rows: int
+
+
 def validate_lake(
     spark: SparkSession,
     lake: str | Path,
@@ -64,17 +74,11 @@ def validate_lake(
     """Validate the lake, write Data Docs and quality_results; the caller decides what to do on failure.
     `suites` are suite files loaded already (else read from options.expectations_dir).
 
-    Raises quality_suites.SuiteFileError for a malformed suite file and market_spread.cli.main.UsageError
+    Raises quality_suites.SuiteFileError for a malformed suite file and market_spread.errors.UsageError
     for a lake without the product's tables.
     """
-    from pyspark.sql import Row, SparkSession
-
-    from market_spread.quality.suites import load_suites
-
     lake = Path(lake)
-    docs = Path(options.docs)
-    max_spread, max_spread_ratio = options.thresholds.max_spread, options.thresholds.max_spread_ratio
-    _check_lake(lake)
+    check_lake(lake)
     if SparkSession.builder.getOrCreate() is not spark:
         # GX runs its SQL in the session getOrCreate() returns; the batches' temp views and ours
         # would be invisible there and the SQL checks would fail for the wrong reason.
@@ -82,46 +86,74 @@ def validate_lake(
     parameters: dict[str, Any] = {"symbols": list(symbols)}
     if suites is None:
         suites = load_suites(options.expectations_dir, parameters)
-
-    validated_at = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
-    run_id = f"{validated_at:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
     results_path = ensure_results_table(spark, lake)
     mark_before = high_water_mark(lake)
+    run = _read_lake(spark, lake, None if options.full else mark_before, options.orphan_grace_s)
+    outcomes, index = _run_suites(spark, lake, run, options, suites, parameters)
+    suite_outcomes = _suite_outcomes(run, outcomes)
+    run_passed = all(s.passed for s in suite_outcomes)
+    # Recording is the last step: the mark (max to_version of passed runs) moves only once this
+    # append commits, so a run that dies before here is simply re-done next time.
+    _record(spark, results_path, run, suite_outcomes, run_passed, options.thresholds)
+    return Summary(
+        run_id=run.run_id,
+        lake=str(lake),
+        validated_at=run.validated_at,
+        max_spread=options.thresholds.max_spread,
+        max_spread_ratio=options.thresholds.max_spread_ratio,
+        suites=suite_outcomes,
+        docs_index=index,
+        mark_before=mark_before,
+        # What high_water_mark() now reads, without reading it back.
+        mark_after=_next_mark(mark_before, run.alerts.to_version, run_passed),
+    )
 
-    from_version = None if options.full else mark_before
-    alerts = _slice_alerts(spark, str(lake), from_version, options.orphan_grace_s,
+
+def _read_lake(spark: SparkSession, lake: Path, from_version: int | None, orphan_grace_s: float) -> _Run:
+    """Name the run, and slice what it validates: the alerts after `from_version` (None: all), the state whole."""
+    validated_at = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    run_id = f"{validated_at:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+    alerts = _slice_alerts(spark, str(lake), from_version, orphan_grace_s,
                            from_batch=None if from_version is None else mark_batch(lake, from_version))
     state_path = lake_mod.table_path(lake, "symbol_state")
     state_version = latest_version(state_path)
     state_df = _read(spark, state_path, state_version)
-    state_rows = state_df.count()
+    return _Run(run_id, validated_at, alerts, state_version, state_df, state_df.count())
 
+
+def _run_suites(spark: SparkSession, lake: Path, run: _Run, options: ValidateOptions,
+                suites: dict[str, LoadedSuite], parameters: dict[str, Any]) -> tuple[dict[str, list], str]:
+    """Run both suites on their batches (cached while they run), with the views their SQL checks read."""
+    alerts, thresholds = run.alerts, options.thresholds
     batches = {
         "alerts": _small(alerts.df, alerts.rows).cache(),
-        "symbol_state": _small(state_df, state_rows).cache(),
+        "symbol_state": _small(run.state_df, run.state_rows).cache(),
     }
     # The SQL checks read the thresholds and the batches' metrics from these views (GX substitutes
     # suite parameters only into whole kwargs, not into the text of a query).
     spark.sql(
-        f"SELECT CAST('{max_spread}' AS DECIMAL(18,8)) AS max_spread, "
-        f"CAST('{max_spread_ratio}' AS DECIMAL(18,8)) AS max_spread_ratio"
+        f"SELECT CAST('{thresholds.max_spread}' AS DECIMAL(18,8)) AS max_spread, "
+        f"CAST('{thresholds.max_spread_ratio}' AS DECIMAL(18,8)) AS max_spread_ratio"
     ).createOrReplaceTempView(PARAMS_VIEW)
     alerts.metrics.createOrReplaceTempView(METRICS_VIEW)
-    thresholds = {"max_spread": str(max_spread), "max_spread_ratio": str(max_spread_ratio)}
+    shown = {"max_spread": str(thresholds.max_spread), "max_spread_ratio": str(thresholds.max_spread_ratio)}
     info = {
         "alerts": {"lake_table": lake_mod.table_path(lake, "alerts"), "after_version": "start" if alerts.from_version is None
-                   else alerts.from_version, "to_version": alerts.to_version, "rows": alerts.rows, **thresholds},
-        "symbol_state": {"lake_table": lake_mod.table_path(lake, "symbol_state"), "version": state_version,
-                         "rows": state_rows, **thresholds},
+                   else alerts.from_version, "to_version": alerts.to_version, "rows": alerts.rows, **shown},
+        "symbol_state": {"lake_table": lake_mod.table_path(lake, "symbol_state"), "version": run.state_version,
+                         "rows": run.state_rows, **shown},
     }
     try:
-        outcomes, index = run_suites(docs, suites, batches, SuiteRun(run_id, validated_at, parameters, info))
+        return run_suites(Path(options.docs), suites, batches, SuiteRun(run.run_id, run.validated_at, parameters, info))
     finally:
         for view in (PARAMS_VIEW, METRICS_VIEW):
             spark.catalog.dropTempView(view)
         for df in batches.values():
             df.unpersist()
 
+
+def _suite_outcomes(run: _Run, outcomes: dict[str, list[ExpectationOutcome]]) -> list[SuiteOutcome]:
+    alerts = run.alerts
     alert_outcomes = list(outcomes["alerts"])
     if alerts.orphans:
         # Named on its own, whatever the suite files say: a batch that can no longer finish.
@@ -129,35 +161,25 @@ def validate_lake(
             "alerts_have_a_batch_metrics_row", True, False, len(alerts.orphans),
             f"orphan alerts: batch(es) {alerts.orphans[:20]} have alerts but no batch_metrics row",
         ))
-    suite_outcomes = [
+    return [
         SuiteOutcome("alerts", "alerts", alerts.from_version, alerts.to_version, alerts.rows,
                      alert_outcomes, alerts.notes),
-        SuiteOutcome("symbol_state", "symbol_state", None, state_version, state_rows, outcomes["symbol_state"]),
+        SuiteOutcome("symbol_state", "symbol_state", None, run.state_version, run.state_rows, outcomes["symbol_state"]),
     ]
-    run_passed = all(s.passed for s in suite_outcomes)
+
+
+def _record(spark: SparkSession, results_path: str, run: _Run, suite_outcomes: list[SuiteOutcome], run_passed: bool,
+            thresholds: Thresholds) -> None:
+    """Append one quality_results row per expectation of the run."""
     records = [
         Row(
-            run_id=run_id, suite=s.suite, expectation=o.name, critical=o.critical, success=o.success,
+            run_id=run.run_id, suite=s.suite, expectation=o.name, critical=o.critical, success=o.success,
             unexpected_count=o.unexpected_count, from_version=s.from_version, to_version=s.to_version,
-            validated_at=validated_at, rows_validated=s.rows, run_passed=run_passed,
-            observed=o.observed or None, max_spread=max_spread, max_spread_ratio=max_spread_ratio,
-            to_batch=alerts.to_batch if s.suite == "alerts" else None,
+            validated_at=run.validated_at, rows_validated=s.rows, run_passed=run_passed,
+            observed=o.observed or None, max_spread=thresholds.max_spread, max_spread_ratio=thresholds.max_spread_ratio,
+            to_batch=run.alerts.to_batch if s.suite == "alerts" else None,
         )
         for s in suite_outcomes
         for o in s.outcomes
     ]
-    # Recording is the last step: the mark (max to_version of passed runs) moves only once this
-    # append commits, so a run that dies before here is simply re-done next time.
     spark.createDataFrame(records, RESULTS_SCHEMA).write.format("delta").mode("append").save(results_path)
-    return Summary(
-        run_id=run_id,
-        lake=str(lake),
-        validated_at=validated_at,
-        max_spread=max_spread,
-        max_spread_ratio=max_spread_ratio,
-        suites=suite_outcomes,
-        docs_index=index,
-        mark_before=mark_before,
-        # What high_water_mark() now reads, without reading it back.
-        mark_after=_next_mark(mark_before, alerts.to_version, run_passed),
-    )

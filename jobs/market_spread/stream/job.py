@@ -1,20 +1,55 @@
-"""`market-spread stream`: the continuous job over both feeds (contract sections 2 and 5)."""
+"""`market-spread stream`: the continuous job over both feeds (contract sections 2 and 5).
+
+The command line builds a StreamJobSpec and calls run_stream(spec); its exit codes are the
+stream contract's (runtime.stream_contract)."""
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from market_spread.cli.options import load_symbols
+from market_spread.domain.rules import DEFAULT_THRESHOLDS, Thresholds
+from market_spread.domain.symbols import load_symbols
+from market_spread.errors import UsageError
 from market_spread.lake import tables as lake_mod
-from market_spread.runtime.stream_contract import EXIT_LAKE_BUSY, EXIT_REFUSED
+from market_spread.lake.deltalog import latest_version
 from market_spread.lake.lock import LOCK_FILE, LakeBusy, WriterLock
+from market_spread.runtime.spark import FULL_JIT_BACKLOG_BYTES, build_session
+from market_spread.runtime.stream_contract import EXIT_LAKE_BUSY, EXIT_REFUSED
+from market_spread.stream.checkpoint_files import offset_files
+from market_spread.stream.checkpoint_layout import CheckpointLayoutError, prepare
+from market_spread.stream.kafka_source import (KafkaSettings, check_kafka, checkpoint_source_error, feed_source,
+                                               session_conf)
 from market_spread.stream.progress import ProgressSummary
+from market_spread.stream.query import StreamSpec, landing_backlog_bytes, run_query
+from market_spread.stream.source_log import trim_interval
+
+PROG = "market-spread stream"
+
+
+@dataclass(frozen=True)
+class StreamJobSpec:
+    """One run of the stream job: the command's options, typed (None: the option was not given)."""
+
+    lake: Path
+    symbols: Path  # the symbol universe's file
+    landing: Path | None = None  # the landing folder; required unless `kafka` is given
+    checkpoint: Path | None = None  # default: LAKE/_checkpoints/stream
+    available_now: bool = False  # process what is there, then exit 0
+    interval: float | None = None  # seconds between micro-batches (default 5)
+    max_files_per_batch: int | None = None
+    archive: Path | None = None
+    master: str | None = None  # Spark master URL
+    progress_every: int = 1  # one summary line per N batches
+    thresholds: Thresholds = DEFAULT_THRESHOLDS
+    kafka: KafkaSettings | None = None  # read Kafka topics instead of the landing folder
+
+    @property
+    def source(self) -> str:
+        return "files" if self.kafka is None else "kafka"
 
 
 def checkpoint_has_progress(checkpoint: Path) -> bool:
-    from market_spread.stream.checkpoint_files import offset_files
-
     return bool(offset_files(checkpoint))
 
 
@@ -22,103 +57,100 @@ def lake_has_batches(lake: Path) -> bool:
     """True once any batch has been committed to the lake: a product table past version 0 (its
     CREATE). From the log listing, not from `00000000000000000001.json`, which Delta's log
     clean-up deletes once a checkpoint covers it."""
-    from market_spread.lake.deltalog import latest_version
-
     return any((latest_version(lake / name) or 0) > 0 for name in lake_mod.TABLES)
 
 
-def run(args: argparse.Namespace) -> int:
-    from market_spread.cli.main import UsageError
-
-    from market_spread.stream.kafka_source import checkpoint_source_error, settings_from_args
-
-    kafka = settings_from_args(args)
-    if kafka is None and not args.landing:
+def check_spec(spec: StreamJobSpec) -> None:
+    """UsageError for options that cannot run, before anything is touched."""
+    if spec.kafka is None and spec.landing is None:
         raise UsageError("--landing is required (or --source kafka with --bootstrap-servers)")
-    landing, lake = Path(args.landing or "."), Path(args.lake)
-    if kafka is None and landing.exists() and not landing.is_dir():
-        raise UsageError(f"--landing is not a folder: {landing}")
-    if args.interval is not None and args.interval <= 0:
+    if spec.kafka is None and spec.landing.exists() and not spec.landing.is_dir():
+        raise UsageError(f"--landing is not a folder: {spec.landing}")
+    if spec.interval is not None and spec.interval <= 0:
         raise UsageError("--interval must be > 0 seconds")
-    if args.max_files_per_batch is not None and args.max_files_per_batch < 1:
+    if spec.max_files_per_batch is not None and spec.max_files_per_batch < 1:
         raise UsageError("--max-files-per-batch must be at least 1")
-    if args.archive:
-        from market_spread.stream.source_log import trim_interval
-
+    if spec.archive:
         try:
             trim_interval()
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-    symbols = load_symbols(args.symbols)
-    checkpoint = Path(args.checkpoint) if args.checkpoint else lake / lake_mod.CHECKPOINT_SUBDIR
+
+
+def run_stream(spec: StreamJobSpec) -> int:
+    """Run the stream under the lake's writer lock; the exit code (0, 1, EXIT_LAKE_BUSY, EXIT_REFUSED).
+    UsageError for options that cannot run."""
+    check_spec(spec)
+    symbols = load_symbols(spec.symbols)
+    lake = spec.lake
+    checkpoint = spec.checkpoint or lake / lake_mod.CHECKPOINT_SUBDIR
     lake.mkdir(parents=True, exist_ok=True)  # for the lock file; start_query creates the feed folders
 
     lock = WriterLock(lake / LOCK_FILE)
     try:
         lock.acquire()
     except LakeBusy as exc:
-        print(f"market-spread stream: error: {exc}; lake {lake}", file=sys.stderr)
+        print(f"{PROG}: error: {exc}; lake {lake}", file=sys.stderr)
         return EXIT_LAKE_BUSY
     try:
-        mismatch = checkpoint_source_error(checkpoint, args.source)
-        if mismatch:
-            print(f"market-spread stream: error: {mismatch}", file=sys.stderr)
-            return EXIT_REFUSED
-        if kafka is None:
-            from market_spread.stream.checkpoint_layout import CheckpointLayoutError, prepare
-
-            try:  # before the check below: it also finishes a move a kill interrupted
-                moved = prepare(checkpoint)
-            except CheckpointLayoutError as exc:
-                print(f"market-spread stream: error: {exc}", file=sys.stderr)
-                return EXIT_REFUSED
-            if moved:
-                print(f"market-spread stream: {moved}", flush=True)
-        if lake_has_batches(lake) and not checkpoint_has_progress(checkpoint):
-            print(
-                f"market-spread stream: error: the lake {lake} already holds processed batches but the "
-                f"checkpoint {checkpoint} is missing or empty; starting over would emit every alert again. "
-                "Restore the checkpoint, or move the lake aside to start afresh.",
-                file=sys.stderr,
-            )
-            return EXIT_REFUSED
-        if kafka is not None:
-            from market_spread.stream.kafka_source import check_kafka
-
-            problem = check_kafka(kafka)
-            if problem:
-                print(f"market-spread stream: error: {problem}", file=sys.stderr)
-                return 1
-        return _run_stream(args, landing, lake, checkpoint, symbols, lock, kafka)
+        refused = start_refusal(spec, checkpoint)
+        if refused is not None:
+            code, message = refused
+            print(f"{PROG}: error: {message}", file=sys.stderr)
+            return code
+        return _run_stream(spec, checkpoint, symbols, lock)
     finally:
         lock.release()
 
 
-def _run_stream(args, landing: Path, lake: Path, checkpoint: Path, symbols: list[str], lock: WriterLock,
-                kafka=None) -> int:
-    from market_spread.domain.rules import Thresholds
-    from market_spread.runtime.spark import FULL_JIT_BACKLOG_BYTES, build_session
-    from market_spread.stream.query import StreamSpec, landing_backlog_bytes, run_query
+def start_refusal(spec: StreamJobSpec, checkpoint: Path) -> tuple[int, str] | None:
+    """(exit code, reason) when the stream must not start on this checkpoint and lake, else None.
+    Prepares a file stream's checkpoint layout on the way (it may move the source log)."""
+    mismatch = checkpoint_source_error(checkpoint, spec.source)
+    if mismatch:
+        return EXIT_REFUSED, mismatch
+    if spec.kafka is None:
+        try:  # before the check below: it also finishes a move a kill interrupted
+            moved = prepare(checkpoint)
+        except CheckpointLayoutError as exc:
+            return EXIT_REFUSED, str(exc)
+        if moved:
+            print(f"{PROG}: {moved}", flush=True)
+    if lake_has_batches(spec.lake) and not checkpoint_has_progress(checkpoint):
+        return EXIT_REFUSED, (
+            f"the lake {spec.lake} already holds processed batches but the "
+            f"checkpoint {checkpoint} is missing or empty; starting over would emit every alert again. "
+            "Restore the checkpoint, or move the lake aside to start afresh.")
+    if spec.kafka is not None:
+        problem = check_kafka(spec.kafka)
+        if problem:
+            return 1, problem
+    return None
 
+
+def _run_stream(spec: StreamJobSpec, checkpoint: Path, symbols: list[str], lock: WriterLock) -> int:
     source = extra_conf = None
-    if kafka is not None:
-        from market_spread.stream.kafka_source import feed_source, session_conf
-
-        source, extra_conf = feed_source(kafka), session_conf()
+    landing = spec.landing or Path(".")
+    if spec.kafka is not None:
+        try:
+            source, extra_conf = feed_source(spec.kafka), session_conf()
+        except UsageError as exc:  # the connector's JARs are missing: a set-up fault, exit 1 as before
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            return 1
     # A catch-up run over a big backlog is long-running too (FULL_JIT_BACKLOG_BYTES says why).
-    long_running = not args.available_now or (
-        kafka is None and landing_backlog_bytes(landing) >= FULL_JIT_BACKLOG_BYTES
+    long_running = not spec.available_now or (
+        spec.kafka is None and landing_backlog_bytes(landing) >= FULL_JIT_BACKLOG_BYTES
     )
-    spark = build_session("market-spread-stream", master=args.master, extra_conf=extra_conf, long_running=long_running)
+    spark = build_session("market-spread-stream", master=spec.master, extra_conf=extra_conf, long_running=long_running)
     lock.record(jvm_pid=spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
-    summary = ProgressSummary(args.progress_every) if args.progress_every > 1 else None
-    spec = StreamSpec(
-        lake=lake, symbols=symbols, landing=landing, checkpoint=checkpoint, available_now=args.available_now, interval=args.interval or 5.0,
-        max_files_per_batch=args.max_files_per_batch, archive=Path(args.archive) if args.archive else None,
-        source=source, thresholds=Thresholds(args.max_spread, args.max_spread_ratio),
+    summary = ProgressSummary(spec.progress_every) if spec.progress_every > 1 else None
+    query = StreamSpec(
+        lake=spec.lake, symbols=symbols, landing=landing, checkpoint=checkpoint, available_now=spec.available_now,
+        interval=spec.interval or 5.0, max_files_per_batch=spec.max_files_per_batch, archive=spec.archive,
+        source=source, thresholds=spec.thresholds,
     )
     try:
-        return run_query(spark, spec, on_batch=summary, handle_signals=True)
+        return run_query(spark, query, on_batch=summary, handle_signals=True)
     finally:
         if summary is not None:
             summary.flush()  # the batches since the last line

@@ -21,10 +21,14 @@ them; the README says how to restart deliberately past the gap.
 """
 from __future__ import annotations
 
-import argparse
+import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+from market_spread.errors import UsageError
+from market_spread.stream.checkpoint_files import offset_files
 
 
 SOURCES = ("files", "kafka")
@@ -54,29 +58,25 @@ class KafkaSettings:
         return {self.quotes_topic: "quotes", self.orders_topic: "orders"}
 
 
-def settings_from_args(args: argparse.Namespace) -> KafkaSettings | None:
+def kafka_settings(source: str, bootstrap_servers: str | None, quotes_topic: str, orders_topic: str,
+                   starting_offsets: str = "earliest", max_records_per_batch: int | None = None) -> KafkaSettings | None:
     """The Kafka settings of `stream`, None for the file source; UsageError for bad combinations."""
-    from market_spread.cli.main import UsageError
-
-    if getattr(args, "source", "files") != "kafka":
+    if source != "kafka":
         return None  # Kafka flags (perhaps set for every command in the environment) do not apply
-    servers = (args.bootstrap_servers or "").strip()
+    servers = (bootstrap_servers or "").strip()
     if not servers:
         raise UsageError("--source kafka needs --bootstrap-servers HOST:PORT")
     check_bootstrap(servers, "--bootstrap-servers")
-    for flag, topic in (("--quotes-topic", args.quotes_topic), ("--orders-topic", args.orders_topic)):
+    for flag, topic in (("--quotes-topic", quotes_topic), ("--orders-topic", orders_topic)):
         check_topic_name(topic, flag)
-    if args.quotes_topic == args.orders_topic:
+    if quotes_topic == orders_topic:
         raise UsageError("--quotes-topic and --orders-topic must differ")
-    if args.max_records_per_batch is not None and args.max_records_per_batch < 1:
+    if max_records_per_batch is not None and max_records_per_batch < 1:
         raise UsageError("--max-records-per-batch must be at least 1")
-    return KafkaSettings(servers, args.quotes_topic, args.orders_topic, args.starting_offsets,
-                         args.max_records_per_batch)
+    return KafkaSettings(servers, quotes_topic, orders_topic, starting_offsets, max_records_per_batch)
 
 
 def check_bootstrap(servers: str, flag: str) -> None:
-    from market_spread.cli.main import UsageError
-
     for part in servers.split(","):
         host, _, port = part.strip().rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -85,22 +85,19 @@ def check_bootstrap(servers: str, flag: str) -> None:
 
 def check_topic_name(topic: str, flag: str) -> None:
     """Kafka's own rule: 1-249 characters of [a-zA-Z0-9._-], not '.' or '..'."""
-    from market_spread.cli.main import UsageError
-
-    import re
-
     if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", topic or "") or topic in (".", ".."):
         raise UsageError(f"{flag} is not a valid Kafka topic name: {topic!r}")
 
 
 def kafka_jars() -> list[str]:
-    """Spark's Kafka connector JARs (`make setup` fetched them); a clear error if they are missing."""
+    """Spark's Kafka connector JARs (`make setup` fetched them); UsageError saying what to do if they are missing."""
+    # Imported here: runtime.spark loads pyspark, and `market-spread --help` imports this module.
     from market_spread.runtime.spark import MissingJars, cached_jars
 
     try:
         return cached_jars("MARKET_SPREAD_KAFKA_JARS", "kafka-jars", "spark-sql-kafka-", "Spark Kafka connector")
     except MissingJars as exc:
-        raise SystemExit(f"error: {exc}") from None
+        raise UsageError(str(exc)) from None
 
 
 def session_conf() -> dict[str, str]:
@@ -108,7 +105,7 @@ def session_conf() -> dict[str, str]:
 
     Only a Kafka stream pays for the connector's JARs; file streams start exactly as before.
     """
-    from market_spread.runtime.spark import delta_jars
+    from market_spread.runtime.spark import delta_jars  # here: it loads pyspark
 
     return {"spark.jars": ",".join(delta_jars() + kafka_jars())}
 
@@ -131,8 +128,6 @@ def missing_topics(settings: KafkaSettings, timeout: float = 30.0) -> list[str]:
 def client_conf(bootstrap: str) -> dict:
     """confluent-kafka settings shared by our admin clients and producers; librdkafka's own log lines
     (connection refused while a broker restarts...) go to a silent logger, our messages say enough."""
-    import logging
-
     logger = logging.getLogger("market_spread.kafka_client")
     if not logger.handlers:
         logger.addHandler(logging.NullHandler())
@@ -145,8 +140,6 @@ def checkpoint_source_error(checkpoint: Path, source: str) -> str | None:
 
     Spark would fail deep inside the query with an assertion; say it plainly instead.
     """
-    from market_spread.stream.checkpoint_files import offset_files
-
     batches = offset_files(checkpoint)
     if not batches:
         return None

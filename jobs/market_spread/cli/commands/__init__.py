@@ -1,5 +1,5 @@
-"""The `market-spread` commands, one module each: its options (click) and the call into the feature
-that does the work. cli.main lists them by module name (COMMANDS), so the command-line plumbing in
-cli/ stays below the features it serves.
+"""The `market-spread` commands, one module each: its options (click), the typed spec it builds from
+them, and one call into the feature that does the work. cli.main lists them by module name
+(COMMANDS), so the rest of cli/ (main, params, options) imports no feature.
 
 Each module exposes `command: click.Command`; its callback returns the exit code."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Callable
 
 from market_spread.cli.params import choice, number, options
-from market_spread.feeds.producer import DEFAULT_PARTITIONS
+from market_spread.feeds.producer import DEFAULT_PARTITIONS, KafkaTarget
 from market_spread.stream.kafka_source import DEFAULT_ORDERS_TOPIC, DEFAULT_QUOTES_TOPIC, SOURCES
 
 
@@ -42,3 +42,8 @@ def source(command: str) -> Callable[[Callable], Callable]:
         opt("--max-records-per-batch", type=number(int), metavar="N",
             help="with --source kafka: take at most N new records in one micro-batch (default: all)"),
     ])
+
+
+def target(kafka: str | None, quotes_topic: str, orders_topic: str, partitions: int) -> KafkaTarget | None:
+    """The producer's options as a KafkaTarget; None without --kafka (landing files)."""
+    return KafkaTarget(kafka, quotes_topic, orders_topic, partitions) if kafka else None

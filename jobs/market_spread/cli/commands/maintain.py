@@ -1,11 +1,11 @@
 """`market-spread maintain`: compaction, VACUUM and quote retention on the lake's tables."""
 from __future__ import annotations
 
-import argparse
+from pathlib import Path
 
 from market_spread.cli.options import lake, master, ranged, whole_number
 from market_spread.cli.params import env_command, options
-from market_spread.lake.maintenance import DEFAULT_RETAIN_HOURS
+from market_spread.lake.maintenance import DEFAULT_RETAIN_HOURS, MaintainSpec, maintain
 
 opt = options("maintain")
 
@@ -20,7 +20,6 @@ opt = options("maintain")
 @opt("--quote-retention-days", type=whole_number(0, "days", " (0 keeps everything)"), default=0, metavar="N",
      help="delete quote history rows of days before today (UTC) minus N; 0 keeps everything (default 0)")
 @master("maintain")
-def command(**params) -> int:
-    from market_spread.lake.maintenance import run
-
-    return run(argparse.Namespace(**params))
+def command(lake: str, retain_hours: int, tables: tuple[str, ...] | None, attempts: int, quote_retention_days: int,
+            master: str | None) -> int:
+    return maintain(MaintainSpec(Path(lake), retain_hours, tables, attempts, quote_retention_days, master))

@@ -1,12 +1,13 @@
 """`market-spread sql`: a read-only Spark SQL query over the lake's tables by name."""
 from __future__ import annotations
 
-import argparse
+from pathlib import Path
 
 import click
 
 from market_spread.cli.options import lake
 from market_spread.cli.params import choice, env_command, options
+from market_spread.lake.query import QuerySpec, query_lake
 
 opt = options("sql")
 
@@ -15,8 +16,6 @@ opt = options("sql")
 @lake("sql")
 @opt("--format", type=choice("table", "json", "csv"), default="table", help="output format (default table)")
 @click.argument("query")
-def command(**params) -> int:
+def command(lake: str, format: str, query: str) -> int:  # noqa: A002 - the option's name
     """QUERY: a Spark SQL query, e.g. "SELECT reason, count(*) FROM alerts GROUP BY reason"."""
-    from market_spread.lake.query import run
-
-    return run(argparse.Namespace(**params))
+    return query_lake(QuerySpec(Path(lake), query, format))

@@ -1,11 +1,13 @@
 """`market-spread stream`: the streaming job over a landing folder (or Kafka topics) into a lake."""
 from __future__ import annotations
 
-import argparse
+from pathlib import Path
 
 from market_spread.cli.options import lake, master, symbols, thresholds, whole_number
 from market_spread.cli.params import env_command, number, options
 from market_spread.cli.commands import kafka
+from market_spread.domain.rules import Thresholds
+from market_spread.stream.kafka_source import kafka_settings
 
 opt = options("stream")
 
@@ -31,6 +33,19 @@ opt = options("stream")
 @thresholds("stream")
 @kafka.source("stream")
 def command(**params) -> int:
-    from market_spread.stream.job import run
+    # Imported here: the stream job loads pyspark, which `market-spread --help` must not wait for.
+    from market_spread.stream.job import StreamJobSpec, run_stream
 
-    return run(argparse.Namespace(**params))
+    kafka = kafka_settings(params["source"], params["bootstrap_servers"], params["quotes_topic"],
+                           params["orders_topic"], params["starting_offsets"], params["max_records_per_batch"])
+    return run_stream(StreamJobSpec(
+        lake=Path(params["lake"]), symbols=Path(params["symbols"]), landing=_path(params["landing"]),
+        checkpoint=_path(params["checkpoint"]), available_now=params["available_now"], interval=params["interval"],
+        max_files_per_batch=params["max_files_per_batch"], archive=_path(params["archive"]), master=params["master"],
+        progress_every=params["progress_every"], thresholds=Thresholds(params["max_spread"], params["max_spread_ratio"]),
+        kafka=kafka,
+    ))
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None

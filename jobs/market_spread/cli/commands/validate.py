@@ -1,14 +1,25 @@
 """`market-spread validate`: the Great Expectations suites on the lake, with Data Docs."""
 from __future__ import annotations
 
-import argparse
+from pathlib import Path
 
 from market_spread.cli.options import lake, symbols, thresholds
 from market_spread.cli.params import Converted, env_command, options
-from market_spread.quality.command import grace_seconds
+from market_spread.domain.rules import Thresholds
 from market_spread.quality.defaults import DEFAULT_DOCS, DEFAULT_ORPHAN_GRACE_S
 
 opt = options("validate")
+
+
+def grace_seconds(text: str) -> float:
+    """--orphan-grace-seconds: a number of seconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise ValueError(f"must be >= 0 seconds: {text!r}")
+    return value
 
 
 @env_command("validate")
@@ -22,6 +33,15 @@ opt = options("validate")
 @opt("--expectations", default=None, help="folder of alerts.json and symbol_state.json (default: expectations/)")
 @thresholds("validate")
 def command(**params) -> int:
-    from market_spread.quality.command import run
+    # Imported here: validation loads pyspark, which `market-spread --help` must not wait for.
+    from market_spread.quality.command import ValidateSpec, run_validation
+    from market_spread.quality.validate import ValidateOptions
 
-    return run(argparse.Namespace(**params))
+    expectations = params["expectations"]
+    options = ValidateOptions(
+        docs=Path(params["docs"]), full=params["full"],
+        thresholds=Thresholds(params["max_spread"], params["max_spread_ratio"]),
+        expectations_dir=Path(expectations) if expectations is not None else None,
+        orphan_grace_s=params["orphan_grace_seconds"],
+    )
+    return run_validation(ValidateSpec(Path(params["lake"]), Path(params["symbols"]), options))
