@@ -12,7 +12,7 @@ import json
 import pytest
 
 from market_spread_tools import bench, bench_measure, bench_plans, bench_plots, bench_report
-from market_spread.cli.main import UsageError
+from market_spread.errors import UsageError
 
 TINY = bench_plans.Plan(events=4_000, files=2, files_per_batch=1, rates=(200,), rate_seconds=2, past_batches=(2, 4),
                   symbol_counts=(350,), reference_events=4_000)
