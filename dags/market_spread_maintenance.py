@@ -18,7 +18,7 @@ from market_spread.orchestration import tasks as orchestration
 
 @dag(
     dag_id="market_spread_maintenance",
-    schedule=orchestration.schedule_from_env("maintenance", "@daily"),
+    schedule=orchestration.schedule_from_env("maintenance"),
     start_date=orchestration.START_DATE,
     catchup=False,
     max_active_runs=1,
