@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -37,6 +38,8 @@ class Setting:
     airflow_variable: str | None = None
     # Passed on to the jobs the DAGs start (orchestration.jobs.child_env); other variables are not.
     to_jobs: bool = False
+    # The module that declared it (the product's registry, or the tools' own).
+    origin: str = __name__
 
     @property
     def kind(self) -> str:
@@ -59,6 +62,7 @@ SETTINGS: dict[str, Setting] = {}
 def declare(name: str, parse: Callable[[str], Any], default: Any, meaning: str, used_by: tuple[str, ...],
             **details: Any) -> Setting:
     """Add a variable to the registry (`details`: shown_default, airflow_variable, to_jobs)."""
+    details.setdefault("origin", sys._getframe(1).f_globals.get("__name__", ""))
     if name in SETTINGS:
         raise ValueError(f"setting declared twice: {name}")
     if not name.startswith(ENV_PREFIX):
@@ -210,8 +214,8 @@ declare(P + "RUN_ID", text, None, "Set by `make run` in every process it starts,
         "them all; passed on to the jobs.", ("make run", AIRFLOW), to_jobs=True)
 
 # The Spark session (runtime/spark.py: build_session)
-declare(P + "MASTER", text, None, "The Spark master URL (`spark://host:7077` for a standalone cluster); also the "
-        "shared variable of `--master`.", (SPARK, AIRFLOW), shown_default="local[*]",
+declare(P + "MASTER", text, None, "The Spark master URL of every Spark command (`spark://host:7077` for a "
+        "standalone cluster).", (SPARK, AIRFLOW), shown_default="local[*]",
         airflow_variable=AIRFLOW_PREFIX + "master", to_jobs=True)
 declare(P + "SHUFFLE_PARTITIONS", whole(1), 4, "spark.sql.shuffle.partitions: a few partitions per core suit "
         "small micro-batches far better than Spark's 200.", (SPARK,), to_jobs=True)
