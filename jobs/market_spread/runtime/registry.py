@@ -60,7 +60,7 @@ SETTINGS: dict[str, Setting] = {}
 def declare(name: str, parse: Callable[[str], Any], default: Any, meaning: str, used_by: tuple[str, ...], *,
             shown_default: str | None = None, airflow_variable: str | None = None, to_jobs: bool = False) -> Setting:
     """Add a variable to the registry: how its text is parsed (a function raising ValueError with
-    the reason; give it a `kind` with `kind` for the docs), its default when unset or blank, what
+    the reason; the `kind` decorator says what it accepts, for the docs), its default when unset or blank, what
     it means and who reads it (command names or SPARK, CLUSTER, AIRFLOW)."""
     if name in SETTINGS:
         raise ValueError(f"setting declared twice: {name}")
@@ -93,8 +93,8 @@ def parse_text(name: str, raw: str, source: str | None = None) -> Any:
 
 
 def value(name: str, environ: Mapping[str, str] | None = None) -> Any:
-    """The variable's parsed value, or its default when unset or blank; SettingError when malformed."""
-    setting(name)
+    """The variable's parsed value, or its default when unset or blank; SettingError when malformed
+    (KeyError when `name` is not declared)."""
     return parse_text(name, (os.environ if environ is None else environ).get(name, ""))
 
 
