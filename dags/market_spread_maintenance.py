@@ -6,6 +6,7 @@ so compaction runs in a short window: `hold_stream` asks the stream to stop afte
 flight, `maintain` compacts and vacuums under the lake's writer lock (retrying on Delta write
 conflicts), and the teardown `release_stream` lets market_spread_stream restart it (within a
 minute). Skipped while no table has `market_spread_maintenance_min_files` data files.
+Schedule: `MARKET_SPREAD_MAINTENANCE_SCHEDULE` (default daily; docs/configuration.md lists every setting).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from market_spread.orchestration import tasks as orchestration
 
 @dag(
     dag_id="market_spread_maintenance",
-    schedule=orchestration.schedule_from_env("maintenance", "@daily"),
+    schedule=orchestration.schedule_from_env("maintenance"),
     start_date=orchestration.START_DATE,
     catchup=False,
     max_active_runs=1,

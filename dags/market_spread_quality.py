@@ -12,7 +12,7 @@ from market_spread.orchestration import tasks as orchestration
 
 @dag(
     dag_id="market_spread_quality",
-    schedule=orchestration.schedule_from_env("quality", "*/5 * * * *"),
+    schedule=orchestration.schedule_from_env("quality"),
     start_date=orchestration.START_DATE,
     catchup=False,
     max_active_runs=1,

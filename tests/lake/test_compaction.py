@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from market_spread.errors import SettingError
 from market_spread.lake import compaction, delta_rs
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.deltalog import max_from_stats
@@ -97,5 +98,5 @@ def test_compaction_is_off_with_zero_or_without_driver_commits(tmp_path, monkeyp
     monkeypatch.setenv("MARKET_SPREAD_DRIVER_COMMITS", "off")
     assert not compaction.Compactor(lake).enabled()
     monkeypatch.setenv("MARKET_SPREAD_COMPACT_EVERY", "often")
-    with pytest.raises(SystemExit, match="MARKET_SPREAD_COMPACT_EVERY"):
+    with pytest.raises(SettingError, match="MARKET_SPREAD_COMPACT_EVERY"):
         compaction.Compactor(lake)

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import pytest
+
+from market_spread.errors import SettingError
 from market_spread.runtime.paths import project_home
 
 from market_spread.orchestration.settings import airflow_variable, resolve_settings
@@ -18,9 +20,9 @@ def test_settings_precedence_and_paths(monkeypatch) -> None:
     assert settings.lake == project_home() / "somewhere" / "lake"  # relative to the project
     assert settings.landing == project_home() / "data" / "landing"
     assert settings.retain_hours >= 168
-    with pytest.raises(ValueError, match="Variable market_spread_stall_seconds"):
+    with pytest.raises(SettingError, match="Variable market_spread_stall_seconds"):
         resolve_settings({"market_spread_stall_seconds": "-1"}.get)
-    with pytest.raises(ValueError, match="not a boolean"):
+    with pytest.raises(SettingError, match="not a boolean"):
         resolve_settings({"market_spread_stream_enabled": "maybe"}.get)
 
 

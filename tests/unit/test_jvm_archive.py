@@ -42,7 +42,9 @@ def test_the_quick_jit_is_for_short_processes_unless_told(monkeypatch):
     monkeypatch.setenv("MARKET_SPREAD_JIT", "fast")
     import pytest
 
-    with pytest.raises(SystemExit, match="auto, quick or full"):
+    from market_spread.errors import SettingError
+
+    with pytest.raises(SettingError, match="auto, quick or full"):
         jit_options(long_running=False)
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from market_spread.errors import SettingError
 from market_spread.stream.source_log import TRIM_EVERY_VARIABLE, trim_interval, trim_source_logs
 
 
@@ -76,5 +77,5 @@ def test_the_trim_interval_is_a_whole_number_of_batches(monkeypatch):
     assert trim_interval() == 3
     for bad in ("0", "-1", "ten", "2.5"):
         monkeypatch.setenv(TRIM_EVERY_VARIABLE, bad)
-        with pytest.raises(ValueError, match="whole number of batches"):
+        with pytest.raises(SettingError, match="whole number of batches"):
             trim_interval()

@@ -19,14 +19,13 @@ deletes the replaced files (`--retain-hours`, 7 days by default).
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 
 from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
+from market_spread.runtime import settings
 
-DEFAULT_EVERY = 100
 # Files below this are bin-packed into files of about this size. It also bounds the work of one
 # compaction: the last, partly filled file is read again with the new small ones (a quotes-like
 # table: 100 files of 1,000 rows plus a partial file of up to 6 MB compacted in 45-126 ms).
@@ -37,14 +36,7 @@ APPEND_ONLY = ("quarantine", "quotes", "alerts", "batch_metrics")
 
 def every_from_env() -> int:
     """Commits to a table between two compactions (MARKET_SPREAD_COMPACT_EVERY, default 100; 0: off)."""
-    value = os.environ.get("MARKET_SPREAD_COMPACT_EVERY", str(DEFAULT_EVERY)).strip()
-    try:
-        every = int(value)
-    except ValueError:
-        every = -1
-    if every < 0:
-        raise SystemExit(f"error: MARKET_SPREAD_COMPACT_EVERY must be a whole number >= 0, not {value!r}")
-    return every
+    return settings.value("MARKET_SPREAD_COMPACT_EVERY")  # SettingError unless a whole number >= 0
 
 
 @dataclass

@@ -26,6 +26,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from market_spread.lake.tables import batch_tag
+from market_spread.runtime import settings
 
 _TYPES = {"STRING": pa.string(), "BIGINT": pa.int64(), "BOOLEAN": pa.bool_(), "DATE": pa.date32(),
           "TIMESTAMP": pa.timestamp("us", tz="UTC")}
@@ -33,10 +34,7 @@ _TYPES = {"STRING": pa.string(), "BIGINT": pa.int64(), "BOOLEAN": pa.bool_(), "D
 
 def enabled() -> bool:
     """Whether the driver's delta-rs commits are on (MARKET_SPREAD_DRIVER_COMMITS=on|off, default on)."""
-    value = os.environ.get("MARKET_SPREAD_DRIVER_COMMITS", "on").strip().lower()
-    if value not in ("on", "off"):
-        raise SystemExit(f"error: MARKET_SPREAD_DRIVER_COMMITS must be on or off, not {value!r}")
-    return value == "on"
+    return settings.value("MARKET_SPREAD_DRIVER_COMMITS")  # SettingError unless on or off (or true/false...)
 
 
 def arrow_schema(schema_sql: str) -> pa.Schema:

@@ -11,7 +11,6 @@ Above MARKET_SPREAD_STATE_MIRROR_ROWS symbols (200,000) the copy is dropped and 
 """
 from __future__ import annotations
 
-import os
 from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
@@ -23,9 +22,10 @@ from pyspark.sql import DataFrame, SparkSession
 from market_spread.domain.rules import quote_key
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.state import ARROW_SCHEMA, read_state_quotes
+from market_spread.runtime import settings
 from market_spread.transforms.asof import STATE_QUOTE_COLUMNS
 
-MIRROR_MAX_ROWS = int(os.environ.get("MARKET_SPREAD_STATE_MIRROR_ROWS", "200000"))
+MIRROR_MAX_ROWS: int = settings.value("MARKET_SPREAD_STATE_MIRROR_ROWS")
 _TIME = ARROW_SCHEMA.field("quote_time").type
 
 Quote = tuple[Decimal, Decimal, int, "int | None"]  # bid, offer, quote time (µs since the epoch), seq

@@ -1,7 +1,6 @@
 """Writing a micro-batch's tables: appends, one-row literal tables, concurrent writes, commit tags."""
 from __future__ import annotations
 
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -9,6 +8,8 @@ from typing import Callable, Iterator
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+
+from market_spread.runtime import settings
 
 # The session setting whose value Delta stores as each commit's userMetadata (lake.batch_tag).
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
@@ -47,7 +48,7 @@ def run_all(writes: dict[str, Callable[[], None]], phases_ms: dict[str, int]) ->
         # Each write's own time (they overlap: "write" is the wall time of all of them).
         phases_ms[_PHASES.get(name, f"append_{name}")] = ms_since(start)
 
-    workers = int(os.environ.get("MARKET_SPREAD_WRITE_THREADS", "4"))
+    workers = settings.value("MARKET_SPREAD_WRITE_THREADS")
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(writes))), thread_name_prefix="delta-write") as pool:
         futures = [pool.submit(timed, name) for name in writes]
     for future in futures:

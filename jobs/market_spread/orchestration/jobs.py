@@ -18,6 +18,7 @@ from market_spread.orchestration.settings import Settings
 from market_spread.runtime.env import ENV_PREFIX
 from market_spread.runtime.envnames import env_names
 from market_spread.runtime.paths import project_home
+from market_spread.runtime.settings import SETTINGS
 
 # Where a job's output lines go: the task log, or a list in tests.
 Logger = Callable[[str], None]
@@ -153,14 +154,10 @@ CHILD_BASE_VARS = frozenset({
     "PYTHONPATH", "HADOOP_HOME", "HADOOP_CONF_DIR", "JAVA_TOOL_OPTIONS",
 })
 CHILD_BASE_PREFIXES = ("LC_", "SPARK_", "PYSPARK_")
-# MARKET_SPREAD_* variables read by code rather than by a flag (runtime/spark.py and paths.py, the
-# local cluster, the pipeline's write threads, and the run id make run's final sweep looks for).
-CHILD_RUNTIME_VARS = frozenset(ENV_PREFIX + n for n in (
-    "MASTER", "JARS", "SHUFFLE_PARTITIONS", "SPARK_UI", "SPARK_LOG_LEVEL", "DRIVER_MEMORY", "DRIVER_HOST",
-    "DRIVER_BIND_ADDRESS", "DRIVER_PORT", "BLOCK_MANAGER_PORT", "EXECUTOR_MEMORY", "EXECUTOR_CORES",
-    "CORES_MAX", "EVENT_LOG_DIR", "WRITE_THREADS", "RUN_ID", "HOME", "KAFKA_JARS", "BROKER_JARS", "CODEGEN_CACHE",
-    "ADAPTIVE",
-))
+# MARKET_SPREAD_* variables read by code rather than by a flag: those the registry marks `to_jobs`
+# (runtime/spark.py and paths.py, the local cluster, the pipeline's write threads, and the run id
+# make run's final sweep looks for).
+CHILD_RUNTIME_VARS = frozenset(s.name for s in SETTINGS.values() if s.to_jobs)
 # The flags of the commands the DAGs run (tests/unit/test_config.py checks this against the parsers):
 # their variables reach the job, and only those of its own command.
 COMMAND_FLAGS: dict[str, tuple[str, ...]] = {

@@ -1,121 +1,92 @@
-"""Configuration: each setting comes from the Airflow Variable `market_spread_<name>`, else from the
-environment variable `MARKET_SPREAD_<NAME>`, else from the default below. Relative paths are taken
-from the project root.
+"""Configuration of the DAGs: each setting comes from the Airflow Variable `market_spread_<name>`, else
+from the environment variable `MARKET_SPREAD_<NAME>`, else from its default; all three are declared
+in the settings registry (runtime/settings.py). Relative paths are taken from the project root.
 """
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
-from market_spread.runtime.env import ENV_PREFIX, FALSE_WORDS, TRUE_WORDS
+from market_spread.runtime import settings as registry
 from market_spread.runtime.paths import project_home
+from market_spread.runtime.settings import AIRFLOW_PREFIX as VAR_PREFIX
+from market_spread.runtime.settings import ENV_PREFIX, boolean as parse_bool
 
-VAR_PREFIX = "market_spread_"
-
-
-def parse_bool(text: str) -> bool:
-    """true/false (or yes/no, on/off, 1/0) as the CLI reads switches; anything else is an error."""
-    word = text.strip().lower()
-    if word in TRUE_WORDS:
-        return True
-    if word in FALSE_WORDS:
-        return False
-    raise ValueError(f"not a boolean: {text!r} (use true/false)")
+__all__ = ["Settings", "VAR_PREFIX", "airflow_variable", "in_airflow_task", "parse_bool", "resolve_settings"]
 
 
-def _positive(convert: Callable[[str], float]) -> Callable[[str], Any]:
-    def parse(text: str) -> Any:
-        value = convert(text)
-        if not value > 0:
-            raise ValueError(f"must be > 0: {text!r}")
-        return value
-
-    return parse
-
-
-def _path(text: str) -> Path:
-    path = Path(text).expanduser()
-    return path if path.is_absolute() else project_home() / path
-
-
-def _optional(text: str) -> str | None:
-    return text.strip() or None
-
-
-def _source(text: str) -> str:
-    value = text.strip().lower()
-    if value not in ("files", "kafka"):
-        raise ValueError(f"expected files or kafka, got {text!r}")
+def _in_project(value: Any) -> Any:
+    """A relative path is taken from the project home; other values stay as they are."""
+    if isinstance(value, Path) and not value.is_absolute():
+        return project_home() / value
     return value
 
 
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError(f"must be >= 0: {text!r}")
-    return value
+def _declared(name: str) -> Any:
+    """The field of the orchestration setting `name`, with the registry's default."""
+    default = registry.setting(ENV_PREFIX + name.upper()).default
+    if isinstance(default, Path):
+        return field(default_factory=lambda: _in_project(default))
+    return field(default=default)
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything the DAGs need; see the module docstring for where each value comes from."""
+    """Everything the DAGs need; each field is declared in runtime/settings.py (type, default, meaning)."""
 
-    lake: Path = field(default_factory=lambda: project_home() / "data" / "lake", metadata={"parse": _path})
-    landing: Path = field(default_factory=lambda: project_home() / "data" / "landing", metadata={"parse": _path})
-    docs: Path = field(default_factory=lambda: project_home() / "data" / "quality", metadata={"parse": _path})
-    symbols: str | None = field(default=None, metadata={"parse": _optional})
-    master: str | None = field(default=None, metadata={"parse": _optional})
-    max_spread: str | None = field(default=None, metadata={"parse": _optional})
-    max_spread_ratio: str | None = field(default=None, metadata={"parse": _optional})
+    lake: Path = _declared("lake")
+    landing: Path = _declared("landing")
+    docs: Path = _declared("docs")
+    symbols: str | None = _declared("symbols")
+    master: str | None = _declared("master")
+    max_spread: str | None = _declared("max_spread")
+    max_spread_ratio: str | None = _declared("max_spread_ratio")
     # The stream
-    stream_enabled: bool = field(default=True, metadata={"parse": parse_bool})
-    interval: float = field(default=5.0, metadata={"parse": _positive(float)})
-    stall_seconds: float = field(default=300.0, metadata={"parse": _positive(float)})
+    stream_enabled: bool = _declared("stream_enabled")
+    interval: float = _declared("interval")
+    stall_seconds: float = _declared("stall_seconds")
     # Before its first batch a job starts a JVM, recovers and takes the whole backlog: more slack.
-    startup_seconds: float = field(default=900.0, metadata={"parse": _positive(float)})
-    stop_timeout: float = field(default=180.0, metadata={"parse": _positive(float)})
+    startup_seconds: float = _declared("startup_seconds")
+    stop_timeout: float = _declared("stop_timeout")
     # One summary line per this many batches in the task log (per-batch figures: batch_metrics).
-    progress_every: int = field(default=20, metadata={"parse": _positive(int)})
+    progress_every: int = _declared("progress_every")
     # The demo feed
-    feed_enabled: bool = field(default=True, metadata={"parse": parse_bool})
-    feed_rate: float = field(default=20.0, metadata={"parse": _positive(float)})
-    feed_seconds: float = field(default=50.0, metadata={"parse": _positive(float)})
-    feed_tick: float = field(default=5.0, metadata={"parse": _positive(float)})
+    feed_enabled: bool = _declared("feed_enabled")
+    feed_rate: float = _declared("feed_rate")
+    feed_seconds: float = _declared("feed_seconds")
+    feed_tick: float = _declared("feed_tick")
     # Kafka instead of the landing folder (`make run SOURCE=kafka` sets these for its broker)
-    source: str = field(default="files", metadata={"parse": _source})
-    bootstrap_servers: str | None = field(default=None, metadata={"parse": _optional})
-    quotes_topic: str | None = field(default=None, metadata={"parse": _optional})
-    orders_topic: str | None = field(default=None, metadata={"parse": _optional})
+    source: str = _declared("source")
+    bootstrap_servers: str | None = _declared("bootstrap_servers")
+    quotes_topic: str | None = _declared("quotes_topic")
+    orders_topic: str | None = _declared("orders_topic")
     # Maintenance
-    retain_hours: int = field(default=168, metadata={"parse": _positive(int)})
-    maintenance_window: bool = field(default=True, metadata={"parse": parse_bool})
-    maintenance_min_files: int = field(default=32, metadata={"parse": _non_negative_int})
+    retain_hours: int = _declared("retain_hours")
+    maintenance_window: bool = _declared("maintenance_window")
+    maintenance_min_files: int = _declared("maintenance_min_files")
     # Quote history kept by maintain, in days; 0 keeps everything.
-    quote_retention_days: int = field(default=0, metadata={"parse": _non_negative_int})
+    quote_retention_days: int = _declared("quote_retention_days")
 
 
 def resolve_settings(lookup: Callable[[str], str | None] | None = None) -> Settings:
     """Settings from `lookup(variable_name)` (Airflow Variables by default), the environment, defaults.
 
-    A malformed value raises ValueError naming where it came from: a bad setting should fail the
-    task loudly rather than run the job with a value nobody chose.
+    Both sources are checked by the registry's parser; a malformed value raises SettingError naming
+    where it came from: a bad setting should fail the task loudly rather than run the job with a
+    value nobody chose.
     """
     lookup = lookup or airflow_variable
     values: dict[str, Any] = {}
     for f in fields(Settings):
-        var_name, env_name = VAR_PREFIX + f.name, ENV_PREFIX + f.name.upper()
-        raw, source = lookup(var_name), f"Variable {var_name}"
-        if raw is None or str(raw).strip() == "":
-            raw, source = os.environ.get(env_name), f"environment {env_name}"
-        if raw is None or str(raw).strip() == "":
-            continue
-        try:
-            values[f.name] = f.metadata["parse"](str(raw))
-        except ValueError as exc:
-            raise ValueError(f"{source}: {exc}") from None
+        env_name = ENV_PREFIX + f.name.upper()
+        var_name = registry.setting(env_name).airflow_variable
+        raw = lookup(var_name)
+        if raw is not None and str(raw).strip():
+            values[f.name] = _in_project(registry.parse_text(env_name, str(raw), f"Variable {var_name}"))
+        else:
+            values[f.name] = _in_project(registry.value(env_name))
     return Settings(**values)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -15,7 +14,8 @@ from market_spread.orchestration.jobs import Logger, child_env, cli_argv, run_jo
 from market_spread.orchestration.probes import data_docs_location, live_stream, small_file_counts, tables_changed_since
 from market_spread.orchestration.settings import VAR_PREFIX, airflow_variable, parse_bool, resolve_settings
 from market_spread.orchestration.supervisor import StreamFailed, source_args, supervise_stream
-from market_spread.runtime.env import ENV_PREFIX
+from market_spread.runtime.settings import ENV_PREFIX
+from market_spread.runtime.settings import value as setting_value
 
 # The Airflow pool (1 slot) that serialises the lake's other writers: validate appends
 # quality_results, maintain rewrites files; two JVMs committing to one Delta table on a local file
@@ -74,8 +74,8 @@ def stream_task(dag_id: str = "market_spread_stream") -> str:
             if _dag_paused(dag_id):
                 return f"the DAG {dag_id} is paused"
             # Two lookups every check, not the whole configuration.
-            enabled = airflow_variable(f"{VAR_PREFIX}stream_enabled") or os.environ.get(f"{ENV_PREFIX}STREAM_ENABLED")
-            if enabled and not parse_bool(enabled):
+            enabled = airflow_variable(f"{VAR_PREFIX}stream_enabled")
+            if not (parse_bool(enabled) if enabled else setting_value(f"{ENV_PREFIX}STREAM_ENABLED")):
                 return f"{VAR_PREFIX}stream_enabled is false"
             return active_hold()
         except Exception as exc:  # a hiccup of the API must not take the stream down
@@ -228,7 +228,7 @@ def default_args(**overrides: Any) -> dict[str, Any]:
     return args
 
 
-def schedule_from_env(name: str, default: str) -> str:
-    """A DAG's schedule (cron or preset) from MARKET_SPREAD_<NAME>_SCHEDULE: read at parse time,
-    so it comes from the environment (no Variable lookups while parsing)."""
-    return os.environ.get(f"{ENV_PREFIX}{name.upper()}_SCHEDULE", "").strip() or default
+def schedule_from_env(name: str) -> str:
+    """A DAG's schedule (cron or preset) from MARKET_SPREAD_<NAME>_SCHEDULE, else the registry's
+    default: read at parse time, so it comes from the environment (no Variable lookups while parsing)."""
+    return setting_value(f"{ENV_PREFIX}{name.upper()}_SCHEDULE")

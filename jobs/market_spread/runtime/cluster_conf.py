@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from urllib.parse import urlparse
 
+from market_spread.runtime.settings import value
+
 # Environment variable -> Spark setting, applied only for a non-local master.
 ENV_SETTINGS: dict[str, str] = {
     # The address executors use to reach the driver: set it when the default (the address of this
@@ -49,8 +51,9 @@ def session_conf(master: str, env: dict[str, str] | None = None) -> dict[str, st
     environ = os.environ if env is None else env
     if is_local(master):
         return {}
-    conf = {key: environ[name].strip() for name, key in ENV_SETTINGS.items() if environ.get(name, "").strip()}
-    event_log = environ.get(EVENT_LOG_ENV, "").strip()
+    given = {key: value(name, environ) for name, key in ENV_SETTINGS.items()}
+    conf = {key: str(given[key]) for key in given if given[key] is not None}
+    event_log = value(EVENT_LOG_ENV, environ)
     if event_log:
         # A shared folder (or any Hadoop URI): the history server reads finished apps from it.
         if "://" not in event_log:

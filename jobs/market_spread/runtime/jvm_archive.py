@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from market_spread.runtime.paths import project_home
+from market_spread.runtime.settings import value
 
 VARIABLE = "MARKET_SPREAD_CDS_ARCHIVE"
 # Set by the tool that writes the archive: the path this JVM dumps its classes to at exit.
@@ -27,8 +28,8 @@ _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 def archive_path(jars: list[str]) -> Path | None:
     """Where the archive for this Java, this Spark and these JARs lives (None: disabled)."""
-    setting = os.environ.get(VARIABLE, "")
-    if setting.lower() in ("off", "false", "0", "none"):
+    setting = value(VARIABLE)
+    if setting == "off":
         return None
     if setting:
         return Path(setting)
@@ -42,7 +43,7 @@ def archive_path(jars: list[str]) -> Path | None:
 
 def java_options(jars: list[str]) -> str:
     """Driver JVM options: map the archive when it exists, or dump one when asked to."""
-    dump = os.environ.get(DUMP_VARIABLE)
+    dump = value(DUMP_VARIABLE)
     if dump:
         return f"-XX:ArchiveClassesAtExit={dump} {_QUIET}"
     path = archive_path(jars)
@@ -54,7 +55,7 @@ def java_options(jars: list[str]) -> str:
 def retire_archive(jars: list[str]) -> bool:
     """After a JVM failed to start with the archive mapped: rename it `.bad` (the next `make setup`
     writes a new one) and say so. False when no archive was in use (the failure is another's)."""
-    if os.environ.get(DUMP_VARIABLE) or "SharedArchiveFile" not in java_options(jars):
+    if value(DUMP_VARIABLE) or "SharedArchiveFile" not in java_options(jars):
         return False
     path = archive_path(jars)
     assert path is not None

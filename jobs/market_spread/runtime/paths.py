@@ -10,16 +10,17 @@
 """
 from __future__ import annotations
 
-import os
 import sys
 from importlib.resources import files
 from pathlib import Path
+
+from market_spread.runtime.settings import value
 
 HOME_VARIABLE = "MARKET_SPREAD_HOME"
 
 
 def project_home() -> Path:
-    explicit = os.environ.get(HOME_VARIABLE)
+    explicit = value(HOME_VARIABLE)
     if explicit:
         return Path(explicit).resolve()
     prefix = Path(sys.prefix).resolve()

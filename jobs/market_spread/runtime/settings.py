@@ -2,43 +2,143 @@
 
 Each `Setting` names the variable, how its text is parsed and checked, its default, what it means
 and which commands read it. Code reads a variable only through `value(name)`, so every source is
-checked the same way; docs/configuration.md is generated from this registry.
+checked the same way; docs/configuration.md is generated from this registry (and from the CLI's
+options, whose variables click reads: see cli/params.py). The machinery (`declare`, `value`, the
+parsers) is in runtime/registry.py; importing this module loads every declaration. Standard library
+only: the DAG files import it, and parsing a DAG must not load Spark.
 """
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from pathlib import Path
+from typing import Any, Callable
 
-from market_spread.errors import SettingError
+from market_spread.runtime.registry import (
+    AIRFLOW, AIRFLOW_PREFIX, CLUSTER, ENV_PREFIX, FALSE_WORDS, SETTINGS, SPARK, TRUE_WORDS, Setting, archive_or_off,
+    boolean, declare, kind, log_level, one_of, parse_text, path, port, positive_number, setting, size, text, value,
+    whole,
+)
+
+__all__ = [
+    "AIRFLOW", "AIRFLOW_PREFIX", "CLUSTER", "ENV_PREFIX", "FALSE_WORDS", "SETTINGS", "SPARK", "TRUE_WORDS", "Setting",
+    "archive_or_off", "boolean", "declare", "kind", "log_level", "one_of", "parse_text", "path", "port",
+    "positive_number", "setting", "size", "text", "value", "whole",
+]
+
+# --------------------------------------------------------------------------------------------
+# The product's settings. A variable also named by a CLI flag (MARKET_SPREAD_LAKE is `--lake`'s
+# shared variable) is read by click for that flag, with the flag's own type; docs/configuration.md
+# shows both.
+
+P = ENV_PREFIX
+
+# Where things are
+declare(P + "HOME", path, None, "The project home: `data/` (the default landing, lake and reports) and `.cache/` "
+        "(the JARs `make setup` fetched) are under it.", ("every command",),
+        shown_default="the project whose `.venv` runs Python, else the working directory", to_jobs=True)
+declare(P + "JARS", path, None, "Folder of the Delta JARs.", (SPARK,),
+        shown_default="`.cache/jars` in the project home", to_jobs=True)
+declare(P + "KAFKA_JARS", path, None, "Folder of Spark's Kafka connector JARs.", ("stream --source kafka",),
+        shown_default="`.cache/kafka-jars` in the project home", to_jobs=True)
+declare(P + "BROKER_JARS", path, None, "Folder of the Kafka broker's JARs.", ("broker",),
+        shown_default="`.cache/broker-jars` in the project home", to_jobs=True)
+declare(P + "RUN_ID", text, None, "Set by `make run` in every process it starts, so that its final sweep finds "
+        "them all; passed on to the jobs.", ("make run", AIRFLOW), to_jobs=True)
+
+# The Spark session (runtime/spark.py: build_session)
+declare(P + "MASTER", text, None, "The Spark master URL of every Spark command (`spark://host:7077` for a "
+        "standalone cluster).", (SPARK, AIRFLOW), shown_default="local[*]",
+        airflow_variable=AIRFLOW_PREFIX + "master", to_jobs=True)
+declare(P + "SHUFFLE_PARTITIONS", whole(1), 4, "spark.sql.shuffle.partitions: a few partitions per core suit "
+        "small micro-batches far better than Spark's 200.", (SPARK,), to_jobs=True)
+declare(P + "CODEGEN_CACHE", whole(0), 4000, "spark.sql.codegen.cache.maxEntries: generated classes kept "
+        "between batches.", (SPARK,), to_jobs=True)
+declare(P + "ADAPTIVE", boolean, False, "spark.sql.adaptive.enabled: adaptive execution (overhead on small "
+        "batches).", (SPARK,), to_jobs=True)
+declare(P + "CONCURRENT_WRITERS", whole(0), 4, "spark.sql.maxConcurrentOutputFileWriters: files a write task "
+        "keeps open before it sorts by partition.", (SPARK,))
+declare(P + "CACHE_COMPRESSED", boolean, False, "spark.sql.inMemoryColumnarStorage.compressed: compress the "
+        "cached batch.", (SPARK,))
+declare(P + "DATAFRAME_DEBUGGING", boolean, False, "spark.python.sql.dataFrameDebugging.enabled: PySpark's "
+        "call-site capture for error messages.", (SPARK,))
+declare(P + "SPARK_UI", boolean, False, "spark.ui.enabled: the Spark web UI.", (SPARK,), to_jobs=True)
+declare(P + "DRIVER_MEMORY", size, "2g", "spark.driver.memory.", (SPARK,), to_jobs=True)
+declare(P + "ALL_FILES_IN_CRC", boolean, True, "spark.databricks.delta.allFilesInCrc.enabled: keep a small "
+        "table's file list in each version's .crc.", (SPARK,))
+declare(P + "SPARK_LOG_LEVEL", log_level, "WARN", "The Spark driver's log level.", (SPARK,), to_jobs=True)
+declare(P + "JIT", one_of("auto", "quick", "full"), "auto", "The driver JVM's JIT: quick (C1 only, for short "
+        "runs), full, or auto (quick unless a continuous stream or a large backlog).", (SPARK,))
+declare(P + "CDS_ARCHIVE", archive_or_off, "", "The driver JVM's class-data-sharing archive (`make setup` writes "
+        "it); off disables it.", (SPARK,),
+        shown_default="`.cache/jvm/driver-<Spark version>-<digest>.jsa` in the project home")
+declare(P + "CDS_DUMP", text, None, "Set by the tool that writes the class archive: the file this JVM dumps its "
+        "classes to at exit.", ("make setup",))
+
+# On a Spark cluster (runtime/cluster_conf.py): applied only for a non-local master
+declare(P + "DRIVER_HOST", text, None, "spark.driver.host: the address executors reach the driver at.",
+        (CLUSTER,), to_jobs=True)
+declare(P + "DRIVER_BIND_ADDRESS", text, None, "spark.driver.bindAddress.", (CLUSTER,), to_jobs=True)
+declare(P + "DRIVER_PORT", port, None, "spark.driver.port (a fixed port, for firewalls).", (CLUSTER,), to_jobs=True)
+declare(P + "BLOCK_MANAGER_PORT", port, None, "spark.blockManager.port (a fixed port, for firewalls).",
+        (CLUSTER,), to_jobs=True)
+declare(P + "EXECUTOR_MEMORY", size, None, "spark.executor.memory.", (CLUSTER,), to_jobs=True)
+declare(P + "EXECUTOR_CORES", whole(1), None, "spark.executor.cores.", (CLUSTER,), to_jobs=True)
+declare(P + "CORES_MAX", whole(1), None, "spark.cores.max: without it a standalone app takes every free core.",
+        (CLUSTER,), to_jobs=True)
+declare(P + "EVENT_LOG_DIR", text, None, "Folder or Hadoop URI for Spark's event log (read by the history "
+        "server); turns the event log on.", (CLUSTER,), to_jobs=True)
+
+# The stream's micro-batches and the lake's writes
+declare(P + "SMALL_BATCH_LINES", whole(0), 100_000, "Batches of fewer input lines run with one shuffle partition "
+        "and without generated code.", ("stream",))
+declare(P + "DRIVER_WRITE_LINES", whole(0), 2_500_000, "Batches of fewer input lines commit their quote history "
+        "and alerts from the driver with delta-rs; larger ones through Spark.", ("stream",))
+declare(P + "DRIVER_COMMITS", boolean, True, "Commit small writes from the driver with delta-rs (off: every write "
+        "goes through Spark).", ("stream",), shown_default="on")
+declare(P + "WRITE_THREADS", whole(1), 4, "Table writes of one batch run at once.", ("stream",), to_jobs=True)
+declare(P + "STATE_MIRROR_ROWS", whole(0), 200_000, "Above this many symbols the driver's copy of symbol_state "
+        "is dropped and Spark reads the table.", ("stream",))
+declare(P + "COMPACT_EVERY", whole(0), 100, "Commits to a table between two compactions by the stream; 0 turns "
+        "them off.", ("stream",))
+declare(P + "SOURCE_LOG_TRIM_EVERY", whole(1, "batches"), 1000, "Batches between two trims of the file source's "
+        "log in a long run.", ("stream --archive",))
 
 
-@dataclass(frozen=True)
-class Setting:
-    name: str
-    parse: Callable[[str], Any]
-    default: Any
-    meaning: str
-    used_by: tuple[str, ...]
+def _orchestration(name: str, parse: Callable[[str], Any], default: Any, meaning: str,
+                   shown_default: str | None = None) -> None:
+    """An orchestration setting: Airflow Variable market_spread_<name>, else MARKET_SPREAD_<NAME>."""
+    declare(P + name.upper(), parse, default, meaning, (AIRFLOW,), shown_default=shown_default,
+            airflow_variable=AIRFLOW_PREFIX + name)
 
 
-SETTINGS: dict[str, Setting] = {}
+# The Airflow DAGs (orchestration/settings.py: Settings); relative paths are in the project home
+_orchestration("lake", path, Path("data/lake"), "The lake the DAGs' jobs write and read.")
+_orchestration("landing", path, Path("data/landing"), "The landing folder the stream reads and the feed writes.")
+_orchestration("docs", path, Path("data/quality"), "Where validate writes its data docs.")
+_orchestration("symbols", text, None, "The symbol universe file.", shown_default="the packaged symbols.txt")
+_orchestration("max_spread", text, None, "The stream's and validate's absolute spread threshold.")
+_orchestration("max_spread_ratio", text, None, "The stream's and validate's relative spread threshold.")
+_orchestration("stream_enabled", boolean, True, "Run the stream (checked again while it runs: false stops it).")
+_orchestration("interval", positive_number, 5.0, "Seconds between the stream's micro-batches.")
+_orchestration("stall_seconds", positive_number, 300.0, "A stream without a batch for this long is stopped and "
+               "restarted.")
+_orchestration("startup_seconds", positive_number, 900.0, "Seconds a new stream job has for its first batch.")
+_orchestration("stop_timeout", positive_number, 180.0, "Seconds a stopping stream has before it is killed.")
+_orchestration("progress_every", whole(1), 20, "One summary line per this many batches in the task log.")
+_orchestration("feed_enabled", boolean, True, "Run the demo feed.")
+_orchestration("feed_rate", positive_number, 20.0, "The demo feed's events per second.")
+_orchestration("feed_seconds", positive_number, 50.0, "How long each demo feed run lasts.")
+_orchestration("feed_tick", positive_number, 5.0, "Seconds between two files of the demo feed.")
+_orchestration("source", one_of("files", "kafka"), "files", "Where the stream reads: the landing folder or Kafka.")
+_orchestration("bootstrap_servers", text, None, "The Kafka brokers (with source kafka).")
+_orchestration("quotes_topic", text, None, "The Kafka topic of quotes.", shown_default="quotes")
+_orchestration("orders_topic", text, None, "The Kafka topic of orders.", shown_default="orders")
+_orchestration("retain_hours", whole(1), 168, "Hours of old files maintain's VACUUM keeps.")
+_orchestration("maintenance_window", boolean, True, "Stop the stream while maintain runs (false: maintain runs beside it and skips compaction).")
+_orchestration("maintenance_min_files", whole(0), 32, "The maintenance DAG runs only when a table has this many data files.")
+_orchestration("quote_retention_days", whole(0), 0, "Days of quote history maintain keeps; 0 keeps everything.")
 
-
-def declare(name: str, parse: Callable[[str], Any], default: Any, meaning: str, used_by: tuple[str, ...]) -> Setting:
-    if name in SETTINGS:
-        raise ValueError(f"setting declared twice: {name}")
-    SETTINGS[name] = setting = Setting(name, parse, default, meaning, used_by)
-    return setting
-
-
-def value(name: str, environ: Mapping[str, str] | None = None) -> Any:
-    """The variable's parsed value, or its default when unset or blank; SettingError when malformed."""
-    setting = SETTINGS[name]  # KeyError: the variable is not declared (a test catches this too)
-    raw = (os.environ if environ is None else environ).get(name, "")
-    if not raw.strip():
-        return setting.default
-    try:
-        return setting.parse(raw.strip())
-    except (ValueError, TypeError) as exc:
-        raise SettingError(f"environment variable {name}={raw!r}: {exc}") from None
+# The DAG files' schedules, read when Airflow parses them (from the environment only)
+declare(P + "QUALITY_SCHEDULE", text, "*/5 * * * *", "The schedule (cron or preset) of market_spread_quality.",
+        (AIRFLOW,))
+declare(P + "MAINTENANCE_SCHEDULE", text, "@daily", "The schedule (cron or preset) of market_spread_maintenance.",
+        (AIRFLOW,))

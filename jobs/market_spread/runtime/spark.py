@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import glob
-import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Mapping
@@ -11,10 +10,14 @@ from pyspark import StorageLevel
 from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import DataFrame, SparkSession
 
+from market_spread.errors import UsageError
+from market_spread.runtime.cluster_conf import session_conf
+from market_spread.runtime.jvm_archive import java_options, restore_archive, retire_archive
 from market_spread.runtime.paths import project_home
+from market_spread.runtime.settings import value
 
 
-class MissingJars(Exception):
+class MissingJars(UsageError):
     """A JAR folder `make setup` fills is missing or incomplete; the message says what to do."""
 
 
@@ -22,7 +25,7 @@ def cached_jars(variable: str, subdir: str, marker: str, what: str) -> list[str]
     """The JARs `make setup` fetched with Maven into `.cache/SUBDIR` (or the folder `variable` names).
 
     Raises MissingJars unless one of them starts with `marker`."""
-    folder = Path(os.environ.get(variable, project_home() / ".cache" / subdir))
+    folder = Path(value(variable) or project_home() / ".cache" / subdir)
     jars = sorted(glob.glob(str(folder / "*.jar")))
     if not any(Path(j).name.startswith(marker) for j in jars):
         raise MissingJars(
@@ -33,11 +36,8 @@ def cached_jars(variable: str, subdir: str, marker: str, what: str) -> list[str]
 
 
 def delta_jars() -> list[str]:
-    """The Delta JARs `make setup` fetched; a clear error if they are missing."""
-    try:
-        return cached_jars("MARKET_SPREAD_JARS", "jars", "delta-spark_", "Delta")
-    except MissingJars as exc:
-        raise SystemExit(f"error: {exc}") from None
+    """The Delta JARs `make setup` fetched; MissingJars (a UsageError) says what to do if they are missing."""
+    return cached_jars("MARKET_SPREAD_JARS", "jars", "delta-spark_", "Delta")
 
 
 # C1 only, with room for its larger code: a cold JVM spends much of its first minute compiling with
@@ -56,12 +56,107 @@ FULL_JIT_BACKLOG_BYTES = 192 * 1024 * 1024
 
 
 def jit_options(long_running: bool) -> str:
-    """The driver JVM's JIT flags: MARKET_SPREAD_JIT=quick|full, or auto (quick unless long-running)."""
-    choice = os.environ.get("MARKET_SPREAD_JIT", "auto").strip().lower()
-    if choice not in ("auto", "quick", "full"):
-        raise SystemExit(f"error: MARKET_SPREAD_JIT must be auto, quick or full, not {choice!r}")
+    """The driver JVM's JIT flags: MARKET_SPREAD_JIT=quick|full, or auto (quick unless long-running);
+    SettingError for any other value."""
+    choice = value("MARKET_SPREAD_JIT")
     quick = choice == "quick" or (choice == "auto" and not long_running)
     return QUICK_JIT if quick else ""
+
+
+def _switch(name: str) -> str:
+    """A boolean setting as Spark's configuration spells it."""
+    return "true" if value(name) else "false"
+
+
+def core_conf(shuffle_partitions: int) -> dict[str, str]:
+    """Spark SQL settings fit for small micro-batches, in UTC."""
+    return {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        # A micro-batch generates ~160 classes (our stages plus Delta's log replay, stats and
+        # commit plans); Spark's default cache of 100 evicted them all before the next batch, so
+        # every batch compiled them again with Janino and the JIT compiled the new classes again.
+        # Measured (tools/profile_batches.py, 2,000-event batches): 155 -> 8 compiles per batch,
+        # JVM CPU 19.4 -> 12.8 s, batch 10.0 -> 6.7 s.
+        "spark.sql.codegen.cache.maxEntries": str(value("MARKET_SPREAD_CODEGEN_CACHE")),
+        # Off by default: adaptive execution submits every shuffle stage as a job of its own, which
+        # on small micro-batches is overhead, not help (measured, tools/profile_batches.py: 29 -> 15
+        # Spark jobs and 21.4 -> 17.1 s of JVM CPU per 2,000-event batch). Partitions stay
+        # `shuffle_partitions`; explicit broadcast hints keep the small joins broadcast.
+        "spark.sql.adaptive.enabled": _switch("MARKET_SPREAD_ADAPTIVE"),
+        # The quote history is partitioned by day: without concurrent writers, Delta's writer sorts
+        # every row of a large append by quote_date first (DeltaFileFormatWriter.executeWrite in delta
+        # 4.4.0), though a batch spans one day or two. With them a task keeps a file open per day,
+        # and sorts only if it meets more days than this.
+        "spark.sql.maxConcurrentOutputFileWriters": str(value("MARKET_SPREAD_CONCURRENT_WRITERS")),
+        # The parsed batch is cached for one batch only: compressing its columns costs more CPU than
+        # the memory it saves (measured, tools/profile_batches.py, 500,000-event batches: parse
+        # 4.7 -> 3.9 s). MEMORY_AND_DISK still spills a batch that does not fit.
+        "spark.sql.inMemoryColumnarStorage.compressed": _switch("MARKET_SPREAD_CACHE_COMPRESSED"),
+        "spark.ui.showConsoleProgress": "false",
+        # PySpark's call-site capture for error messages, on by default, wraps every DataFrame and
+        # Column call with four more round trips to the JVM and a failed `import IPython`: a small
+        # micro-batch made 3,900 round trips, 1,700 without it (tools/profile_batches.py; README).
+        # Errors still name the failing expression, not the Python line that built it.
+        "spark.python.sql.dataFrameDebugging.enabled": _switch("MARKET_SPREAD_DATAFRAME_DEBUGGING"),
+        "spark.sql.streaming.stopTimeout": "120s",
+        # File listing (VACUUM, discovery) defaults to 10,000 parallel tasks: minutes on 2 cores.
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": "8",
+        "spark.ui.enabled": _switch("MARKET_SPREAD_SPARK_UI"),
+        "spark.sql.streaming.fileSource.cleaner.numThreads": "1",
+    }
+
+
+def delta_conf(jars: list[str], shuffle_partitions: int) -> dict[str, str]:
+    """Delta Lake from `jars`, its tables kept readable by delta-rs, its small-table settings."""
+    return {
+        "spark.jars": ",".join(jars),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        # Delta rebuilds table snapshots with 50 tasks by default: far too many for small logs.
+        "spark.databricks.delta.snapshotPartitions": str(max(2, shuffle_partitions)),
+        # Tables must stay readable by delta-rs: no deletion vectors, no v2 checkpoints.
+        "spark.databricks.delta.properties.defaults.enableDeletionVectors": "false",
+        "spark.databricks.delta.schema.autoMerge.enabled": "false",
+        # The state MERGE's source is a deterministic aggregate of the cached batch: materialising
+        # it again (Delta's default for any source that is not a plain Delta scan) is a wasted job.
+        # Delta also refuses a cached source, because a cached *Delta table* is not pinned to a
+        # version; the cache here holds parsed landing text, never a Delta table.
+        "spark.databricks.delta.merge.materializeSource": "none",
+        "spark.databricks.delta.merge.materializeCachedSource": "false",
+        "spark.databricks.delta.merge.failSourceCachedAfterMaterialization": "false",
+        # Delta 4.4's default, stated: a table of few files keeps its file list in each version's .crc,
+        # from which the next .crc is computed without a job. Scans do not read it: a MERGE still
+        # reconstructs the table's state as Spark jobs (filesForScan asks the snapshot's size, a
+        # computedState aggregate; read in delta 4.4.0 and seen in a JFR profile). Off or on made
+        # no difference (tools/profile_batches.py, 12 batches, twice each: 3.47/3.48 s against 3.60/3.40 s).
+        "spark.databricks.delta.allFilesInCrc.enabled": _switch("MARKET_SPREAD_ALL_FILES_IN_CRC"),
+    }
+
+
+def jvm_conf(jars: list[str], driver_options: str) -> dict[str, str]:
+    """The driver's memory and both JVMs' options (UTC; the driver's JIT and class archive)."""
+    return {
+        "spark.driver.memory": value("MARKET_SPREAD_DRIVER_MEMORY"),
+        "spark.driver.extraJavaOptions": f"{driver_options} {java_options(jars)}".strip(),
+        "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+    }
+
+
+def _start(builder: SparkSession.Builder, jars: list[str], driver_options: str) -> SparkSession:
+    """The session; should the JVM not start with the class archive, once more without it."""
+    try:
+        return builder.getOrCreate()
+    except PySparkRuntimeError as exc:
+        # A damaged class archive stops the JVM before it starts: set it aside, start without it.
+        # Only that failure: any other one leaves the archive alone.
+        if exc.getErrorClass() != "JAVA_GATEWAY_EXITED" or not retire_archive(jars):
+            raise
+    try:
+        return builder.config("spark.driver.extraJavaOptions", driver_options).getOrCreate()
+    except PySparkRuntimeError:
+        restore_archive(jars)  # not the archive's fault: it failed without the archive too
+        raise
 
 
 def build_session(
@@ -75,95 +170,26 @@ def build_session(
 
     `long_running`: a process that lives for hours (a continuous stream) and gains from the JIT's
     optimising compiler once warm; other processes (a command, `--available-now`) get the quick one."""
-    master = master or os.environ.get("MARKET_SPREAD_MASTER") or "local[*]"
+    master = master or value("MARKET_SPREAD_MASTER") or "local[*]"
     if shuffle_partitions is None:
         # Micro-batches are small: a few partitions per core beats the default 200 by far.
-        shuffle_partitions = int(os.environ.get("MARKET_SPREAD_SHUFFLE_PARTITIONS", "4"))
-    from market_spread.runtime.jvm_archive import java_options, restore_archive, retire_archive
-
+        shuffle_partitions = value("MARKET_SPREAD_SHUFFLE_PARTITIONS")
     jars = delta_jars()
     driver_options = f"-Duser.timezone=UTC {jit_options(long_running)}".strip()
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .master(master)
-        .config("spark.jars", ",".join(jars))
-        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        # A micro-batch generates ~160 classes (our stages plus Delta's log replay, stats and
-        # commit plans); Spark's default cache of 100 evicted them all before the next batch, so
-        # every batch compiled them again with Janino and the JIT compiled the new classes again.
-        # Measured (tools/profile_batches.py, 2,000-event batches): 155 -> 8 compiles per batch,
-        # JVM CPU 19.4 -> 12.8 s, batch 10.0 -> 6.7 s.
-        .config("spark.sql.codegen.cache.maxEntries", os.environ.get("MARKET_SPREAD_CODEGEN_CACHE", "4000"))
-        # Off by default: adaptive execution submits every shuffle stage as a job of its own, which
-        # on small micro-batches is overhead, not help (measured, tools/profile_batches.py: 29 -> 15
-        # Spark jobs and 21.4 -> 17.1 s of JVM CPU per 2,000-event batch). Partitions stay
-        # `shuffle_partitions`; explicit broadcast hints keep the small joins broadcast.
-        .config("spark.sql.adaptive.enabled", os.environ.get("MARKET_SPREAD_ADAPTIVE", "false"))
-        # The quote history is partitioned by day: without concurrent writers, Delta's writer sorts
-        # every row of a large append by quote_date first (DeltaFileFormatWriter.executeWrite in delta
-        # 4.4.0), though a batch spans one day or two. With them a task keeps a file open per day,
-        # and sorts only if it meets more days than this.
-        .config("spark.sql.maxConcurrentOutputFileWriters", os.environ.get("MARKET_SPREAD_CONCURRENT_WRITERS", "4"))
-        # The parsed batch is cached for one batch only: compressing its columns costs more CPU than
-        # the memory it saves (measured, tools/profile_batches.py, 500,000-event batches: parse
-        # 4.7 -> 3.9 s). MEMORY_AND_DISK still spills a batch that does not fit.
-        .config("spark.sql.inMemoryColumnarStorage.compressed", os.environ.get("MARKET_SPREAD_CACHE_COMPRESSED", "false"))
-        .config("spark.ui.showConsoleProgress", "false")
-        # PySpark's call-site capture for error messages, on by default, wraps every DataFrame and
-        # Column call with four more round trips to the JVM and a failed `import IPython`: a small
-        # micro-batch made 3,900 round trips, 1,700 without it (tools/profile_batches.py; README).
-        # Errors still name the failing expression, not the Python line that built it.
-        .config("spark.python.sql.dataFrameDebugging.enabled",
-                os.environ.get("MARKET_SPREAD_DATAFRAME_DEBUGGING", "false"))
-        # Delta rebuilds table snapshots with 50 tasks by default: far too many for small logs.
-        .config("spark.databricks.delta.snapshotPartitions", str(max(2, shuffle_partitions)))
-        .config("spark.sql.streaming.stopTimeout", "120s")
-        # File listing (VACUUM, discovery) defaults to 10,000 parallel tasks: minutes on 2 cores.
-        .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "8")
-        .config("spark.ui.enabled", os.environ.get("MARKET_SPREAD_SPARK_UI", "false"))
-        .config("spark.driver.memory", os.environ.get("MARKET_SPREAD_DRIVER_MEMORY", "2g"))
-        # Tables must stay readable by delta-rs: no deletion vectors, no v2 checkpoints.
-        .config("spark.databricks.delta.properties.defaults.enableDeletionVectors", "false")
-        .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
-        # The state MERGE's source is a deterministic aggregate of the cached batch: materialising
-        # it again (Delta's default for any source that is not a plain Delta scan) is a wasted job.
-        # Delta also refuses a cached source, because a cached *Delta table* is not pinned to a
-        # version; the cache here holds parsed landing text, never a Delta table.
-        .config("spark.databricks.delta.merge.materializeSource", "none")
-        .config("spark.databricks.delta.merge.materializeCachedSource", "false")
-        .config("spark.databricks.delta.merge.failSourceCachedAfterMaterialization", "false")
-        # Delta 4.4's default, stated: a table of few files keeps its file list in each version's .crc,
-        # from which the next .crc is computed without a job. Scans do not read it: a MERGE still
-        # reconstructs the table's state as Spark jobs (filesForScan asks the snapshot's size, a
-        # computedState aggregate; read in delta 4.4.0 and seen in a JFR profile). Off or on made
-        # no difference (tools/profile_batches.py, 12 batches, twice each: 3.47/3.48 s against 3.60/3.40 s).
-        .config("spark.databricks.delta.allFilesInCrc.enabled", os.environ.get("MARKET_SPREAD_ALL_FILES_IN_CRC", "true"))
-        .config("spark.sql.streaming.fileSource.cleaner.numThreads", "1")
-        .config("spark.driver.extraJavaOptions", f"{driver_options} {java_options(jars)}".strip())
-        .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
-    )
-    # Cluster-only settings from the environment (driver address, executor sizes, event log):
-    # an empty dict for local masters, so local behaviour is unchanged.
-    from market_spread.runtime.cluster_conf import session_conf
-
-    for key, value in {**session_conf(master), **(extra_conf or {})}.items():
-        builder = builder.config(key, value)
-    try:
-        spark = builder.getOrCreate()
-    except PySparkRuntimeError as exc:
-        # A damaged class archive stops the JVM before it starts: set it aside, start without it.
-        # Only that failure: any other one leaves the archive alone.
-        if exc.getErrorClass() != "JAVA_GATEWAY_EXITED" or not retire_archive(jars):
-            raise
-        try:
-            spark = builder.config("spark.driver.extraJavaOptions", driver_options).getOrCreate()
-        except PySparkRuntimeError:
-            restore_archive(jars)  # not the archive's fault: it failed without the archive too
-            raise
-    spark.sparkContext.setLogLevel(os.environ.get("MARKET_SPREAD_SPARK_LOG_LEVEL", "WARN"))
+    conf = {
+        **delta_conf(jars, shuffle_partitions),
+        **core_conf(shuffle_partitions),
+        **jvm_conf(jars, driver_options),
+        # Cluster-only settings from the environment (driver address, executor sizes, event log):
+        # an empty dict for local masters, so local behaviour is unchanged.
+        **session_conf(master),
+        **(extra_conf or {}),
+    }
+    builder = SparkSession.builder.appName(app_name).master(master)
+    for key, setting in conf.items():
+        builder = builder.config(key, setting)
+    spark = _start(builder, jars, driver_options)
+    spark.sparkContext.setLogLevel(value("MARKET_SPREAD_SPARK_LOG_LEVEL"))
     return spark
 
 
@@ -177,14 +203,14 @@ def build_session(
 # 3.2 -> 2.6-2.8 s (interpreted) -> 2.6-2.7 s (one partition); both settings together, 40,000-event
 # batches 3.9 -> 3.4 s, 80,000 4.6 -> 4.1 s, 200,000 even (5.6 s either way); 500,000-event
 # batches are slower interpreted (8.6 -> 9.6-10.9 s).
-SMALL_BATCH_LINES = int(os.environ.get("MARKET_SPREAD_SMALL_BATCH_LINES", "100000"))
+SMALL_BATCH_LINES: int = value("MARKET_SPREAD_SMALL_BATCH_LINES")
 # Batches of fewer input lines bring their quote history and alerts to the driver as Arrow and
 # commit them with delta-rs (lake.delta_rs); larger ones append through Spark's Delta writer. On the
 # 2M-event backlog (one batch, 1M quotes) the quote history's append took 1.5-3.3 s instead of
 # 4.6-6.1 s and the batch 17.6-20.2 s instead of 20.2-23.2 s (bench, three rounds interleaved).
 # The cost is memory: about 300 MB more at the peak (the hostile-volume test's process tree: 1M
 # lines 2.17 -> 2.49 GB, 3.9M lines 2.75 -> 3.09 GB, past its 3 GB bound), hence 2.5M lines.
-DRIVER_WRITE_LINES = int(os.environ.get("MARKET_SPREAD_DRIVER_WRITE_LINES", "2500000"))
+DRIVER_WRITE_LINES: int = value("MARKET_SPREAD_DRIVER_WRITE_LINES")
 CODEGEN_MODE = "spark.sql.codegen.factoryMode"  # Spark's default: FALLBACK (generated code, else interpreted)
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 

@@ -18,12 +18,12 @@ kill leaves the old file or the new one.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from market_spread.stream.checkpoint_files import last_committed, rewrite
+from market_spread.runtime import settings
 
 # Entries of batches this close to the last committed one are always kept.
 KEEP_LAST_BATCHES = 2
@@ -33,10 +33,7 @@ TRIM_EVERY_VARIABLE = "MARKET_SPREAD_SOURCE_LOG_TRIM_EVERY"
 def trim_interval() -> int:
     """Batches between two trims in a running stream (default 1,000: under two hours at the
     default 5-second trigger; a trim costs about 25 ms per thousand entries)."""
-    raw = os.environ.get(TRIM_EVERY_VARIABLE, "1000")
-    if not raw.strip().isdigit() or int(raw) < 1:
-        raise ValueError(f"{TRIM_EVERY_VARIABLE} must be a whole number of batches, at least 1, not {raw!r}")
-    return int(raw)
+    return settings.value(TRIM_EVERY_VARIABLE)  # SettingError unless a whole number of batches >= 1
 
 
 @dataclass(frozen=True)
