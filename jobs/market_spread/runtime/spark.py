@@ -220,16 +220,16 @@ def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterat
     """Inside, the session has these settings; after, even when the body raises, each has its
     earlier value again (or none). The stream's batches share one session, one batch at a time."""
     before = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
+    for key, setting in settings.items():
+        spark.conf.set(key, setting)
     try:
         yield
     finally:
-        for key, value in before.items():
-            if value is None:
+        for key, earlier in before.items():
+            if earlier is None:
                 spark.conf.unset(key)
             else:
-                spark.conf.set(key, value)
+                spark.conf.set(key, earlier)
 
 
 @contextmanager
