@@ -24,8 +24,7 @@ from market_spread.runtime.settings import SETTINGS
 Logger = Callable[[str], None]
 
 
-# Not `python -m market_spread.cli.main`: as __main__, cli.py's UsageError is another class than the
-# one the commands raise, and a bad argument would end in a traceback instead of exit 2.
+# The CLI's entry point by import rather than `-m`, so the child's code path is the console script's.
 CLI_CODE = "import sys; from market_spread.cli.main import main; sys.exit(main())"
 
 
