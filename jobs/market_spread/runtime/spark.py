@@ -148,11 +148,13 @@ def build_session(
     # Cluster-only settings from the environment (driver address, executor sizes, event log):
     # an empty dict for local masters, so local behaviour is unchanged.
     from market_spread.runtime.cluster_conf import session_conf
+    from market_spread.runtime.network import driver_conf, refused_by_cluster  # loopback; cluster auth
 
-    for key, value in {**session_conf(master), **(extra_conf or {})}.items():
+    for key, value in {**driver_conf(master), **session_conf(master), **(extra_conf or {})}.items():
         builder = builder.config(key, value)
     try:
-        spark = builder.getOrCreate()
+        with refused_by_cluster(master):
+            spark = builder.getOrCreate()
     except PySparkRuntimeError as exc:
         # A damaged class archive stops the JVM before it starts: set it aside, start without it.
         # Only that failure: any other one leaves the archive alone.
