@@ -35,6 +35,7 @@ from typing import Callable
 from market_spread.orchestration.probes import live_stream
 from market_spread.orchestration.settings import resolve_settings
 from market_spread.runtime.env import TRUE_WORDS
+from market_spread_tools.airflow_loopback import shim_dir
 
 # A checkout tool: the project is the checkout this file sits in (tools/market_spread_tools/).
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -80,8 +81,9 @@ def airflow_env(home: Path, port: int, dags: Path, base: dict[str, str] | None =
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "90",
             "AIRFLOW__API__EXPOSE_CONFIG": "False",
             "NO_COLOR": "1",
-            # standalone starts its components as `airflow ...` from PATH.
-            "PATH": venv_bin + os.pathsep + env.get("PATH", ""),
+            # standalone starts its components as `airflow ...` from PATH: first a wrapper that
+            # keeps the log servers (every interface) off, then the venv's (airflow_loopback).
+            "PATH": os.pathsep.join([str(shim_dir(home, Path(venv_bin) / "airflow")), venv_bin, env.get("PATH", "")]),
         }
     )
     return env

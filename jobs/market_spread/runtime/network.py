@@ -120,5 +120,6 @@ def refused_by_cluster(master: str) -> Iterator[None]:
         raise UsageError(
             f"the Spark master {master} did not accept this driver (Spark gave up after 3 tries, 20 s apart): "
             f"most likely the secret in {spark_defaults_path(os.environ)} differs from the cluster's (the log "
-            f"above says `SaslException: ... Mismatched response`), else the master is not reachable from here"
+            f"above says `SaslException: ... Mismatched response`, or `Expected SaslMessage` without one), "
+            f"else the master is not reachable from here"
         ) from None
