@@ -17,6 +17,7 @@ import pytest
 from market_spread.orchestration.jobs import cli_argv
 from market_spread.orchestration.probes import live_stream
 from market_spread_tools import launcher as run
+from netutil import listening, not_loopback, tree
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,6 +53,21 @@ def ours(home: Path, lake: Path) -> list:
 
 def streams(home: Path, lake: Path) -> list:
     return [p for p in ours(home, lake) if "stream" in (p.info.get("cmdline") or [])]
+
+
+def task_log_lines(api: str, token: str, dag_id: str, task_id: str, state: str) -> list[str]:
+    """The log lines of the latest task instance in `state`, as the UI gets them through the API
+    (the source notes left out)."""
+    from urllib.parse import quote
+
+    tis = run.http_json("GET", f"{api}/dags/{dag_id}/dagRuns/~/taskInstances?task_id={task_id}&state={state}",
+                        token=token)["task_instances"]
+    assert tis, f"no {state} {dag_id}.{task_id}"
+    ti = tis[-1]
+    url = f"{api}/dags/{dag_id}/dagRuns/{quote(ti['dag_run_id'], safe='')}/taskInstances/{task_id}/logs/{ti['try_number']}"
+    content = run.http_json("GET", url, token=token, timeout=60)["content"]
+    lines = [entry.get("event", "") if isinstance(entry, dict) else str(entry) for entry in content]
+    return [line for line in lines if line and not line.startswith("::")]
 
 
 def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
@@ -130,6 +146,14 @@ def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
         wait_for("alerts in the lake", alerts, 600, proc, log, every=5)
         timings["alerts"] = time.monotonic() - began
         assert len(streams(home, lake)) == 1
+        # Issue 44: while the stream writes alerts, nothing started for this run listens beyond the
+        # loopback: not the driver's JVM, not Airflow's log servers (off: --skip-serve-logs).
+        procs = tree([proc.pid, *ours(home, lake)])
+        assert any(p.pid == int(live_stream(lake)["jvm_pid"]) for p in procs)
+        assert listening(procs) and not_loopback(procs) == [], not_loopback(procs)
+        assert not {8793, 8794} & {port for _, _, port in listening(procs)}
+        # Task logs still reach the UI without the log servers: from the local files.
+        assert task_log_lines(api, token, "market_spread_stream", "supervise_stream", "running")
 
         # Kill the stream's JVM: the job dies, its task fails, the next run starts a new job.
         before = live_stream(lake)
@@ -163,6 +187,7 @@ def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
         wait_for("a successful validate task", quality_succeeded, 600, proc, log, every=5)
         timings["quality success"] = time.monotonic() - began
         assert (docs / "index.html").is_file()
+        assert task_log_lines(api, token, "market_spread_quality", "validate", "success")
     finally:
         # Ctrl-C, as a user would; then nothing of ours may be left.
         stop_began = time.monotonic()

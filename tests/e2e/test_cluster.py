@@ -18,6 +18,8 @@ from market_spread.runtime.cluster_conf import is_local, session_conf
 from market_spread_tools.cluster import LocalCluster
 from market_spread.feeds.generate import Generator, write_backlog
 from lakeutil import comparable_tables, land, land_pair, metrics_totals, order, quote, stream
+from market_spread_tools.spark_auth import secret_of
+from netutil import not_loopback, tree
 
 CLI = [sys.executable, "-m", "market_spread.cli.main"]
 SYMBOLS = [f"S{i:02d}" for i in range(12)]
@@ -151,6 +153,8 @@ def _stream(cluster: LocalCluster, landing: Path, lake: Path, symbols: Path, pyt
         "MARKET_SPREAD_DRIVER_HOST": "127.0.0.1",
         "MARKET_SPREAD_DRIVER_MEMORY": "1g",
         "PYTHONUNBUFFERED": "1",
+        # The cluster's spark-defaults.conf: spark.authenticate and its secret (issue 44).
+        "SPARK_CONF_DIR": str(cluster.conf_dir),
     })
     argv = CLI + ["stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols),
                   "--master", cluster.master_url, *mode]
@@ -234,3 +238,95 @@ def test_a_worker_killed_mid_run_still_gives_exact_tables(tmp_path, spark, data,
     assert comparable_tables(spark, lake) == data["expected"]
     # batch_metrics still adds up to the tables (how rows fall into batches may differ).
     assert _counts(metrics_totals(spark, lake)) == _counts(data["totals"])
+
+
+# Issue 44: every channel of the cluster is authenticated with the secret LocalCluster generated
+# once, and the secret shows on no command line.
+AUTH_ON = "SecurityManager: authentication enabled"
+
+
+def _leaks(secret: str) -> list[str]:
+    """Command lines of this machine's processes that show the secret."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if secret in " ".join(proc.info.get("cmdline") or []):
+            found.append(f"{proc.pid} {' '.join(proc.info['cmdline'])[:160]}")
+    return found
+
+
+def _refused(cluster: LocalCluster, tmp_path: Path, env_changes: dict[str, str | None], timeout: float) -> tuple[int, str, float]:
+    """`stream` against the cluster with these environment changes: exit code, output, seconds."""
+    (tmp_path / "landing" / "quotes").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "landing" / "orders").mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, MARKET_SPREAD_DRIVER_HOST="127.0.0.1", MARKET_SPREAD_DRIVER_MEMORY="1g")
+    for name, value in env_changes.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    began = time.monotonic()
+    done = subprocess.run(CLI + ["stream", "--landing", str(tmp_path / "landing"), "--lake", str(tmp_path / "lake"),
+                                 "--master", cluster.master_url, "--available-now"],
+                          capture_output=True, text=True, env=env, timeout=timeout)
+    return done.returncode, done.stdout + done.stderr, time.monotonic() - began
+
+
+def test_the_cluster_runs_with_authentication_and_keeps_its_secret_private(cluster, tmp_path):
+    defaults = cluster.conf_dir / "spark-defaults.conf"
+    assert cluster.conf_dir.stat().st_mode & 0o777 == 0o700 and defaults.stat().st_mode & 0o777 == 0o600
+    secret = secret_of(cluster.conf_dir)
+    assert len(secret) >= 32
+    for name in cluster.procs:
+        assert AUTH_ON in (cluster.workdir / "logs" / f"{name}.log").read_text(errors="replace"), name
+    assert _leaks(secret) == []
+    # A driver that has no secret is refused at once, before any JVM starts, in one line.
+    empty = tmp_path / "empty-conf"
+    empty.mkdir()
+    rc, output, seconds = _refused(cluster, tmp_path, {"SPARK_CONF_DIR": str(empty)}, 120)
+    assert rc == 2, output
+    assert output.startswith("market-spread stream: error: Spark master spark://"), output
+    assert "Spark's RPC authentication is not configured" in output and len(output.strip().splitlines()) == 1, output
+
+
+@pytest.mark.slow
+def test_a_driver_with_another_secret_or_none_is_refused_by_the_master(cluster, tmp_path):
+    wrong = tmp_path / "wrong-conf"
+    wrong.mkdir(mode=0o700)
+    empty = tmp_path / "empty-conf"
+    empty.mkdir()
+    (wrong / "spark-defaults.conf").write_text("spark.authenticate true\nspark.authenticate.secret not-the-secret\n")
+    (wrong / "spark-defaults.conf").chmod(0o600)
+    # Spark retries the master 3 times, 20 s apart, then gives up: a bounded wait, then a clear error.
+    for case, changes in {"another secret": {"SPARK_CONF_DIR": str(wrong)},
+                          "no secret (checks off)": {"SPARK_CONF_DIR": str(empty), "MARKET_SPREAD_SPARK_AUTH": "off"}}.items():
+        rc, output, seconds = _refused(cluster, tmp_path / case.split()[0], changes, 300)
+        assert rc == 2, f"{case}: {output[-4000:]}"
+        errors = [l for l in output.splitlines() if l.startswith("market-spread stream: error: ")]
+        assert len(errors) == 1 and "did not accept this driver" in errors[0], f"{case}: {output[-4000:]}"
+        assert seconds < 240, f"{case}: {seconds:.0f} s"
+    assert len(cluster.alive_workers()) >= 1
+
+
+@pytest.mark.slow
+def test_a_cluster_stream_listens_on_loopback_only_with_authentication(tmp_path, data, two_workers, executor_python):
+    cluster = two_workers
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    land_pair(data["source"], landing, 0)
+    before = _app_dirs(cluster)
+    run = _stream(cluster, landing, lake, data["symbols"], executor_python["python"], "--interval", "1")
+    try:
+        run.wait_for(lambda: any(l.startswith("batch 0:") for l in run.lines), 900, "batch 0")
+        procs = tree([run.proc.pid, *(p.pid for p in cluster.procs.values() if p.poll() is None)])
+        # Master, workers, executors, driver and its JVM: none reachable from the network...
+        assert not_loopback(procs) == []
+        assert _leaks(secret_of(cluster.conf_dir)) == []
+        # ...and the executors of this application run with authentication on too.
+        new = {name: apps - before.get(name, set()) for name, apps in _app_dirs(cluster).items()}
+        logs = [p for name, apps in new.items() for app in apps for p in (cluster.worker_dirs[name] / app).glob("*/stderr")]
+        assert logs and all(AUTH_ON in p.read_text(errors="replace") for p in logs), logs
+        run.proc.send_signal(signal.SIGTERM)
+        assert run.finish(timeout=600) == 0, run.output[-6000:]
+    finally:
+        run.kill()

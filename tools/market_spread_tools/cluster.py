@@ -19,6 +19,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from market_spread_tools.spark_auth import ensure_spark_defaults
 
 
 def spark_class() -> Path:
@@ -59,6 +60,11 @@ class LocalCluster:
         return f"spark://{self.host}:{self.port}"
 
     @property
+    def conf_dir(self) -> Path:
+        """SPARK_CONF_DIR of the daemons, and of any driver: spark.authenticate and the secret."""
+        return self.workdir / "conf"
+
+    @property
     def webui_url(self) -> str:
         return f"http://{self.host}:{self.webui_port}"
 
@@ -67,6 +73,7 @@ class LocalCluster:
         # Every daemon binds and advertises this address, never the host name's.
         env["SPARK_LOCAL_IP"] = self.host
         env["SPARK_DAEMON_MEMORY"] = self.daemon_memory
+        env["SPARK_CONF_DIR"] = str(self.conf_dir)  # RPC authentication on (spark_auth)
         return env
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
@@ -82,6 +89,7 @@ class LocalCluster:
 
     def start(self, timeout: float = 180.0) -> "LocalCluster":
         self.workdir.mkdir(parents=True, exist_ok=True)
+        ensure_spark_defaults(self.conf_dir)
         self.port = self.port or free_port(self.host)
         self.webui_port = self.webui_port or free_port(self.host)
         try:
@@ -208,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     cluster.start()
     try:
         print(f"Spark master {cluster.master_url} with {args.workers} workers; UI {cluster.webui_url}; "
-              f"logs {cluster.workdir / 'logs'}. Ctrl-C stops it.", flush=True)
+              f"logs {cluster.workdir / 'logs'}. Drivers need SPARK_CONF_DIR={cluster.conf_dir} (the secret). "
+              "Ctrl-C stops it.", flush=True)
         while not stop["now"]:
             if cluster.procs["master"].poll() is not None:
                 print("the master exited", file=sys.stderr)

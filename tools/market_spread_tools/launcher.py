@@ -41,6 +41,7 @@ from market_spread_tools.airflow_client import (  # noqa: F401 - http_json, set_
     set_paused,
     unpause_ours,
 )
+from market_spread_tools.airflow_loopback import shim_dir
 from market_spread_tools.reaper import (
     RUN_MARKER,
     become_subreaper,
@@ -94,8 +95,9 @@ def airflow_env(home: Path, port: int, dags: Path, base: dict[str, str] | None =
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "90",
             "AIRFLOW__API__EXPOSE_CONFIG": "False",
             "NO_COLOR": "1",
-            # standalone starts its components as `airflow ...` from PATH.
-            "PATH": venv_bin + os.pathsep + env.get("PATH", ""),
+            # standalone starts its components as `airflow ...` from PATH: first a wrapper that
+            # keeps the log servers (every interface) off, then the venv's (airflow_loopback).
+            "PATH": os.pathsep.join([str(shim_dir(home, Path(venv_bin) / "airflow")), venv_bin, env.get("PATH", "")]),
         }
     )
     return env

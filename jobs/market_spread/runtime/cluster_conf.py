@@ -2,7 +2,8 @@
 
 `session_conf(master)` gives the extra settings `runtime.spark.build_session` applies when the master
 is not `local[...]`, all taken from the environment, so the DAGs switch to a cluster through
-configuration alone. Nothing changes for a local master.
+configuration alone. Nothing changes for a local master. Where the driver listens and the cluster's
+authentication (`spark.authenticate`, its secret from SPARK_CONF_DIR) are `runtime.network`'s.
 
 What executors need: the Delta JARs reach them through `spark.jars` (the driver serves them and
 every executor fetches them before its first task). No project Python code runs on executors: the

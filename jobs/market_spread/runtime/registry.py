@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from market_spread.errors import SettingError
-from market_spread.runtime.env import FALSE_WORDS, TRUE_WORDS
+from market_spread.runtime.env import ENV_PREFIX, FALSE_WORDS, TRUE_WORDS  # noqa: F401 - re-exported by settings
 AIRFLOW_PREFIX = "market_spread_"  # an orchestration setting's Airflow Variable: market_spread_<name>
 
 # Who reads a setting (the `used_by` words): a command's name, or one of these groups.

@@ -86,6 +86,11 @@ declare(P + "CORES_MAX", whole(1), None, "spark.cores.max: without it a standalo
         (CLUSTER,), to_jobs=True)
 declare(P + "EVENT_LOG_DIR", text, None, "Folder or Hadoop URI for Spark's event log (read by the history "
         "server); turns the event log on.", (CLUSTER,), to_jobs=True)
+declare(P + "SPARK_AUTH", boolean, True, "With a non-local Spark master, refuse to start unless Spark's RPC "
+        "authentication is configured (spark.authenticate and spark.authenticate.secret in "
+        "$SPARK_CONF_DIR/spark-defaults.conf, mode 0600); off runs unauthenticated, only where nobody "
+        "else can reach the driver and the cluster (docs/network.md).", (CLUSTER,), shown_default="on",
+        to_jobs=True)
 
 # The stream's micro-batches and the lake's writes
 declare(P + "SMALL_BATCH_LINES", whole(0), 100_000, "Batches of fewer input lines run with one shuffle partition "

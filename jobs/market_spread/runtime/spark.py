@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from market_spread.errors import UsageError
 from market_spread.runtime.cluster_conf import session_conf
 from market_spread.runtime.jvm_archive import java_options, restore_archive, retire_archive
+from market_spread.runtime.network import driver_conf, refused_by_cluster
 from market_spread.runtime.paths import project_home
 from market_spread.runtime.settings import value
 
@@ -180,6 +181,8 @@ def build_session(
         **delta_conf(jars, shuffle_partitions),
         **core_conf(shuffle_partitions),
         **jvm_conf(jars, driver_options),
+        # A local driver on loopback only; a cluster's driver with Spark's RPC authentication.
+        **driver_conf(master),
         # Cluster-only settings from the environment (driver address, executor sizes, event log):
         # an empty dict for local masters, so local behaviour is unchanged.
         **session_conf(master),
@@ -188,7 +191,8 @@ def build_session(
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, setting in conf.items():
         builder = builder.config(key, setting)
-    spark = _start(builder, jars, driver_options)
+    with refused_by_cluster(master):
+        spark = _start(builder, jars, driver_options)
     spark.sparkContext.setLogLevel(value("MARKET_SPREAD_SPARK_LOG_LEVEL"))
     return spark
 
