@@ -5,7 +5,7 @@ serialised objects, and anyone who reaches the driver's ports talks to it. A non
 Spark's RPC authentication (`spark.authenticate` with a shared secret): the master, the workers, the
 driver and the executors all check it. The secret reaches the driver the standard way, from
 `$SPARK_CONF_DIR/spark-defaults.conf`, never through a setting of the session: PySpark passes those
-to the JVM on its command line, which every user of the machine can read. docs/network.md says how
+to the JVM on its command line, which every user of the machine can read. docs/operations.md (Network) says how
 to supply it on real machines and what a mismatch looks like.
 """
 from __future__ import annotations
@@ -83,7 +83,7 @@ def check_authentication(master: str, environ: MutableMapping[str, str]) -> None
     raise UsageError(
         f"Spark master {master} is not local and Spark's RPC authentication is not configured: put "
         f"`spark.authenticate true` and `spark.authenticate.secret <the cluster's secret>` into {path} "
-        f"(mode 0600), or point SPARK_CONF_DIR at a folder holding such a spark-defaults.conf (docs/network.md); "
+        f"(mode 0600), or point SPARK_CONF_DIR at a folder holding such a spark-defaults.conf (docs/operations.md, Network); "
         f"{AUTH_SETTING}=off runs unauthenticated"
     )
 

@@ -89,7 +89,7 @@ declare(P + "EVENT_LOG_DIR", text, None, "Folder or Hadoop URI for Spark's event
 declare(P + "SPARK_AUTH", boolean, True, "With a non-local Spark master, refuse to start unless Spark's RPC "
         "authentication is configured (spark.authenticate and spark.authenticate.secret in "
         "$SPARK_CONF_DIR/spark-defaults.conf, mode 0600); off runs unauthenticated, only where nobody "
-        "else can reach the driver and the cluster (docs/network.md).", (CLUSTER,), shown_default="on",
+        "else can reach the driver and the cluster (docs/operations.md, Network).", (CLUSTER,), shown_default="on",
         to_jobs=True)
 
 # The stream's micro-batches and the lake's writes
