@@ -132,25 +132,30 @@ def decode_fixish(data, path: str = "<bytes>", expect: Kind | None = None) -> It
             if not _on_boundary(data, end):
                 yield from garbage_from(at)
                 continue
-            if want is None:
-                error = DecodeError(path, at, "wrong_type", f"unknown message type {kind} ({length}-byte frame)")
-            elif want != length:
-                error = DecodeError(
-                    path, at, "wrong_length", f"{TYPE_NAME[kind]} frame of {length} bytes, expected {want}"
-                )
-            else:
-                error = DecodeError(
-                    path, at, "wrong_type",
-                    f"message type {kind} ({TYPE_NAME[kind]}) where {TYPE_NAME[expected_type]} frames are expected",
-                )
-            yield error
+            yield _frame_error(path, at, kind, length, expected_type)
             at, position = end, position + 1
             continue
-        payload = bytes(data[at + 4 : end])
-        try:
-            message = _decode_quote_payload(payload) if kind == MARKET_DATA else _decode_order_payload(payload)
-        except FieldError as exc:
-            yield DecodeError(path, at, "bad_field", str(exc))
-        else:
-            yield Record(position, at, message)
+        yield _decoded(bytes(data[at + 4 : end]), kind, path, at, position)
         at, position = end, position + 1
+
+
+def _frame_error(path: str, at: int, kind: int, length: int, expected_type: int | None) -> DecodeError:
+    """Why a frame skipped by its length does not decode: its type, its length, or the other feed's."""
+    want = FRAME_LEN.get(kind)
+    if want is None:
+        return DecodeError(path, at, "wrong_type", f"unknown message type {kind} ({length}-byte frame)")
+    if want != length:
+        return DecodeError(path, at, "wrong_length", f"{TYPE_NAME[kind]} frame of {length} bytes, expected {want}")
+    return DecodeError(
+        path, at, "wrong_type",
+        f"message type {kind} ({TYPE_NAME[kind]}) where {TYPE_NAME[expected_type]} frames are expected",
+    )
+
+
+def _decoded(payload: bytes, kind: int, path: str, at: int, position: int) -> Item:
+    """A well-framed quote or order: its record, or the field that does not decode."""
+    try:
+        message = _decode_quote_payload(payload) if kind == MARKET_DATA else _decode_order_payload(payload)
+    except FieldError as exc:
+        return DecodeError(path, at, "bad_field", str(exc))
+    return Record(position, at, message)

@@ -91,18 +91,7 @@ def supervise_stream(
                 health.observe_line(line)
             rc = job.poll()
             if rc is not None:
-                for line in job.finish_output():
-                    logger(line)
-                    health.observe_line(line)
-                if rc == 0:
-                    return StreamOutcome("stopped by a signal from outside", health.batches, health.last_batch_id)
-                if rc == EXIT_LAKE_BUSY:
-                    holder = read_stream_lock(settings.lake)
-                    raise StreamFailed(f"another writer holds the lake {settings.lake}: {holder or 'unknown'}")
-                raise StreamFailed(
-                    f"the stream exited with code {rc} after {health.batches} batches"
-                    + (f" (last batch {health.last_batch_id})" if health.last_batch_id is not None else "")
-                )
+                return _exited(job, rc, settings, health, logger)
             now = time.monotonic()
             if now >= next_stop_check:
                 next_stop_check = now + stop_check_every
@@ -113,13 +102,33 @@ def supervise_stream(
                     return StreamOutcome(f"stopped: {reason} (exit {rc})", health.batches, health.last_batch_id)
             if now >= next_health_check:
                 next_health_check = now + health_check_every
-                stalled = health.check()
-                if stalled:
-                    logger(f"health check failed: {stalled}; stopping the stalled stream")
-                    job.stop(min(settings.stop_timeout, 60.0), logger)
-                    raise StreamFailed(f"stream stalled: {stalled}")
+                _check_health(job, health, settings, logger)
     finally:
         if job.poll() is None:
             # A signal or an error ended the supervision: take the stream down with us.
             job.stop(min(settings.stop_timeout, 30.0), logger)
 
+
+def _exited(job: Job, rc: int, settings: Settings, health: StreamHealth, logger: Logger) -> StreamOutcome:
+    """The stream's last lines logged, then how it ended: stopped from outside (exit 0), or failed."""
+    for line in job.finish_output():
+        logger(line)
+        health.observe_line(line)
+    if rc == 0:
+        return StreamOutcome("stopped by a signal from outside", health.batches, health.last_batch_id)
+    if rc == EXIT_LAKE_BUSY:
+        holder = read_stream_lock(settings.lake)
+        raise StreamFailed(f"another writer holds the lake {settings.lake}: {holder or 'unknown'}")
+    raise StreamFailed(
+        f"the stream exited with code {rc} after {health.batches} batches"
+        + (f" (last batch {health.last_batch_id})" if health.last_batch_id is not None else "")
+    )
+
+
+def _check_health(job: Job, health: StreamHealth, settings: Settings, logger: Logger) -> None:
+    """Fail on a stalled stream, stopped first so that a restart can take the lake."""
+    stalled = health.check()
+    if stalled:
+        logger(f"health check failed: {stalled}; stopping the stalled stream")
+        job.stop(min(settings.stop_timeout, 60.0), logger)
+        raise StreamFailed(f"stream stalled: {stalled}")

@@ -125,47 +125,63 @@ def run_suites(
 ) -> tuple[dict[str, list[ExpectationOutcome]], str]:
     """Run each suite on its batch, write the results and the Data Docs site under `docs`.
     Returns the outcomes per suite and the path of the site's index."""
-    import great_expectations as gx
-    from great_expectations.core.run_identifier import RunIdentifier
-
     context = _gx_context(docs)
     datasource = context.data_sources.add_or_update_spark(name=DATASOURCE, persist=False)
     outcomes: dict[str, list[ExpectationOutcome]] = {}
     results: dict[str, Any] = {}
     for name, loaded in suites.items():
-        suite = context.suites.add_or_update(loaded.suite)
-        by_id = {e.id: info for e, info in zip(suite.expectations, loaded.infos)}
-        asset = datasource.add_dataframe_asset(name=name)
-        batch_definition = asset.add_batch_definition_whole_dataframe("validated")
-        definition = context.validation_definitions.add_or_update(
-            gx.ValidationDefinition(name=name, data=batch_definition, suite=suite)
-        )
-        # No sample values in the stored run: fetching them costs one Spark job per expectation
-        # even when nothing is unexpected. Failed expectations get their samples just below.
-        result = definition.run(
-            batch_parameters={"dataframe": batches[name]},
-            expectation_parameters=run.parameters,
-            result_format={"result_format": "BASIC", "partial_unexpected_count": 0},
-            run_id=RunIdentifier(run_name=run.run_id, run_time=run.validated_at),
-        )
-        samples = _failed_samples(batch_definition, batches[name], suite, result, run.parameters)
-        found = []
-        for r in result.results:
-            info = by_id.get(r.expectation_config.id)
-            if info is None:  # never expected: every result comes from a loaded expectation
-                raise RuntimeError(f"result for an unknown expectation: {r.expectation_config.type}")
-            count, text = _observed(r, samples.get(r.expectation_config.id))
-            found.append(ExpectationOutcome(info.name, info.critical, bool(r.success), count, text))
-        order = {info.name: i for i, info in enumerate(loaded.infos)}
-        found.sort(key=lambda o: order[o.name])
-        if len(found) != len(loaded.infos):
-            raise RuntimeError(f"suite {name}: {len(found)} results for {len(loaded.infos)} expectations")
-        outcomes[name] = found
-        results[name] = result
-
+        outcomes[name], results[name] = _run_suite(context, datasource, name, loaded, batches[name], run)
     store = context.validation_results_store
-    # Data Docs show a result's batch markers under "Show more info": put the Delta version range
-    # and the thresholds there, so the HTML report says what exactly was validated.
+    _mark_batches(store, results, run)
+    _keep_last_runs(store, suites)
+    return outcomes, _build_docs(context, docs, suites, run)
+
+
+def _run_suite(context: Any, datasource: Any, name: str, loaded: LoadedSuite, batch: DataFrame,
+               run: SuiteRun) -> tuple[list[ExpectationOutcome], Any]:
+    """One suite run on its batch and stored; its outcomes in the file's order, and GX's result."""
+    import great_expectations as gx
+    from great_expectations.core.run_identifier import RunIdentifier
+
+    suite = context.suites.add_or_update(loaded.suite)
+    asset = datasource.add_dataframe_asset(name=name)
+    batch_definition = asset.add_batch_definition_whole_dataframe("validated")
+    definition = context.validation_definitions.add_or_update(
+        gx.ValidationDefinition(name=name, data=batch_definition, suite=suite)
+    )
+    # No sample values in the stored run: fetching them costs one Spark job per expectation
+    # even when nothing is unexpected. Failed expectations get their samples just below.
+    result = definition.run(
+        batch_parameters={"dataframe": batch},
+        expectation_parameters=run.parameters,
+        result_format={"result_format": "BASIC", "partial_unexpected_count": 0},
+        run_id=RunIdentifier(run_name=run.run_id, run_time=run.validated_at),
+    )
+    samples = _failed_samples(batch_definition, batch, suite, result, run.parameters)
+    return _outcomes(name, loaded, suite, result, samples), result
+
+
+def _outcomes(name: str, loaded: LoadedSuite, suite: Any, result: Any,
+              samples: dict[str, list]) -> list[ExpectationOutcome]:
+    """One outcome per loaded expectation, in the suite file's order."""
+    by_id = {e.id: info for e, info in zip(suite.expectations, loaded.infos)}
+    found = []
+    for r in result.results:
+        info = by_id.get(r.expectation_config.id)
+        if info is None:  # never expected: every result comes from a loaded expectation
+            raise RuntimeError(f"result for an unknown expectation: {r.expectation_config.type}")
+        count, text = _observed(r, samples.get(r.expectation_config.id))
+        found.append(ExpectationOutcome(info.name, info.critical, bool(r.success), count, text))
+    order = {info.name: i for i, info in enumerate(loaded.infos)}
+    found.sort(key=lambda o: order[o.name])
+    if len(found) != len(loaded.infos):
+        raise RuntimeError(f"suite {name}: {len(found)} results for {len(loaded.infos)} expectations")
+    return found
+
+
+def _mark_batches(store: Any, results: dict[str, Any], run: SuiteRun) -> None:
+    """Data Docs show a result's batch markers under "Show more info": put the Delta version range
+    and the thresholds there, so the HTML report says what exactly was validated."""
     for key in store.list_keys():
         if key.run_id.run_name == run.run_id and key.expectation_suite_identifier.name in results:
             stored = results[key.expectation_suite_identifier.name]
@@ -173,8 +189,11 @@ def run_suites(
             markers.update({k: str(v) for k, v in run.info[key.expectation_suite_identifier.name].items()})
             stored.meta["batch_markers"] = markers
             store.set(key, stored)
+
+
+def _keep_last_runs(store: Any, suites: dict[str, LoadedSuite]) -> None:
+    """Keep the last runs only, so the site and its rebuild stay small; quality_results keeps history."""
     keys = store.list_keys()
-    # Keep the last runs only, so the site and its rebuild stay small; quality_results keeps history.
     for suite_name in suites:
         mine = sorted(
             (k for k in keys if k.expectation_suite_identifier.name == suite_name),
@@ -183,13 +202,18 @@ def run_suites(
         )
         for old in mine[KEEP_DOCS_RUNS:]:
             store.remove_key(old)
-    new_results = [k for k in store.list_keys() if k.run_id.run_name == run.run_id]
+
+
+def _build_docs(context: Any, docs: Path, suites: dict[str, LoadedSuite], run: SuiteRun) -> str:
+    """Rebuild the Data Docs pages of the suites and of this run; returns the path of the site's index."""
     from great_expectations.data_context.types.resource_identifiers import ExpectationSuiteIdentifier
 
+    store = context.validation_results_store
+    new_results = [k for k in store.list_keys() if k.run_id.run_name == run.run_id]
     resources: list[Any] = [ExpectationSuiteIdentifier(name=n) for n in suites] + new_results
     urls = context.build_data_docs(site_names=[DOCS_SITE], resource_identifiers=resources)
     index = str(docs.resolve() / "index.html")
     url = urls.get(DOCS_SITE, "")
     if url.startswith("file://"):
         index = url[len("file://"):]
-    return outcomes, index
+    return index

@@ -4,7 +4,7 @@ add up to."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from market_spread.lake import tables as lake_mod
 from market_spread.quality.defaults import DEFAULT_ORPHAN_GRACE_S
@@ -54,9 +54,6 @@ def _slice_alerts(spark: SparkSession, lake: str, from_version: int | None,
     is in flight): no later batch has a metrics row and their commit is younger than
     `orphan_grace_s`. Past that they are validated, and reported as orphans.
     """
-    import time as time_mod
-    from pyspark.sql import functions as F
-
     alerts_path = lake_mod.table_path(lake, "alerts")
     notes: list[str] = []
     to_version = latest_version(alerts_path)
@@ -69,53 +66,12 @@ def _slice_alerts(spark: SparkSession, lake: str, from_version: int | None,
     metrics_all = _read(spark, metrics_path, latest_version(metrics_path)).select("batch_id", "alerts")
 
     while True:
-        new = _read(spark, alerts_path, to_version)
-        base_batch = None
-        if from_version is not None:
-            try:
-                old = _read(spark, alerts_path, from_version)
-                base_batch = _max_batch(old)
-                # Multiset difference: exact even after compaction rewrote the files. Counting here
-                # reads the old version's files, so a vacuumed version fails inside this try.
-                new = new.exceptAll(old)
-                rows, batch_ids = _profile(new)
-            except Exception as exc:  # e.g. the old version's files were vacuumed, or its log removed
-                reason = f"version {from_version} of alerts is no longer readable ({str(exc).strip().splitlines()[0][:120]})"
-                new = _read(spark, alerts_path, to_version)
-                if from_batch is not None:
-                    notes.append(f"{reason}; validating the alerts of batches after {from_batch} instead")
-                    base_batch = from_batch
-                    # A row without a batch is always shown (the suite rejects it).
-                    new = new.where((F.col("batch_id") > from_batch) | F.col("batch_id").isNull())
-                else:
-                    notes.append(f"{reason}; validating every alert instead")
-                    from_version, base_batch = None, None
-                rows, batch_ids = _profile(new)
-        else:
-            rows, batch_ids = _profile(new)
-        top_batch = batch_ids[-1] if batch_ids else None
-        in_flight = False
-        if top_batch is not None:
-            newest_metrics, has_top = metrics_all.agg(
-                F.max("batch_id"), F.max(F.when(F.col("batch_id") == top_batch, 1))
-            ).collect()[0]
-            # Missing only for the newest batch is a batch in progress; a gap before the newest
-            # metrics is a real loss and is left to the count check.
-            in_flight = has_top is None and (newest_metrics is None or top_batch > newest_metrics)
+        new = _new_alerts(spark, alerts_path, from_version, to_version, from_batch, notes)
+        from_version = new.from_version
+        top_batch = new.batch_ids[-1] if new.batch_ids else None
         lowest = from_version if from_version is not None else 0
-        if in_flight:
-            committed = commit_time(alerts_path, to_version)
-            age = (time_mod.time() if now is None else now) - committed if committed is not None else None
-            if age is None or age >= orphan_grace_s:
-                # The batch cannot be in flight any more: validate its rows (the count check and the
-                # orphan check fail on them) rather than hold the mark back for good.
-                in_flight = False
-                notes.append(
-                    f"alerts of batch {top_batch} have had no batch_metrics row for "
-                    + ("longer than the log keeps" if age is None else f"{age:.0f}s")
-                    + f" (grace {orphan_grace_s:g}s): validated as orphans"
-                )
-        if in_flight and to_version > lowest:
+        if (_in_flight(metrics_all, top_batch, alerts_path, to_version, orphan_grace_s, now, notes)
+                and to_version > lowest):
             # The newest batch's metrics are not committed yet (the stream is mid-batch): leave its
             # alerts to the next run rather than report a mismatch that is about to resolve itself.
             notes.append(
@@ -125,6 +81,86 @@ def _slice_alerts(spark: SparkSession, lake: str, from_version: int | None,
             to_version -= 1
             continue
         break
+
+    metrics, orphans = _their_metrics(metrics_all, new.batch_ids, new.base_batch, top_batch)
+    return _AlertSlice(new.df, from_version, to_version, new.rows, notes, metrics, orphans,
+                       top_batch if top_batch is not None else new.base_batch)
+
+
+class _NewAlerts(NamedTuple):
+    df: DataFrame
+    from_version: int | None  # None when that version could not be read and every alert is validated
+    base_batch: int | None  # the newest batch before the slice (None: from the first)
+    rows: int
+    batch_ids: list[int]  # sorted
+
+
+def _new_alerts(spark: SparkSession, alerts_path: str, from_version: int | None, to_version: int,
+                from_batch: int | None, notes: list[str]) -> _NewAlerts:
+    """The alerts of `to_version` not in `from_version`; when that one is no longer readable, those
+    of the batches after `from_batch`, or else every alert (said in `notes`)."""
+    from pyspark.sql import functions as F
+
+    new = _read(spark, alerts_path, to_version)
+    base_batch = None
+    if from_version is None:
+        return _NewAlerts(new, from_version, base_batch, *_profile(new))
+    try:
+        old = _read(spark, alerts_path, from_version)
+        base_batch = _max_batch(old)
+        # Multiset difference: exact even after compaction rewrote the files. Counting here
+        # reads the old version's files, so a vacuumed version fails inside this try.
+        new = new.exceptAll(old)
+        rows, batch_ids = _profile(new)
+    except Exception as exc:  # e.g. the old version's files were vacuumed, or its log removed
+        reason = f"version {from_version} of alerts is no longer readable ({str(exc).strip().splitlines()[0][:120]})"
+        new = _read(spark, alerts_path, to_version)
+        if from_batch is not None:
+            notes.append(f"{reason}; validating the alerts of batches after {from_batch} instead")
+            base_batch = from_batch
+            # A row without a batch is always shown (the suite rejects it).
+            new = new.where((F.col("batch_id") > from_batch) | F.col("batch_id").isNull())
+        else:
+            notes.append(f"{reason}; validating every alert instead")
+            from_version, base_batch = None, None
+        rows, batch_ids = _profile(new)
+    return _NewAlerts(new, from_version, base_batch, rows, batch_ids)
+
+
+def _in_flight(metrics_all: DataFrame, top_batch: int | None, alerts_path: str, to_version: int,
+               orphan_grace_s: float, now: float | None, notes: list[str]) -> bool:
+    """Whether the newest batch `top_batch` looks in flight: no metrics row for it nor any later
+    batch, and its alerts' commit younger than the grace (past that: orphans, said in `notes`)."""
+    import time as time_mod
+    from pyspark.sql import functions as F
+
+    if top_batch is None:
+        return False
+    newest_metrics, has_top = metrics_all.agg(
+        F.max("batch_id"), F.max(F.when(F.col("batch_id") == top_batch, 1))
+    ).collect()[0]
+    # Missing only for the newest batch is a batch in progress; a gap before the newest
+    # metrics is a real loss and is left to the count check.
+    if not (has_top is None and (newest_metrics is None or top_batch > newest_metrics)):
+        return False
+    committed = commit_time(alerts_path, to_version)
+    age = (time_mod.time() if now is None else now) - committed if committed is not None else None
+    if age is None or age >= orphan_grace_s:
+        # The batch cannot be in flight any more: validate its rows (the count check and the
+        # orphan check fail on them) rather than hold the mark back for good.
+        notes.append(
+            f"alerts of batch {top_batch} have had no batch_metrics row for "
+            + ("longer than the log keeps" if age is None else f"{age:.0f}s")
+            + f" (grace {orphan_grace_s:g}s): validated as orphans"
+        )
+        return False
+    return True
+
+
+def _their_metrics(metrics_all: DataFrame, batch_ids: list[int], base_batch: int | None,
+                   top_batch: int | None) -> tuple[DataFrame, list[int]]:
+    """The batch_metrics rows the slice's alerts must add up to, and its batches without one."""
+    from pyspark.sql import functions as F
 
     cond = F.col("batch_id").isin(batch_ids) if batch_ids else F.lit(False)
     if top_batch is not None:
@@ -137,8 +173,7 @@ def _slice_alerts(spark: SparkSession, lake: str, from_version: int | None,
     if batch_ids:
         counted = {int(r[0]) for r in metrics_all.where(F.col("batch_id").isin(batch_ids)).select("batch_id").distinct().collect()}
         orphans = [b for b in batch_ids if b not in counted]
-    return _AlertSlice(new, from_version, to_version, rows, notes, metrics, orphans,
-                       top_batch if top_batch is not None else base_batch)
+    return metrics, orphans
 
 
 def _small(df: DataFrame, rows: int) -> DataFrame:

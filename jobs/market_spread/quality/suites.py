@@ -85,9 +85,39 @@ def load_suite(path: str | Path, parameters: Iterable[str], expected_name: str |
     (a typo such as `$symbol`) is an error here rather than a failed expectation at run time.
     """
     from great_expectations.core.expectation_suite import ExpectationSuite
-    from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
 
     path = Path(path)
+    where = str(path)
+    raw = _read_suite_file(path, expected_name)
+    name, entries = raw["name"], raw["expectations"]
+    supplied = set(parameters)
+    built: list[Any] = []
+    infos: list[ExpectationInfo] = []
+    used: set[str] = set()
+    for index, entry in enumerate(entries, start=1):
+        label = f"{where}: expectation #{index}"
+        expectation, info, wanted = _build_entry(entry, label, supplied)
+        used |= wanted
+        built.append(expectation)
+        if info.name in {i.name for i in infos}:
+            raise SuiteFileError(f"{label} ({entry['type']}) duplicates another expectation: {info.name}")
+        infos.append(info)
+
+    try:
+        suite = ExpectationSuite(name=name, expectations=built, meta=raw.get("meta"), notes=raw.get("notes"))
+    except Exception as exc:
+        raise SuiteFileError(f"{where}: suite is invalid: {_one_line(exc)}") from None
+    # The check GX does not do: every entry of the file made it into the suite.
+    if len(suite.expectations) != len(entries):
+        raise SuiteFileError(
+            f"{where}: GX loaded {len(suite.expectations)} of {len(entries)} expectations"
+        )
+    return LoadedSuite(path=path, suite=suite, infos=infos, parameters=tuple(sorted(used)))
+
+
+def _read_suite_file(path: Path, expected_name: str | None) -> dict:
+    """The suite file's JSON object, with a name (the expected one, if given) and a non-empty list
+    of expectations, and no key this loader does not know."""
     where = str(path)
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
@@ -108,62 +138,47 @@ def load_suite(path: str | Path, parameters: Iterable[str], expected_name: str |
     entries = raw.get("expectations")
     if not isinstance(entries, list) or not entries:
         raise SuiteFileError(f"{where}: 'expectations' must be a non-empty list")
+    return raw
 
-    supplied = set(parameters)
-    built: list[Any] = []
-    infos: list[ExpectationInfo] = []
-    used: set[str] = set()
-    for index, entry in enumerate(entries, start=1):
-        label = f"{where}: expectation #{index}"
-        if not isinstance(entry, dict):
-            raise SuiteFileError(f"{label} is not a JSON object")
-        label += f" ({entry.get('type', 'no type')})"
-        unknown = set(entry) - _ENTRY_KEYS
-        if unknown:
-            raise SuiteFileError(f"{label}: unknown key(s) {sorted(unknown)}")
-        if not isinstance(entry.get("type"), str) or not isinstance(entry.get("kwargs"), dict):
-            raise SuiteFileError(f"{label}: needs a string 'type' and an object 'kwargs'")
-        meta = entry.get("meta")
-        if not isinstance(meta, dict) or not isinstance(meta.get("critical"), bool):
-            raise SuiteFileError(f"{label}: meta.critical must be true or false")
-        severity = "critical" if meta["critical"] else "warning"
-        if entry.get("severity", severity) != severity:
-            raise SuiteFileError(f"{label}: severity {entry['severity']!r} contradicts meta.critical")
-        try:
-            config = ExpectationConfiguration(
-                type=entry["type"],
-                kwargs=entry["kwargs"],
-                meta=meta,
-                notes=entry.get("notes"),
-                description=entry.get("description"),
-                severity=severity,  # GX's own severity mirrors meta.critical in Data Docs
-            )
-            expectation = config.to_domain_obj()
-        except Exception as exc:  # GX raises pydantic, GX and plain errors alike
-            raise SuiteFileError(f"{label} is invalid: {_one_line(exc)}") from None
-        wanted = set(expectation.suite_parameter_options)
-        missing = wanted - supplied
-        if missing:
-            raise SuiteFileError(
-                f"{label} uses unknown suite parameter(s) {sorted(missing)}; supplied: {sorted(supplied)}"
-            )
-        used |= wanted
-        built.append(expectation)
-        info = ExpectationInfo(name=describe(entry), critical=meta["critical"])
-        if info.name in {i.name for i in infos}:
-            raise SuiteFileError(f"{label} duplicates another expectation: {info.name}")
-        infos.append(info)
 
+def _build_entry(entry: Any, label: str, supplied: set[str]) -> tuple[Any, ExpectationInfo, set[str]]:
+    """One entry of the file built by GX on its own: the expectation, its name and criticality, and
+    the suite parameters it uses (all of them `supplied`). `label` names the entry in errors."""
+    from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
+
+    if not isinstance(entry, dict):
+        raise SuiteFileError(f"{label} is not a JSON object")
+    label += f" ({entry.get('type', 'no type')})"
+    unknown = set(entry) - _ENTRY_KEYS
+    if unknown:
+        raise SuiteFileError(f"{label}: unknown key(s) {sorted(unknown)}")
+    if not isinstance(entry.get("type"), str) or not isinstance(entry.get("kwargs"), dict):
+        raise SuiteFileError(f"{label}: needs a string 'type' and an object 'kwargs'")
+    meta = entry.get("meta")
+    if not isinstance(meta, dict) or not isinstance(meta.get("critical"), bool):
+        raise SuiteFileError(f"{label}: meta.critical must be true or false")
+    severity = "critical" if meta["critical"] else "warning"
+    if entry.get("severity", severity) != severity:
+        raise SuiteFileError(f"{label}: severity {entry['severity']!r} contradicts meta.critical")
     try:
-        suite = ExpectationSuite(name=name, expectations=built, meta=raw.get("meta"), notes=raw.get("notes"))
-    except Exception as exc:
-        raise SuiteFileError(f"{where}: suite is invalid: {_one_line(exc)}") from None
-    # The check GX does not do: every entry of the file made it into the suite.
-    if len(suite.expectations) != len(entries):
-        raise SuiteFileError(
-            f"{where}: GX loaded {len(suite.expectations)} of {len(entries)} expectations"
+        config = ExpectationConfiguration(
+            type=entry["type"],
+            kwargs=entry["kwargs"],
+            meta=meta,
+            notes=entry.get("notes"),
+            description=entry.get("description"),
+            severity=severity,  # GX's own severity mirrors meta.critical in Data Docs
         )
-    return LoadedSuite(path=path, suite=suite, infos=infos, parameters=tuple(sorted(used)))
+        expectation = config.to_domain_obj()
+    except Exception as exc:  # GX raises pydantic, GX and plain errors alike
+        raise SuiteFileError(f"{label} is invalid: {_one_line(exc)}") from None
+    wanted = set(expectation.suite_parameter_options)
+    missing = wanted - supplied
+    if missing:
+        raise SuiteFileError(
+            f"{label} uses unknown suite parameter(s) {sorted(missing)}; supplied: {sorted(supplied)}"
+        )
+    return expectation, ExpectationInfo(name=describe(entry), critical=meta["critical"]), wanted
 
 
 def load_suites(directory: str | Path | None, parameters: Iterable[str]) -> dict[str, LoadedSuite]:

@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable, TypeVar
 
@@ -34,53 +34,22 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
-from market_spread.domain.rules import Thresholds
 from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.compaction import Compaction, Compactor
 from market_spread.lake.state import merge_state, newest_of_rows, newest_per_symbol
 from market_spread.lake.state_mirror import StateMirror
-from market_spread.lake.writes import append, literal_row, ms_since, run_all, tagged
+from market_spread.lake.writes import append, ms_since, run_all, tagged
 from market_spread.runtime import spark as runtime_spark
 from market_spread.runtime.spark import SMALL_BATCH_LINES, kept_for_batch, sized_for, spark_jobs_so_far
+from market_spread.stream.batch_run import BatchResult, BatchRun, BatchSettings, commit_metrics
 from market_spread.stream.check import check_orders
-from market_spread.stream.summary import summarize
+from market_spread.stream.summary import BatchSummary, summarize
 from market_spread.transforms import parsing
 
-
-@dataclass
-class BatchResult:
-    batch_id: int
-    input_lines: int = 0
-    quotes: int = 0
-    orders: int = 0
-    alerts: int = 0
-    quarantined: int = 0
-    late_symbols: int = 0
-    seconds: float = 0.0
-    spark_jobs: int | None = None  # Spark jobs the batch ran (None where the count is not available)
-    phases_ms: dict[str, int] = field(default_factory=dict)
-    files: list[str] = field(default_factory=list)  # the landing files (or topic/partitions) this batch took
-    last_offsets: dict[str, int] = field(default_factory=dict)  # topic/partition -> highest offset taken
-    skipped: list[str] = field(default_factory=list)  # tables already written by an earlier attempt
-    compaction: Compaction | None = None  # the table compacted after this batch (lake.compaction)
-
-    def progress_line(self) -> str:
-        return (
-            f"batch {self.batch_id}: {self.input_lines} lines, {self.quotes} quotes, {self.orders} orders, "
-            f"{self.alerts} alerts, {self.quarantined} quarantined in {self.seconds:.2f}s"
-            + (f" (replayed; already written: {', '.join(self.skipped)})" if self.skipped else "")
-            + (f"; {self.compaction}" if self.compaction else "")
-        )
-
-
-@dataclass(frozen=True)
-class BatchSettings:
-    """What every batch of one stream shares: where it writes, the symbol universe, the reject rule."""
-
-    lake: str
-    symbols: list[str]  # the universe
-    thresholds: Thresholds
+# BatchResult and BatchSettings are defined with the steps' shared state (stream.batch_run); callers
+# take them from here.
+__all__ = ["BatchProcessor", "BatchResult", "BatchSettings", "compact_quietly", "process_batch"]
 
 
 @dataclass
@@ -116,6 +85,178 @@ class BatchProcessor:
             raise
         self.last_lines = result.input_lines
         self.on_batch(result)
+
+
+@dataclass
+class _Parsed:
+    """The parsed batch, its summary, and who commits its rows (decided once its size is known)."""
+
+    parsed: DataFrame
+    summary: BatchSummary
+    quotes: DataFrame  # the valid quotes
+    orders: DataFrame  # the valid orders
+    driver_commits: bool  # delta-rs commits at all (lake.delta_rs)
+    on_driver: bool  # quote history and alerts are committed from the driver
+    quarantine_on_driver: bool
+
+
+def process_batch(
+    batch_df: DataFrame,
+    batch_id: int,
+    settings: BatchSettings,
+    committed: dict[str, int] | None = None,
+    state: StateMirror | None = None,
+    expect_small: bool = False,
+    compactor: Compactor | None = None,
+) -> BatchResult:
+    """Process one micro-batch. `committed` (table -> last batch written) is updated in place;
+    None reads it from the lake (a one-off call, e.g. in tests). `state` likewise. `expect_small`:
+    the batch is likely small (the one before it was), so its summary carries the per-symbol rows.
+    `compactor`: after the batch's last commit, compact a table that has had enough commits."""
+    spark = batch_df.sparkSession
+    if committed is None:
+        committed = lake_mod.committed_batches(spark, settings.lake)
+    if state is None:
+        state = StateMirror(spark, settings.lake)
+    batch = BatchRun(spark, batch_id, settings, committed, state, BatchResult(batch_id),
+                     t0=time.perf_counter(), jobs0=spark_jobs_so_far(spark), started_at=datetime.now(timezone.utc))
+    batch.describe("parse")
+    lines = parsing.nonblank_lines(batch_df)
+    scope = ExitStack()  # the parsed batch's cache and the size-dependent settings, until the batch ends
+    try:
+        parsed = _parse_step(batch, lines, scope, expect_small)
+        alerts, observed = _check_step(batch, parsed)
+        written = _write_step(batch, parsed, alerts, observed)
+        commit_metrics(batch, parsed.driver_commits)
+        if compactor is not None:
+            _compact_step(batch, compactor, written)
+        batch.result.seconds = time.perf_counter() - batch.t0
+        return batch.result
+    finally:
+        scope.close()
+        spark.sparkContext.setJobDescription(None)
+
+
+def _parse_step(batch: BatchRun, lines: DataFrame, scope: ExitStack, expect_small: bool) -> _Parsed:
+    """Parse and sum up the batch in one job, then plan the rest knowing its size."""
+    spark, settings, result = batch.spark, batch.settings, batch.result
+    # Everything below reads the parsed batch several times: parse each input line once.
+    parsed = scope.enter_context(kept_for_batch(parsing.parse_lines(lines, settings.symbols)))
+    # One job: parses and caches the batch, counts it and sums it up per symbol (stream.summary).
+    summary = summarize(parsed, settings.thresholds, per_symbol=batch.state.enabled and expect_small)
+    counts = summary.counts
+    result.files, result.last_offsets = summary.files, summary.last_offsets
+    result.quotes, result.orders = counts.get(("quotes", True), 0), counts.get(("orders", True), 0)
+    result.input_lines = sum(counts.values())
+    result.quarantined = result.input_lines - result.quotes - result.orders
+    result.phases_ms["parse"] = ms_since(batch.t0)
+    # Everything after the parse is planned knowing the batch's size (small: one partition, interpreted).
+    small = scope.enter_context(sized_for(spark, result.input_lines))
+    # Rows that fit the driver are committed from there by delta-rs (lake.delta_rs): a small
+    # batch's, and up to DRIVER_WRITE_LINES a larger one's quote history and alerts (a few
+    # fixed-size columns a row). Quarantine rows carry raw lines of any size: through the driver
+    # only in a small batch.
+    driver_commits = delta_rs.enabled()
+    on_driver = driver_commits and (small or result.input_lines < runtime_spark.DRIVER_WRITE_LINES)
+    quarantine_on_driver = driver_commits and small
+
+    quotes = parsing.valid_quotes(parsed, settings.thresholds)
+    orders = parsing.valid_orders(parsed)
+    return _Parsed(parsed, summary, quotes, orders, driver_commits, on_driver, quarantine_on_driver)
+
+
+def _check_step(batch: BatchRun, p: _Parsed) -> tuple[DataFrame | None, Observation]:
+    """Plan the alerts: every order checked against the quote current at its time (stream.check)."""
+    t1 = time.perf_counter()
+    batch.describe("late check")
+    alerts, observed = None, Observation(f"alerts-{batch.batch_id}")
+    if batch.result.orders:
+        alerts, batch.result.late_symbols = check_orders(
+            batch.settings, batch.state, p.quotes, p.orders, batch.batch_id, p.summary.bounds)
+        if not p.on_driver:  # counted while it is written: no separate job computes the as-of check twice
+            alerts = alerts.observe(observed, F.count(F.lit(1)).alias("n"))
+    batch.result.phases_ms["check"] = ms_since(t1)  # planning, and the look-up of late symbols
+    return alerts, observed
+
+
+def _write_step(batch: BatchRun, p: _Parsed, alerts: DataFrame | None, observed: Observation) -> list[str]:
+    """Write quarantine, quote history, alerts and the state MERGE side by side, each table once
+    (a replay skips the tables that already hold the batch). Returns the tables written."""
+    result, state = batch.result, batch.state
+    t2 = time.perf_counter()
+    appended: dict[str, int] = {}  # table -> rows committed from the driver
+    planned, newest = _planned_writes(batch, p, alerts, appended)
+    # Each write names its table in the Spark UI (a job description is per thread).
+    writes = {t: (lambda t=t, w=w: (batch.describe(f"write {t}"), w())) for t, w in planned.items()}
+    for table in [t for t in writes if batch.committed.get(t, -1) >= batch.batch_id]:
+        del writes[table]  # a replay: this table already holds the batch
+        result.skipped.append(table)
+    tasks = dict(writes)
+    if result.quotes and state.enabled:  # not a table: the driver's copy of the state moves on with the MERGE
+        tasks["state_mirror"] = lambda: (batch.describe("advance state mirror"), state.take(newest()))
+    with tagged(batch.spark, batch.batch_id):
+        # Four different tables: side by side, since a small commit is mostly waiting.
+        run_all(tasks, result.phases_ms)
+    for table in writes:
+        batch.committed[table] = batch.batch_id
+    if "alerts" in appended:
+        result.alerts = appended["alerts"]
+    elif "alerts" in writes:
+        result.alerts = int(observed.get.get("n", 0))
+    elif alerts is not None:  # written by the interrupted attempt: count what it wrote
+        result.alerts = (
+            batch.spark.read.format("delta").load(batch.path("alerts"))
+            .where(F.col("batch_id") == batch.batch_id).count()
+        )
+    result.phases_ms["write"] = ms_since(t2)
+    result.phases_ms.setdefault("merge", 0)
+    return list(writes)
+
+
+def _planned_writes(batch: BatchRun, p: _Parsed, alerts: DataFrame | None, appended: dict[str, int],
+                    ) -> tuple[dict[str, Callable[[], None]], Callable[[], DataFrame | pa.Table] | None]:
+    """The batch's writes, by table, not run yet; and its newest quote per symbol, computed once
+    when first needed (None without quotes)."""
+    batch_id, quotes = batch.batch_id, p.quotes
+
+    def append_to(table: str, frame: DataFrame, rows: Callable[[], pa.Table] | None = None) -> None:
+        if p.quarantine_on_driver if table == "quarantine" else p.on_driver:
+            rows_now = rows() if rows else delta_rs.arrow_rows(lake_mod.SCHEMAS[table], frame)
+            appended[table] = delta_rs.append_rows(batch.path(table), rows_now, batch_id)
+        else:
+            append(frame, batch.path(table))
+
+    writes: dict[str, Callable[[], None]] = {}
+    newest = None
+    if batch.result.quarantined:
+        quarantine = parsing.quarantined(p.parsed).select(
+            "stream", "raw", "reason", "source_file",
+            F.current_timestamp().alias("detected_at"), F.lit(batch_id).cast("bigint").alias("batch_id"),
+        )
+        writes["quarantine"] = lambda: append_to("quarantine", quarantine)
+    if batch.result.quotes:
+        history = quotes.select(
+            "symbol", "bid", "offer", "quote_time", "seq",
+            F.lit(batch_id).cast("bigint").alias("batch_id"), "should_reject_trades",
+            F.to_date("quote_time").alias("quote_date"),
+        )
+        # On the driver, the history rows also give the newest quote per symbol (no job of its own).
+        history_rows = once(lambda: delta_rs.arrow_rows(lake_mod.SCHEMAS["quotes"], history)) if p.on_driver else None
+        writes["quotes"] = lambda: append_to("quotes", history, history_rows)
+        newest = once(lambda: newest_quotes(quotes, p.summary.newest, batch.state.enabled, history_rows))
+        writes["symbol_state"] = lambda: merge_state(batch.spark, batch.settings.lake, newest(), batch_id)
+    if alerts is not None:
+        writes["alerts"] = lambda: append_to("alerts", alerts)
+    return writes, newest
+
+
+def _compact_step(batch: BatchRun, compactor: Compactor, written: list[str]) -> None:
+    """Compact a table that has had enough commits; its time counts in the batch's, not in its metrics row."""
+    t4 = time.perf_counter()
+    batch.describe("compact")
+    compactor.wrote([*written, "batch_metrics"])
+    batch.result.compaction = compact_quietly(compactor, batch.committed)
+    batch.result.phases_ms["compact"] = ms_since(t4)
 
 
 T = TypeVar("T")
@@ -157,154 +298,3 @@ def newest_quotes(quotes: DataFrame, from_summary: pa.Table | None, on_driver: b
         return newest_per_symbol(quotes)
     return from_summary if from_summary is not None else (
         newest_of_rows(history_rows()) if history_rows is not None else newest_per_symbol(quotes).toArrow())
-
-
-def process_batch(
-    batch_df: DataFrame,
-    batch_id: int,
-    settings: BatchSettings,
-    committed: dict[str, int] | None = None,
-    state: StateMirror | None = None,
-    expect_small: bool = False,
-    compactor: Compactor | None = None,
-) -> BatchResult:
-    """Process one micro-batch. `committed` (table -> last batch written) is updated in place;
-    None reads it from the lake (a one-off call, e.g. in tests). `state` likewise. `expect_small`:
-    the batch is likely small (the one before it was), so its summary carries the per-symbol rows.
-    `compactor`: after the batch's last commit, compact a table that has had enough commits."""
-    spark = batch_df.sparkSession
-    lake, symbols = settings.lake, settings.symbols
-    if committed is None:
-        committed = lake_mod.committed_batches(spark, lake)
-    if state is None:
-        state = StateMirror(spark, lake)
-    t0 = time.perf_counter()
-    jobs0 = spark_jobs_so_far(spark)
-    started_at = datetime.now(timezone.utc)
-    result = BatchResult(batch_id)
-    path = lambda name: lake_mod.table_path(lake, name)  # noqa: E731
-
-    describe = lambda phase: spark.sparkContext.setJobDescription(f"market-spread batch {batch_id}: {phase}")  # noqa: E731
-    describe("parse")
-    lines = parsing.nonblank_lines(batch_df)
-    scope = ExitStack()
-    try:
-        # Everything below reads the parsed batch several times: parse each input line once.
-        parsed = scope.enter_context(kept_for_batch(parsing.parse_lines(lines, symbols)))
-        # One job: parses and caches the batch, counts it and sums it up per symbol (stream.summary).
-        summary = summarize(parsed, settings.thresholds, per_symbol=state.enabled and expect_small)
-        counts = summary.counts
-        result.files, result.last_offsets = summary.files, summary.last_offsets
-        result.quotes, result.orders = counts.get(("quotes", True), 0), counts.get(("orders", True), 0)
-        result.input_lines = sum(counts.values())
-        result.quarantined = result.input_lines - result.quotes - result.orders
-        result.phases_ms["parse"] = ms_since(t0)
-        # Everything after the parse is planned knowing the batch's size (small: one partition, interpreted).
-        small = scope.enter_context(sized_for(spark, result.input_lines))
-        # Rows that fit the driver are committed from there by delta-rs (lake.delta_rs): a small
-        # batch's, and up to DRIVER_WRITE_LINES a larger one's quote history and alerts (a few
-        # fixed-size columns a row). Quarantine rows carry raw lines of any size: through the driver
-        # only in a small batch.
-        driver_commits = delta_rs.enabled()
-        on_driver = driver_commits and (small or result.input_lines < runtime_spark.DRIVER_WRITE_LINES)
-        quarantine_on_driver = driver_commits and small
-
-        quotes = parsing.valid_quotes(parsed, settings.thresholds)
-        orders = parsing.valid_orders(parsed)
-
-        t1 = time.perf_counter()
-        describe("late check")
-        alerts, observed = None, Observation(f"alerts-{batch_id}")
-        if result.orders:
-            alerts, result.late_symbols = check_orders(settings, state, quotes, orders, batch_id, summary.bounds)
-            if not on_driver:  # counted while it is written: no separate job computes the as-of check twice
-                alerts = alerts.observe(observed, F.count(F.lit(1)).alias("n"))
-        result.phases_ms["check"] = ms_since(t1)  # planning, and the look-up of late symbols
-
-        t2 = time.perf_counter()
-        appended: dict[str, int] = {}
-
-        def append_to(table: str, frame: DataFrame, rows: Callable[[], pa.Table] | None = None) -> None:
-            if quarantine_on_driver if table == "quarantine" else on_driver:
-                rows_now = rows() if rows else delta_rs.arrow_rows(lake_mod.SCHEMAS[table], frame)
-                appended[table] = delta_rs.append_rows(path(table), rows_now, batch_id)
-            else:
-                append(frame, path(table))
-
-        writes: dict[str, Callable[[], None]] = {}
-        if result.quarantined:
-            quarantine = parsing.quarantined(parsed).select(
-                "stream", "raw", "reason", "source_file",
-                F.current_timestamp().alias("detected_at"), F.lit(batch_id).cast("bigint").alias("batch_id"),
-            )
-            writes["quarantine"] = lambda: append_to("quarantine", quarantine)
-        if result.quotes:
-            history = quotes.select(
-                "symbol", "bid", "offer", "quote_time", "seq",
-                F.lit(batch_id).cast("bigint").alias("batch_id"), "should_reject_trades",
-                F.to_date("quote_time").alias("quote_date"),
-            )
-            # On the driver, the history rows also give the newest quote per symbol (no job of its own).
-            history_rows = once(lambda: delta_rs.arrow_rows(lake_mod.SCHEMAS["quotes"], history)) if on_driver else None
-            writes["quotes"] = lambda: append_to("quotes", history, history_rows)
-            newest = once(lambda: newest_quotes(quotes, summary.newest, state.enabled, history_rows))
-            writes["symbol_state"] = lambda: merge_state(spark, lake, newest(), batch_id)
-        if alerts is not None:
-            writes["alerts"] = lambda: append_to("alerts", alerts)
-        # Each write names its table in the Spark UI (a job description is per thread).
-        writes = {t: (lambda t=t, w=w: (describe(f"write {t}"), w())) for t, w in writes.items()}
-        for table in [t for t in writes if committed.get(t, -1) >= batch_id]:
-            del writes[table]  # a replay: this table already holds the batch
-            result.skipped.append(table)
-        tasks = dict(writes)
-        if result.quotes and state.enabled:  # not a table: the driver's copy of the state moves on with the MERGE
-            tasks["state_mirror"] = lambda: (describe("advance state mirror"), state.take(newest()))
-        with tagged(spark, batch_id):
-            # Four different tables: side by side, since a small commit is mostly waiting.
-            run_all(tasks, result.phases_ms)
-        for table in writes:
-            committed[table] = batch_id
-        if "alerts" in appended:
-            result.alerts = appended["alerts"]
-        elif "alerts" in writes:
-            result.alerts = int(observed.get.get("n", 0))
-        elif alerts is not None:  # written by the interrupted attempt: count what it wrote
-            result.alerts = (
-                spark.read.format("delta").load(path("alerts")).where(F.col("batch_id") == batch_id).count()
-            )
-        result.phases_ms["write"] = ms_since(t2)
-        result.phases_ms.setdefault("merge", 0)
-
-        result.seconds = time.perf_counter() - t0
-        jobs1 = spark_jobs_so_far(spark)
-        # A metrics commit through Spark runs a job of its own: counted too, one more.
-        result.spark_jobs = None if jobs0 is None or jobs1 is None else jobs1 - jobs0 + (0 if driver_commits else 1)
-        values = (
-            batch_id, started_at, datetime.now(timezone.utc), result.quotes, result.orders,
-            result.alerts, result.quarantined, result.input_lines, result.late_symbols,
-            result.phases_ms["parse"], result.phases_ms["check"], result.phases_ms["write"],
-            result.phases_ms["merge"], result.spark_jobs,
-        )
-        t3 = time.perf_counter()
-        describe("write batch_metrics")
-        if committed.get("batch_metrics", -1) < batch_id:
-            if driver_commits:  # one row of Python values: a few ms with delta-rs, 0.2-0.3 s through Spark
-                delta_rs.append_row(path("batch_metrics"), lake_mod.SCHEMAS["batch_metrics"], values, batch_id)
-            else:
-                with tagged(spark, batch_id):
-                    append(literal_row(spark, lake_mod.SCHEMAS["batch_metrics"], values), path("batch_metrics"))
-            committed["batch_metrics"] = batch_id
-        else:
-            result.skipped.append("batch_metrics")
-        result.phases_ms["commit_metrics"] = ms_since(t3)
-        if compactor is not None:
-            t4 = time.perf_counter()
-            describe("compact")
-            compactor.wrote([*writes, "batch_metrics"])
-            result.compaction = compact_quietly(compactor, committed)
-            result.phases_ms["compact"] = ms_since(t4)  # in the batch's time, not in its metrics row
-        result.seconds = time.perf_counter() - t0
-        return result
-    finally:
-        scope.close()
-        spark.sparkContext.setJobDescription(None)

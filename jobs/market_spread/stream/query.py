@@ -16,7 +16,10 @@ from market_spread.domain.rules import DEFAULT_THRESHOLDS, Thresholds
 from market_spread.lake import tables as lake_mod
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+    from market_spread.stream.batch_run import BatchResult
 
 FEEDS = ("quotes", "orders")
 LANDED = "*.jsonl"  # the file source's glob: a file lands under another name and is renamed to this
@@ -59,20 +62,31 @@ class StreamSpec:
         return self.checkpoint if self.checkpoint is not None else Path(self.lake) / lake_mod.CHECKPOINT_SUBDIR
 
 
-def start_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None = None):
+def start_query(spark: SparkSession, spec: StreamSpec,
+                on_batch: Callable | None = None) -> tuple[StreamingQuery, threading.Event]:
     """Start the streaming query; returns (query, busy flag). No lock: callers hold the lake's lock.
 
     `on_batch` gets each batch's BatchResult (default: print its progress line)."""
-    from pyspark.sql import functions as F
+    archiving = _prepare(spark, spec)
+    busy = threading.Event()
+    guarded = _guarded_processor(spec, on_batch, busy, archiving)
+    feeds = _landing_feeds(spark, spec, archiving) if spec.source is None else spec.source(spark)
+    writer = feeds.writeStream.foreachBatch(guarded)
+    writer = writer.option("checkpointLocation", str(spec.checkpoint_path))
+    writer = (writer.trigger(availableNow=True) if spec.available_now
+              else writer.trigger(processingTime=f"{spec.interval} seconds"))
+    return writer.start(), busy
 
+
+def _prepare(spark: SparkSession, spec: StreamSpec) -> bool:
+    """The landing folders, the tables and the checkpoint's layout, ready before the query starts.
+    Returns whether landing files are archived once read."""
     from market_spread.stream import checkpoint_layout
-    from market_spread.stream.batch import BatchProcessor, BatchSettings
-    from market_spread.stream.source_log import trim_interval
 
-    landing, lake, source = spec.landing, spec.lake, spec.source
+    landing, source = spec.landing, spec.source
     for name in FEEDS if source is None else ():
         (landing / name).mkdir(parents=True, exist_ok=True)
-    lake_mod.ensure_tables(spark, lake)
+    lake_mod.ensure_tables(spark, spec.lake)
     if source is None:
         moved = checkpoint_layout.prepare(spec.checkpoint_path)
         if moved:
@@ -80,29 +94,24 @@ def start_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None
     archiving = source is None and spec.archive is not None
     if archiving:
         trim_archived_entries(spec.checkpoint_path)
+    return archiving
 
-    def feed(name: str):
-        reader = spark.readStream.format("text").option("pathGlobFilter", LANDED)
-        if spec.max_files_per_batch:
-            reader = reader.option("maxFilesPerTrigger", spec.max_files_per_batch)
-        if archiving:
-            # Spark moves a file only after the batch that read it is committed: a replay still finds it.
-            reader = reader.option("cleanSource", "archive").option("sourceArchiveDir", str(spec.archive.absolute() / name))
-        return (
-            reader
-            .load(str(landing / name))
-            .select(F.lit(name).alias("stream"), F.col("value"), F.col("_metadata.file_path").alias("source_file"))
-        )
 
-    busy = threading.Event()
+def _print_progress(result: BatchResult) -> None:
+    print(result.progress_line(), flush=True)
 
-    def print_progress(result) -> None:
-        print(result.progress_line(), flush=True)
 
-    processor = BatchProcessor(BatchSettings(str(lake), spec.symbols, spec.thresholds), on_batch or print_progress)
+def _guarded_processor(spec: StreamSpec, on_batch: Callable | None, busy: threading.Event,
+                       archiving: bool) -> Callable[[DataFrame, int], None]:
+    """The foreachBatch function: the batch processor, flagged busy while it runs (so a stop waits
+    for it), trimming the source log every N batches when files are archived."""
+    from market_spread.stream.batch import BatchProcessor, BatchSettings
+    from market_spread.stream.source_log import trim_interval
+
+    processor = BatchProcessor(BatchSettings(str(spec.lake), spec.symbols, spec.thresholds), on_batch or _print_progress)
     trim_every = trim_interval() if archiving else 0
 
-    def guarded(batch_df, batch_id):
+    def guarded(batch_df: DataFrame, batch_id: int) -> None:
         busy.set()
         try:
             processor(batch_df, batch_id)
@@ -111,18 +120,34 @@ def start_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None
         finally:
             busy.clear()
 
-    if source is None:
-        # Orders first: Spark lists the sources in this order, and an order file must never enter a
-        # batch ahead of a quote file that landed before it (stream.checkpoint_layout).
-        first, second = checkpoint_layout.LISTING_ORDER
-        feeds = feed(first).unionByName(feed(second))
-    else:
-        feeds = source(spark)
-    writer = feeds.writeStream.foreachBatch(guarded)
-    writer = writer.option("checkpointLocation", str(spec.checkpoint_path))
-    writer = (writer.trigger(availableNow=True) if spec.available_now
-              else writer.trigger(processingTime=f"{spec.interval} seconds"))
-    return writer.start(), busy
+    return guarded
+
+
+def _landing_feeds(spark: SparkSession, spec: StreamSpec, archiving: bool) -> DataFrame:
+    """Both feeds' landing folders as one stream of (stream, value, source_file)."""
+    from market_spread.stream import checkpoint_layout
+
+    # Orders first: Spark lists the sources in this order, and an order file must never enter a
+    # batch ahead of a quote file that landed before it (stream.checkpoint_layout).
+    first, second = checkpoint_layout.LISTING_ORDER
+    return _feed(spark, spec, first, archiving).unionByName(_feed(spark, spec, second, archiving))
+
+
+def _feed(spark: SparkSession, spec: StreamSpec, name: str, archiving: bool) -> DataFrame:
+    """One feed's landing folder, read as text lines with the file each came from."""
+    from pyspark.sql import functions as F
+
+    reader = spark.readStream.format("text").option("pathGlobFilter", LANDED)
+    if spec.max_files_per_batch:
+        reader = reader.option("maxFilesPerTrigger", spec.max_files_per_batch)
+    if archiving:
+        # Spark moves a file only after the batch that read it is committed: a replay still finds it.
+        reader = reader.option("cleanSource", "archive").option("sourceArchiveDir", str(spec.archive.absolute() / name))
+    return (
+        reader
+        .load(str(spec.landing / name))
+        .select(F.lit(name).alias("stream"), F.col("value"), F.col("_metadata.file_path").alias("source_file"))
+    )
 
 
 def trim_archived_entries(checkpoint: Path) -> None:
