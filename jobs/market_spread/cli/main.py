@@ -21,6 +21,7 @@ from click.core import ParameterSource
 # The variable names stay importable from here (they live in runtime.envnames).
 from market_spread.runtime.envnames import AMBIGUOUS_FLAGS, env_name, env_names
 from market_spread.errors import UsageError
+from market_spread.runtime.settings import check_for
 
 __all__ = ["AMBIGUOUS_FLAGS", "COMMANDS", "UsageError", "commands", "env_name", "env_names", "main", "parse",
            "parse_args"]
@@ -119,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ctx, command = parse(argv)
     prog = f"{PROG} {command.name}"
     try:
+        check_for(command.name)
         with ctx:
             return int(command.invoke(ctx) or 0)
     except UsageError as exc:

@@ -21,6 +21,7 @@ AIRFLOW_PREFIX = "market_spread_"  # an orchestration setting's Airflow Variable
 SPARK = "every Spark command (stream, validate, sql, maintain, bench)"
 CLUSTER = "every Spark command, on a non-local master"
 AIRFLOW = "the Airflow DAGs"
+SPARK_COMMANDS = frozenset({"stream", "validate", "sql", "maintain", "bench"})
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,15 @@ def value(name: str, environ: Mapping[str, str] | None = None) -> Any:
     """The variable's parsed value, or its default when unset or blank; SettingError when malformed
     (KeyError when `name` is not declared)."""
     return parse_text(name, (os.environ if environ is None else environ).get(name, ""))
+
+
+def check_for(command: str, environ: Mapping[str, str] | None = None) -> None:
+    """Parse every variable `command` reads (SettingError on the first malformed one), so a bad value
+    stops the command before it starts work, not in the middle of a micro-batch."""
+    groups = {command} | ({SPARK, CLUSTER} if command in SPARK_COMMANDS else set())
+    for name, declared in SETTINGS.items():
+        if groups.intersection(declared.used_by):
+            value(name, environ)
 
 
 # --------------------------------------------------------------------------------------------

@@ -14,13 +14,13 @@ from typing import Any, Callable
 
 from market_spread.runtime.registry import (
     AIRFLOW, AIRFLOW_PREFIX, CLUSTER, ENV_PREFIX, FALSE_WORDS, SETTINGS, SPARK, TRUE_WORDS, Setting, archive_or_off,
-    boolean, declare, kind, log_level, one_of, parse_text, path, port, positive_number, setting, size, text, value,
+    boolean, check_for, declare, kind, log_level, one_of, parse_text, path, port, positive_number, setting, size, text, value,
     whole,
 )
 
 __all__ = [
     "AIRFLOW", "AIRFLOW_PREFIX", "CLUSTER", "ENV_PREFIX", "FALSE_WORDS", "SETTINGS", "SPARK", "TRUE_WORDS", "Setting",
-    "archive_or_off", "boolean", "declare", "kind", "log_level", "one_of", "parse_text", "path", "port",
+    "archive_or_off", "boolean", "check_for", "declare", "kind", "log_level", "one_of", "parse_text", "path", "port",
     "positive_number", "setting", "size", "text", "value", "whole",
 ]
 
