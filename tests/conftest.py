@@ -6,7 +6,11 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+# The helpers' own asserts (tables compared, processes left behind) explain themselves as tests' do.
+pytest.register_assert_rewrite("tests.helpers")
+
+from tests.helpers.paths import ROOT  # noqa: E402  (after the rewrite hook, as pytest requires)
+
 SHARED = ROOT.parent / "shared"
 
 

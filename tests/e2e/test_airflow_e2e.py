@@ -17,10 +17,10 @@ import pytest
 from market_spread.orchestration.jobs import cli_argv
 from market_spread.orchestration.probes import live_stream
 from market_spread_tools import launcher as run
-from netutil import listening, not_loopback, tree
+from tests.helpers.net import listening, not_loopback, tree
+from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def wait_for(what: str, predicate, timeout: float, proc: subprocess.Popen, log: Path, every: float = 3.0):

@@ -17,11 +17,14 @@ import pytest
 from market_spread.runtime.cluster_conf import is_local, session_conf
 from market_spread_tools.cluster import LocalCluster
 from market_spread.feeds.generate import Generator, write_backlog
-from lakeutil import comparable_tables, land, land_pair, metrics_totals, order, quote, stream
 from market_spread_tools.spark_auth import secret_of
-from netutil import not_loopback, tree
+from tests.helpers.cli import CLI
+from tests.helpers.lake import comparable_tables, metrics_totals, stream
+from tests.helpers.landing import land, land_pair
+from tests.helpers.net import not_loopback, tree
+from tests.helpers.records import order, quote
+from tests.helpers.symbols import symbols_file
 
-CLI = [sys.executable, "-m", "market_spread.cli.main"]
 SYMBOLS = [f"S{i:02d}" for i in range(12)]
 PAIRS = 3  # landing file pairs (quotes + orders), landed one by one in the kill test
 
@@ -35,8 +38,7 @@ def data(tmp_path_factory, spark):
     # Bad lines too, so that the quarantine is compared as well; named to land with pair 0.
     land(source, "quotes", ['{"symbol": "S01"', quote("ZZZ", "2026-11-23T14:30:00Z", "1.00", "1.01")], name="bad-00000.jsonl")
     land(source, "orders", ["[1, 2]", order("X-1", "S02", "2026-11-23T14:30:00Z", side="HOLD")], name="bad-00000.jsonl")
-    symbols = root / "symbols.txt"
-    symbols.write_text("\n".join(SYMBOLS) + "\n")
+    symbols = symbols_file(root, SYMBOLS)
     reference = root / "reference-lake"
     assert stream(spark, source, reference, symbols=SYMBOLS) == 0
     expected = comparable_tables(spark, reference)

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers.paths import ROOT
+
 COMPOSE = ROOT / "docker-compose.yaml"
 ENV_EXAMPLE = ROOT / ".env.example"
 DOCKERFILE = ROOT / "docker" / "Dockerfile"

@@ -7,15 +7,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from netutil import is_loopback, listening, not_loopback, tree
-
-CLI = [sys.executable, "-m", "market_spread.cli.main"]
+from tests.helpers.cli import CLI
+from tests.helpers.net import is_loopback, listening, not_loopback, tree
 
 
 def test_loopback_is_told_from_the_network():

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
-from lakeutil import land, order, quote, stream
-
-CLI = [sys.executable, "-m", "market_spread.cli.main", "sql"]
+from tests.helpers.cli import market_spread
+from tests.helpers.lake import read_table, stream
+from tests.helpers.landing import land
+from tests.helpers.records import order, quote
 
 
 def test_sql_queries_tables_by_name_in_every_format(spark, tmp_path):
@@ -17,22 +16,22 @@ def test_sql_queries_tables_by_name_in_every_format(spark, tmp_path):
     assert stream(spark, landing, lake) == 0
 
     query = "SELECT order_id, reason, offer FROM alerts ORDER BY order_id"
-    done = subprocess.run(CLI + ["--lake", str(lake), "--format", "json", query], capture_output=True, text=True, timeout=300)
+    done = market_spread("sql", "--lake", str(lake), "--format", "json", query, timeout=300)
     assert done.returncode == 0, done.stderr
     assert [json.loads(l) for l in done.stdout.splitlines()] == [
         {"order_id": "O-1", "reason": "wide_spread", "offer": "1.15000000"},  # decimals stay exact text
         {"order_id": "O-2", "reason": "no_market_data", "offer": None},
     ]
-    done = subprocess.run(CLI + ["--lake", str(lake), "--format", "csv",
-                                 "SELECT s.symbol, s.should_reject_trades, m.quotes FROM symbol_state s CROSS JOIN batch_metrics m"],
-                          capture_output=True, text=True, timeout=300)
+    done = market_spread("sql", "--lake", str(lake), "--format", "csv",
+                         "SELECT s.symbol, s.should_reject_trades, m.quotes FROM symbol_state s CROSS JOIN batch_metrics m",
+                         timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["symbol,should_reject_trades,quotes", "AAPL,True,1"]
 
-    bad = subprocess.run(CLI + ["--lake", str(lake), "SELECT * FROM no_such_table"], capture_output=True, text=True, timeout=300)
+    bad = market_spread("sql", "--lake", str(lake), "SELECT * FROM no_such_table", timeout=300)
     last = bad.stderr.strip().splitlines()[-1]  # Spark's own start-up lines come first
     assert bad.returncode == 1 and last.startswith("market-spread sql: error:") and "no_such_table" in last
-    missing = subprocess.run(CLI + ["--lake", str(tmp_path / "nowhere"), "SELECT 1"], capture_output=True, text=True, timeout=60)
+    missing = market_spread("sql", "--lake", str(tmp_path / "nowhere"), "SELECT 1", timeout=60)
     assert missing.returncode == 2 and "no Delta tables" in missing.stderr
 
 
@@ -66,9 +65,8 @@ def _lake_state(spark, lake):
 
     out = {}
     for table in lake_mod.existing_tables(lake):
-        path = lake / table
-        out[table] = (sorted(p.name for p in (path / "_delta_log").iterdir()),
-                      spark.read.format("delta").load(str(path)).count())
+        out[table] = (sorted(p.name for p in (lake / table / "_delta_log").iterdir()),
+                      read_table(spark, lake, table).count())
     return out
 
 
@@ -105,8 +103,7 @@ def test_sql_is_read_only_decided_from_the_parsed_plan(spark, tmp_path):
     assert _lake_state(spark, lake) == before
 
     # Through the command itself: one line, exit 2, nothing deleted.
-    done = subprocess.run(CLI + ["--lake", str(lake), "DELETE FROM alerts WHERE reason = 'wide_spread'"],
-                          capture_output=True, text=True, timeout=300)
+    done = market_spread("sql", "--lake", str(lake), "DELETE FROM alerts WHERE reason = 'wide_spread'", timeout=300)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("market-spread sql: error: sql is read-only")
     assert _lake_state(spark, lake) == before

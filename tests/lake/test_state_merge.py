@@ -11,6 +11,7 @@ from deltalake import DeltaTable
 
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.state import merge_state, newest_of_rows, newest_per_symbol
+from tests.helpers.lake import read_table
 
 SCHEMA = "symbol STRING, bid DECIMAL(18,8), offer DECIMAL(18,8), quote_time TIMESTAMP, seq BIGINT, should_reject_trades BOOLEAN"
 T0, T1 = datetime(2026, 11, 23, 14, 30), datetime(2026, 11, 23, 14, 31)
@@ -32,7 +33,7 @@ def run_merges(spark, lake, monkeypatch, driver_commits: str) -> dict:
         newest = newest_per_symbol(spark.createDataFrame(rows, SCHEMA))
         # On the driver (Arrow), as the stream hands it over: delta-rs merges it, or Spark when off.
         merge_state(spark, str(lake), newest.toArrow(), batch_id)
-    state = spark.read.format("delta").load(lake_mod.table_path(lake, "symbol_state"))
+    state = read_table(spark, lake, "symbol_state")
     return {r.symbol: tuple(r[1:]) for r in state.select("symbol", "bid", "offer", "quote_time", "seq",
                                                          "should_reject_trades", "batch_id").collect()}
 

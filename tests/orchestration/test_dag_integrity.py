@@ -1,6 +1,6 @@
 """The DAG files: they parse fast, without I/O or native libraries, into the DAGs we expect.
 
-Airflow is imported only in a child process (see airflowutil).
+Airflow is imported only in a child process (see tests/helpers/airflow.py).
 """
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import subprocess
 import sys
 
 import pytest
-from airflowutil import DAGS, ROOT, airflow_env
+from tests.helpers.airflow import airflow_env
+from tests.helpers.paths import DAGS, ROOT
 
 from market_spread.orchestration import tasks
 

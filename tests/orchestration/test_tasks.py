@@ -1,6 +1,6 @@
 """What the task bodies do: the maintenance hold, `maintain` beside a live stream, and `dag.test()`
 of the maintenance and quality DAGs on a real small lake (Airflow in a child process, see
-airflowutil)."""
+tests/helpers/airflow.py)."""
 from __future__ import annotations
 
 import json
@@ -13,11 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
-from airflowutil import DAGS, airflow_env
 
 from market_spread.orchestration import tasks
 from market_spread.orchestration.jobs import cli_argv
 from market_spread.orchestration.probes import small_file_counts
+from tests.helpers.airflow import airflow_env
+from tests.helpers.lake import read_table
+from tests.helpers.paths import DAGS
 
 
 def test_hold_expires() -> None:
@@ -145,8 +147,7 @@ def test_maintain_applies_quote_retention_only_with_the_writer_lock(spark, tmp_p
     assert quote_cutoff(30, today) == today - dt.timedelta(days=30)
 
     def kept() -> list:
-        return sorted(r[0] for r in spark.read.format("delta").load(lake_mod.table_path(lake, "quotes"))
-                      .select("quote_date").collect())
+        return sorted(r[0] for r in read_table(spark, lake, "quotes").select("quote_date").collect())
 
     argv = [*cli_argv("maintain"), "--lake", str(lake), "--tables", "quotes", "--master", "local[1]"]
     env = dict(os.environ, MARKET_SPREAD_QUOTE_RETENTION_DAYS="30")  # from the environment, as the DAG may set it

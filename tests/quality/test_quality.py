@@ -15,11 +15,13 @@ import pytest
 
 from market_spread.cli import main as cli
 from market_spread.lake import tables as lake_mod
+from tests.helpers import symbols
+from tests.helpers.lake import read_table
+from tests.helpers.paths import ROOT
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 11, 23, 14, 30, tzinfo=UTC)
 SYMBOLS = ["AAPL", "MSFT", "IBM", "GOOG", "AMZN", "NFLX", "META", "TSLA", "NVDA", "ORCL"]
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def sec(n: float) -> dt.datetime:
@@ -72,15 +74,9 @@ def validate(lake: Path, docs: Path, symbols_file: Path, *extra: str, capsys=Non
     return code, out
 
 
-def read_results(spark, lake: Path):
-    return spark.read.format("delta").load(lake_mod.table_path(lake, "quality_results"))
-
-
 @pytest.fixture(scope="module")
 def symbols_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("symbols") / "symbols.txt"
-    path.write_text("# test universe\n" + "\n".join(SYMBOLS) + "\n")
-    return path
+    return symbols.symbols_file(tmp_path_factory.mktemp("symbols"), SYMBOLS, comment="test universe")
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +122,7 @@ def test_clean_lake_passes_with_data_docs(spark, first_run, capsys):
     # Nothing written into the repository: the GX project lives under the docs folder.
     assert (docs / "gx").is_dir() and not (ROOT / "gx").exists()
 
-    results = read_results(spark, lake)
+    results = read_table(spark, lake, "quality_results")
     rows = results.collect()
     assert {r.suite for r in rows} == {"alerts", "symbol_state"}
     assert len({r.run_id for r in rows}) == 1
@@ -195,7 +191,7 @@ def test_incremental_runs_failed_run_keeps_mark_full_revalidates(spark, first_ru
         assert len(list((docs / "validations" / suite).glob("*/*/*.html"))) == 2
         assert len(list((docs / "gx" / "uncommitted" / "validations" / suite).glob("*/*/*.json"))) == 2
 
-    runs = read_results(spark, lake).where("suite = 'alerts'").groupBy(
+    runs = read_table(spark, lake, "quality_results").where("suite = 'alerts'").groupBy(
         "run_id", "from_version", "to_version", "rows_validated", "run_passed").count().collect()
     assert sorted((-1 if r.from_version is None else r.from_version, r.to_version, r.rows_validated,
                    r.run_passed) for r in runs) == [
@@ -232,20 +228,21 @@ def test_orphan_alerts_are_held_only_while_their_batch_can_finish(spark, first_r
 
 
 def test_lake_from_the_pipeline_passes_and_thresholds_are_parameters(spark, symbols_file, tmp_path, capsys):
-    from lakeutil import land, order, quote, stream  # the pipeline's own test helpers
+    from tests.helpers.lake import stream  # the pipeline's own test helpers
+    from tests.helpers.landing import land
+    from tests.helpers.records import T, order, quote
 
     landing, lake, docs = tmp_path / "landing", tmp_path / "lake", tmp_path / "docs"
-    t = "2026-11-23T14:30:0{}.000Z"
     land(landing, "quotes", [
-        quote("AAPL", t.format(1), "1.00", "1.10"),       # wide
-        quote("MSFT", t.format(1), "10.00", "10.01"),     # tight
-        quote("IBM", t.format(1), "100.02", "100.01"),    # crossed: never rejects
+        quote("AAPL", T.format(1), "1.00", "1.10"),       # wide
+        quote("MSFT", T.format(1), "10.00", "10.01"),     # tight
+        quote("IBM", T.format(1), "100.02", "100.01"),    # crossed: never rejects
     ])
     land(landing, "orders", [
-        order("O-1", "AAPL", t.format(2)),  # wide_spread
-        order("O-2", "MSFT", t.format(2)),  # accepted
-        order("O-3", "GOOG", t.format(2)),  # no_market_data
-        order("O-4", "AAPL", t.format(0)),  # before any quote: no_market_data
+        order("O-1", "AAPL", T.format(2)),  # wide_spread
+        order("O-2", "MSFT", T.format(2)),  # accepted
+        order("O-3", "GOOG", T.format(2)),  # no_market_data
+        order("O-4", "AAPL", T.format(0)),  # before any quote: no_market_data
         '{"not": "an order"',               # quarantined
     ])
     assert stream(spark, landing, lake) == 0

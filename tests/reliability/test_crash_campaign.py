@@ -19,11 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from campaign import (
+from tests.helpers.campaign import (
     FULL, Job, Lander, diff_rows, duplicates_by_key, in_flight, kill_when_new_file, make_source,
-    readable_with_delta_rs, symbols_file, wait_for_lock,
+    readable_with_delta_rs, wait_for_lock,
 )
-from lakeutil import SYMBOLS, comparable_tables, metrics_totals, rows, stream
+from tests.helpers.lake import comparable_tables, metrics_totals, rows, stream
+from tests.helpers.symbols import SYMBOLS, symbols_file
 
 TABLE_WINDOWS = ["quotes", "symbol_state", "alerts", "quarantine", "batch_metrics"]
 CHECKPOINT_WINDOWS = ["offsets", "commits"]

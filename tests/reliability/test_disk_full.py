@@ -9,9 +9,10 @@ import subprocess
 
 import pytest
 
-from campaign import Job, symbols_file
-from lakeutil import SYMBOLS, comparable_tables, metrics_totals, stream
 from market_spread.feeds.generate import Generator, write_atomically, write_backlog
+from tests.helpers.campaign import Job
+from tests.helpers.lake import comparable_tables, metrics_totals, stream
+from tests.helpers.symbols import SYMBOLS, symbols_file
 
 
 def _mount(*args: str) -> subprocess.CompletedProcess:

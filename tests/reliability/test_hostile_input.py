@@ -9,7 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from market_spread_tools import reference
-from lakeutil import SYMBOLS, metrics_totals, rows, stream
+from tests.helpers.lake import metrics_totals, rows, stream
+from tests.helpers.landing import land
+from tests.helpers.symbols import SYMBOLS
 
 GOOD_QUOTE = {"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00.123Z", "bid": 189.12, "offer": 189.14, "seq": 1}
 GOOD_ORDER = {"order_id": "O-1", "account": 7, "symbol": "AAPL", "side": "BUY", "qty": 100, "price": 189.13,
@@ -48,13 +50,6 @@ def hand_made(big_line_bytes: int) -> dict[str, list[bytes]]:
     return {"quotes": quotes, "orders": orders}
 
 
-def _land_raw(landing, feed: str, name: str, lines: list[bytes]) -> None:
-    folder = landing / feed
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f".{name}").write_bytes(b"\n".join(lines) + b"\n")
-    (folder / f".{name}").rename(folder / name)
-
-
 def _check_conservation(spark, landing, lake) -> None:
     expected = reference.run_reference_landing(landing, SYMBOLS)
     totals = metrics_totals(spark, lake)
@@ -72,8 +67,8 @@ def test_hand_made_hostile_lines_are_accounted_for(spark, tmp_path):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     feeds = hand_made(big_line_bytes=2_000_000)
     for feed, lines in feeds.items():
-        _land_raw(landing, feed, "hostile.jsonl", lines)
-        _land_raw(landing, feed, "empty.jsonl", [])
+        land(landing, feed, lines, name="hostile.jsonl")
+        land(landing, feed, [b""], name="empty.jsonl")  # nothing but one line break
         (landing / feed / "truncated.jsonl").write_bytes(lines[0][: len(lines[0]) // 2])  # no newline at the end
     assert stream(spark, landing, lake) == 0
     _check_conservation(spark, landing, lake)
@@ -109,7 +104,7 @@ def test_property_mutated_records_are_accounted_for(spark, tmp_path_factory, see
     landing, lake = root / "landing", root / "lake"
     quotes = [_mutate(rng, GOOD_QUOTE).encode() for _ in range(300)]
     orders = [_mutate(rng, GOOD_ORDER).encode() for _ in range(300)]
-    _land_raw(landing, "quotes", "m.jsonl", quotes)
-    _land_raw(landing, "orders", "m.jsonl", orders)
+    land(landing, "quotes", quotes, name="m.jsonl")
+    land(landing, "orders", orders, name="m.jsonl")
     assert stream(spark, landing, lake) == 0
     _check_conservation(spark, landing, lake)

@@ -10,9 +10,11 @@ import random
 
 import pytest
 
-from campaign import FULL, Job, bad_lines, symbols_file
-from lakeutil import SYMBOLS, metrics_totals, rows
 from market_spread.feeds.generate import Generator, write_atomically
+from tests.helpers.campaign import FULL, Job
+from tests.helpers.lake import metrics_totals, rows
+from tests.helpers.records import bad_lines
+from tests.helpers.symbols import SYMBOLS, symbols_file
 
 BIG_LINE = (10 if FULL else 3) * 2**20
 MANY_LINES = 1_000_000 if FULL else 100_000

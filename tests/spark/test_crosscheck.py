@@ -3,7 +3,6 @@ on replayed Wallaroo data and on generated data, over several seeds and ways of 
 from __future__ import annotations
 
 import random
-import shutil
 from decimal import Decimal
 from pathlib import Path
 
@@ -13,7 +12,10 @@ from market_spread_tools import reference
 from market_spread.feeds.generate import Generator, write_backlog
 from market_spread.domain.symbols import load_symbols
 from market_spread.cli.main import main as cli_main
-from lakeutil import SYMBOLS, rows, stream
+from tests.helpers.lake import read_table, rows, stream
+from tests.helpers.landing import land_file
+from tests.helpers.paths import ROOT
+from tests.helpers.symbols import SYMBOLS
 
 ALERT_KEYS = ("order_id", "account", "symbol", "side", "qty", "price", "order_time", "reason", "bid", "offer",
               "quote_time", "order_seq", "quote_seq")
@@ -58,14 +60,14 @@ def test_replayed_wallaroo_demo_matches_the_reference(spark, tmp_path, wallaroo_
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     _replay(landing, [wallaroo_dir / nbbo], [wallaroo_dir / trades])
     symbols = load_symbols(wallaroo_dir / "examples" / "python" / "market_spread" / "symbols.txt")
-    symbols = sorted(set(symbols) | set(load_symbols(Path(__file__).parents[2] / "include" / "symbols.txt")))
+    symbols = sorted(set(symbols) | set(load_symbols(ROOT / "include" / "symbols.txt")))
     assert stream(spark, landing, lake, symbols=symbols) == 0
     expected = reference.run_reference_landing(landing, symbols)
     got = _spark_alerts(spark, lake)
     assert got == _reference_alerts(expected)
     assert got and {a[ALERT_KEYS.index("reason")] for a in got} == reasons
     assert _spark_state(spark, lake) == _reference_state(expected)
-    quarantined = spark.read.format("delta").load(str(lake / "quarantine")).count()
+    quarantined = read_table(spark, lake, "quarantine").count()
     assert quarantined == len(expected.quarantined)
 
 
@@ -91,9 +93,7 @@ def test_generated_data_matches_the_reference_over_cuttings_and_runs(spark, tmp_
         for orders_file in run_files:
             for feed, src in (("quotes", source / "quotes" / orders_file.name), ("orders", orders_file)):
                 if src.exists():
-                    (landing / feed).mkdir(parents=True, exist_ok=True)
-                    shutil.copy(src, landing / feed / src.name)
-                    batch.append(landing / feed / src.name)
+                    batch.append(land_file(src, landing, feed))
         batches.append(batch)
         assert stream(spark, landing, lake) == 0
     expected = reference.run_reference(batches, SYMBOLS)

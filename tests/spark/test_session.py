@@ -8,6 +8,7 @@ import pytest
 
 from market_spread.runtime.jvm_archive import archive_path
 from market_spread.runtime.spark import delta_jars
+from tests.helpers.cli import market_spread
 
 
 def test_the_driver_jvm_maps_the_class_archive_setup_wrote(spark):
@@ -47,15 +48,13 @@ def test_a_damaged_class_archive_is_set_aside_and_the_command_still_runs(tmp_pat
     """A truncated archive crashes the JVM at start (SIGBUS): the command moves it aside and starts
     without it, with a warning, instead of failing."""
     import os
-    import sys
 
     good = archive_path(delta_jars())
     damaged = tmp_path / "driver.jsa"
     damaged.write_bytes((good.read_bytes()[:50_000_000]) if good and good.is_file() else b"\0" * 4096)
     env = {**os.environ, "MARKET_SPREAD_CDS_ARCHIVE": str(damaged)}
-    done = subprocess.run([sys.executable, "-m", "market_spread.cli.main", "stream", "--landing", str(tmp_path / "in"),
-                           "--lake", str(tmp_path / "lake"), "--available-now"],
-                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)  # the crash report lands there
+    done = market_spread("stream", "--landing", str(tmp_path / "in"), "--lake", str(tmp_path / "lake"), "--available-now",
+                         env=env, cwd=tmp_path, timeout=300)  # the crash report lands there
     assert done.returncode == 0, done.stderr[-2000:]
     assert "did not start with the class archive" in done.stderr and "stopped" in done.stdout
     assert not damaged.exists() and (tmp_path / "driver.jsa.bad").exists()
@@ -65,14 +64,12 @@ def test_a_jvm_that_fails_for_another_reason_leaves_the_class_archive_in_place(t
     """Only the archive's own failure sets it aside: a JVM that cannot start without it either (here
     a bad spark-submit option) fails the command and the archive is kept for the next start."""
     import os
-    import sys
 
     archive = tmp_path / "driver.jsa"
     archive.write_bytes(b"\0" * 4096)
     env = {**os.environ, "MARKET_SPREAD_CDS_ARCHIVE": str(archive), "PYSPARK_SUBMIT_ARGS": "--no-such-option pyspark-shell"}
-    done = subprocess.run([sys.executable, "-m", "market_spread.cli.main", "stream", "--landing", str(tmp_path / "in"),
-                           "--lake", str(tmp_path / "lake"), "--available-now"],
-                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = market_spread("stream", "--landing", str(tmp_path / "in"), "--lake", str(tmp_path / "lake"), "--available-now",
+                         env=env, cwd=tmp_path, timeout=300)
     assert done.returncode != 0
     assert archive.is_file() and not (tmp_path / "driver.jsa.bad").exists()
 

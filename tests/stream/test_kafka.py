@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import random
 import re
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -23,23 +21,23 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
-
-from campaign import FULL, Job, diff_rows, duplicates_by_key, kill_when_new_file, make_source, symbols_file  # noqa: E402
-from lakeutil import comparable_tables, land, metrics_totals, order, quote, rows, stream  # noqa: E402
-from market_spread.feeds.broker import BrokerProcess  # noqa: E402
-from market_spread.feeds.generate import Generator, write_backlog  # noqa: E402
-from market_spread.stream.kafka_source import KafkaSettings, feed_source  # noqa: E402
-from market_spread.feeds.producer import KafkaSink  # noqa: E402
-from market_spread.stream.query import StreamSpec, run_query  # noqa: E402
-from market_spread_tools.bench_kafka import broker_available  # noqa: E402
-from test_pipeline import BAD_ORDERS, BAD_QUOTES, T  # noqa: E402
+from market_spread.feeds.broker import BrokerProcess
+from market_spread.feeds.generate import Generator, write_backlog
+from market_spread.stream.kafka_source import KafkaSettings, feed_source
+from market_spread.feeds.producer import KafkaSink
+from market_spread.stream.query import StreamSpec, run_query
+from market_spread_tools.bench_kafka import broker_available
+from tests.helpers.campaign import FULL, Job, diff_rows, duplicates_by_key, kill_when_new_file, make_source
+from tests.helpers.cli import market_spread
+from tests.helpers.lake import comparable_tables, metrics_totals, rows, stream
+from tests.helpers.landing import land
+from tests.helpers.records import BAD_ORDERS, BAD_QUOTES, T, order, quote
+from tests.helpers.symbols import symbols_file
 
 pytestmark = pytest.mark.skipif(
     broker_available() is not None, reason="Kafka JARs not fetched: run `make setup`",
 )
 
-CLI = [sys.executable, "-m", "market_spread.cli.main"]
 SYMBOLS = ["AAPL", "MSFT", "IBM", "GOOG", "TSLA", "ASOF", "LATE", "LQ", "TA", "TM", "TI", "NM"]
 SOURCE_RE = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)/(?P<partition>\d+)/(?P<offset>\d+)$")
 
@@ -174,18 +172,16 @@ def test_the_consumers_do_not_wait_out_the_brokers_long_poll(spark):
 def test_a_topic_that_does_not_exist_is_one_clear_error_line(broker, tmp_path):
     base = topics()
     KafkaSink(broker.bootstrap, base.quotes_topic, "orders-exists-" + base.orders_topic)
-    done = subprocess.run(
-        [*CLI, "stream", "--source", "kafka", "--bootstrap-servers", broker.bootstrap, "--lake", str(tmp_path / "lake"),
-         "--quotes-topic", base.quotes_topic, "--orders-topic", "no-such-topic", "--available-now"],
-        capture_output=True, text=True, timeout=120,
+    done = market_spread(
+        "stream", "--source", "kafka", "--bootstrap-servers", broker.bootstrap, "--lake", str(tmp_path / "lake"),
+        "--quotes-topic", base.quotes_topic, "--orders-topic", "no-such-topic", "--available-now", timeout=120,
     )
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert "no-such-topic" in lines[0] and "do not exist" in lines[0] and "Traceback" not in done.stderr
     # Bad flags are usage errors (exit 2, one line).
-    done = subprocess.run([*CLI, "stream", "--source", "kafka", "--lake", str(tmp_path / "lake")],
-                          capture_output=True, text=True, timeout=60)
+    done = market_spread("stream", "--source", "kafka", "--lake", str(tmp_path / "lake"), timeout=60)
     assert done.returncode == 2 and "--bootstrap-servers" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 

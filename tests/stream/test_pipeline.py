@@ -14,7 +14,10 @@ from market_spread.lake.writes import USER_METADATA
 from market_spread.runtime import spark as spark_mod
 from market_spread.stream import batch as pipeline
 from market_spread.feeds.generate import Generator, write_backlog
-from lakeutil import SYMBOLS, alerts_by_order, assert_same_tables, comparable_tables, land, metrics_totals, order, quote, rows, stream
+from tests.helpers.lake import alerts_by_order, assert_same_tables, comparable_tables, metrics_totals, read_table, rows, stream
+from tests.helpers.landing import land
+from tests.helpers.records import BAD_ORDERS, BAD_QUOTES, T, order, quote
+from tests.helpers.symbols import SYMBOLS
 
 
 def _settings(lake: Path) -> pipeline.BatchSettings:
@@ -23,9 +26,6 @@ def _settings(lake: Path) -> pipeline.BatchSettings:
 
 def ts(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(dt.timezone.utc).replace(tzinfo=None)
-
-
-T = "2026-11-23T14:30:0{}.000Z"
 
 
 def test_orders_are_checked_as_of_their_time_within_a_batch(spark, tmp_path):
@@ -70,7 +70,7 @@ def test_late_orders_are_checked_against_history_not_newer_state(spark, tmp_path
     alerts = alerts_by_order(spark, lake)
     assert set(alerts) == {"late"}, "the late order meets the wide quote of its time; the current one is tight"
     assert alerts["late"]["quote_time"] == ts(T.format(1))
-    late = spark.read.format("delta").load(str(lake / "batch_metrics")).where("batch_id = 1").first()
+    late = read_table(spark, lake, "batch_metrics").where("batch_id = 1").first()
     assert late.late_symbols == 1
 
 
@@ -183,33 +183,6 @@ def test_orders_without_market_data_are_rejected(spark, tmp_path):
     assert (g["account"], g["side"], g["qty"], g["price"]) == (7, "BUY", D("100"), D("1.00"))
 
 
-BAD_QUOTES = {
-    "not_json_object": ["not json", "[1, 2]", "42", '{"symbol": "AAPL"', '"just a string"'],
-    "missing_field:symbol": ['{"transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 2}', "{}"],
-    "missing_field:bid": ['{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "offer": 2}'],
-    "wrong_type:bid": ['{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": true, "offer": 2}',
-                       '{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": [1], "offer": 2}'],
-    "wrong_type:seq": ['{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 2, "seq": 1.5}'],
-    "non_positive:offer": ['{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 0}',
-                           '{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": -2}'],
-    "non_finite:bid": ['{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": NaN, "offer": 2}',
-                       '{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": Infinity, "offer": 2}'],
-    "out_of_range:bid": ['{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": 12345678901, "offer": 2}'],
-    "bad_time": ['{"symbol": "AAPL", "transact_time": "2026-11-23 14:30:00", "bid": 1, "offer": 2}',
-                 '{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00", "bid": 1, "offer": 2}',
-                 '{"symbol": "AAPL", "transact_time": "2026-02-30T14:30:00Z", "bid": 1, "offer": 2}',
-                 '{"symbol": "AAPL", "transact_time": 1700000000, "bid": 1, "offer": 2}'],
-    "unknown_symbol": ['{"symbol": "aapl", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 2}',
-                       '{"symbol": "ZZZZ", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 2}'],
-}
-BAD_ORDERS = {
-    "unknown_side": [order("x", "AAPL", T.format(1), side="HOLD"), order("y", "AAPL", T.format(1), side="buy")],
-    "non_positive:qty": [order("z", "AAPL", T.format(1), qty="0")],
-    "wrong_type:account": [order("w", "AAPL", T.format(1)).replace('"account": 7', '"account": "seven"')],
-    "missing_field:order_id": [order("", "AAPL", T.format(1))],
-}
-
-
 def test_every_kind_of_bad_line_is_quarantined_once_and_every_line_is_accounted_for(spark, tmp_path):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     good_quotes = [quote("AAPL", T.format(0), "1.00", "1.01"), quote("AAPL", T.format(1), "1.00", "1.01", seq=3)]
@@ -258,7 +231,7 @@ def test_prices_are_exact_decimals_from_the_text(spark, tmp_path):
     assert state["MSFT"]["should_reject_trades"] is True
     assert state["IBM"]["should_reject_trades"] is False
     assert (state["GOOG"]["bid"], state["GOOG"]["offer"]) == (D("0.12345679"), D("0.74749102"))
-    schema = {f.name: f.dataType.simpleString() for f in spark.read.format("delta").load(str(lake / "alerts")).schema}
+    schema = {f.name: f.dataType.simpleString() for f in read_table(spark, lake, "alerts").schema}
     assert schema["price"] == "decimal(18,8)" and schema["order_time"] == "timestamp" and schema["batch_id"] == "bigint"
 
 
@@ -372,7 +345,7 @@ def test_tables_are_readable_without_spark_by_delta_rs(spark, tmp_path):
     assert stream(spark, landing, lake) == 0
     for table in ("symbol_state", "alerts", "quotes", "quarantine", "batch_metrics"):
         arrow = DeltaTable(str(lake / table)).to_pyarrow_table()
-        assert arrow.num_rows == spark.read.format("delta").load(str(lake / table)).count() > 0, table
+        assert arrow.num_rows == read_table(spark, lake, table).count() > 0, table
     alerts = DeltaTable(str(lake / "alerts")).to_pyarrow_table()
     assert str(alerts.schema.field("price").type) == "decimal128(18, 8)"
 
@@ -491,7 +464,7 @@ def test_the_drivers_copy_of_the_state_is_the_table_after_every_batch(spark, tmp
     _generated(landing, files=5, seed=11)
     lake_mod.ensure_tables(spark, lake)
     processor = pipeline.BatchProcessor(_settings(lake), on_batch=lambda result: None)
-    table = lambda: spark.read.format("delta").load(lake_mod.table_path(lake, "symbol_state")).select(*STATE_QUOTE_COLUMNS)  # noqa: E731
+    table = lambda: read_table(spark, lake, "symbol_state").select(*STATE_QUOTE_COLUMNS)  # noqa: E731
 
     def crash(*args, **kwargs):
         raise RuntimeError("simulated failure of the state MERGE")

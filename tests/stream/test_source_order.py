@@ -11,7 +11,11 @@ from market_spread.stream import checkpoint_layout as layout
 from market_spread.stream import batch as pipeline
 from market_spread.stream.query import StreamSpec, start_query
 from market_spread.feeds.generate import Generator, write_backlog
-from lakeutil import SYMBOLS, comparable_tables, land, land_pair, metrics_totals, order, quote, rows, stream
+from tests.helpers.lake import comparable_tables, metrics_totals, rows, stream
+from tests.helpers.landing import land, land_pair
+from tests.helpers.records import order, quote
+from tests.helpers.symbols import SYMBOLS
+
 
 def test_an_order_never_enters_a_batch_ahead_of_a_quote_that_landed_before_it(spark, tmp_path):
     # Each pair is a new symbol's only quote (wide) and then its order, landing while the stream plans

@@ -6,22 +6,14 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from market_spread.feeds.generate import Generator, write_backlog
-from lakeutil import SYMBOLS
-
-CLI = [sys.executable, "-m", "market_spread.cli.main"]
-
-
-def _symbols_file(tmp_path: Path) -> Path:
-    path = tmp_path / "symbols.txt"
-    path.write_text("\n".join(SYMBOLS) + "\n")
-    return path
+from tests.helpers.cli import CLI, market_spread
+from tests.helpers.symbols import SYMBOLS, symbols_file
 
 
 def _start(landing: Path, lake: Path, symbols: Path, *extra: str) -> subprocess.Popen:
@@ -46,26 +38,25 @@ def _log_versions(folder: Path) -> int:
 
 
 def test_bad_arguments_exit_2_with_one_line(tmp_path):
-    done = subprocess.run(CLI + ["stream", "--landing", str(tmp_path), "--lake", str(tmp_path / "l"), "--interval", "-1"],
-                          capture_output=True, text=True)
+    done = market_spread("stream", "--landing", str(tmp_path), "--lake", str(tmp_path / "l"), "--interval", "-1")
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "--interval" in done.stderr
-    done = subprocess.run(CLI + ["stream", "--lake", str(tmp_path)], capture_output=True, text=True)
+    done = market_spread("stream", "--lake", str(tmp_path))
     assert done.returncode == 2 and "--landing" in done.stderr
-    done = subprocess.run(CLI + ["stream", "--landing", str(tmp_path), "--lake", str(tmp_path / "l"),
-                                "--symbols", str(tmp_path / "nope.txt")], capture_output=True, text=True)
+    done = market_spread("stream", "--landing", str(tmp_path), "--lake", str(tmp_path / "l"),
+                         "--symbols", str(tmp_path / "nope.txt"))
     assert done.returncode == 2 and "symbol file not found" in done.stderr
 
 
 def test_one_writer_per_lake_graceful_stop_and_the_missing_checkpoint_guard(tmp_path):
-    landing, lake, symbols = tmp_path / "landing", tmp_path / "lake", _symbols_file(tmp_path)
+    landing, lake, symbols = tmp_path / "landing", tmp_path / "lake", symbols_file(tmp_path, SYMBOLS)
     write_backlog(landing, Generator(SYMBOLS, seed=2), 50, 50, 1, "a")
     first = _start(landing, lake, symbols, "--interval", "1")
     try:
         _wait_for(lambda: (lake / "batch_metrics" / "_delta_log" / f"{1:020d}.json").exists(), 300, "the first batch")
         started = time.monotonic()
-        second = subprocess.run(CLI + ["stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols),
-                                       "--available-now"], capture_output=True, text=True, timeout=60)
+        second = market_spread("stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols),
+                               "--available-now", timeout=60)
         assert second.returncode == 3
         assert "another stream is already writing this lake" in second.stderr
         assert time.monotonic() - started < 20, "refused at once, before starting Spark"
@@ -77,8 +68,8 @@ def test_one_writer_per_lake_graceful_stop_and_the_missing_checkpoint_guard(tmp_
 
     shutil.rmtree(lake / "_checkpoints")
     versions = _log_versions(lake / "batch_metrics" / "_delta_log")
-    refused = subprocess.run(CLI + ["stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols),
-                                    "--available-now"], capture_output=True, text=True, timeout=60)
+    refused = market_spread("stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols),
+                            "--available-now", timeout=60)
     assert refused.returncode == 4
     assert "checkpoint" in refused.stderr and "emit every alert again" in refused.stderr
     assert _log_versions(lake / "batch_metrics" / "_delta_log") == versions, "the refused run wrote nothing"
@@ -88,11 +79,13 @@ def test_checkpoint_guard_holds_after_delta_log_clean_up(spark, tmp_path):
     """Delta's clean-up deletes commit files older than a checkpoint: the guard must still see batches."""
     from deltalake import DeltaTable
 
-    from lakeutil import land, order, quote, stream
     from market_spread.lake import tables as lake_mod
     from market_spread.lake.deltalog import latest_version
+    from tests.helpers.lake import stream
+    from tests.helpers.landing import land
+    from tests.helpers.records import order, quote
 
-    landing, lake, symbols = tmp_path / "landing", tmp_path / "lake", _symbols_file(tmp_path)
+    landing, lake, symbols = tmp_path / "landing", tmp_path / "lake", symbols_file(tmp_path, SYMBOLS)
     for i in range(2):
         land(landing, "quotes", [quote("AAPL", f"2026-11-23T14:30:0{i}.000Z", "1.10", "1.15")])
         land(landing, "orders", [order(f"O-{i}", "AAPL", f"2026-11-23T14:30:0{i}.500Z")])
@@ -114,8 +107,8 @@ def test_checkpoint_guard_holds_after_delta_log_clean_up(spark, tmp_path):
     assert not list(lake.glob(f"*/_delta_log/{1:020d}.json")), "the old guard's file is gone everywhere"
     shutil.rmtree(lake / "_checkpoints")
 
-    refused = subprocess.run(CLI + ["stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols),
-                                    "--available-now"], capture_output=True, text=True, timeout=120)
+    refused = market_spread("stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols),
+                            "--available-now", timeout=120)
     assert refused.returncode == 4, refused.stdout + refused.stderr
     assert "checkpoint" in refused.stderr and "emit every alert again" in refused.stderr
 

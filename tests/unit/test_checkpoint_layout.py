@@ -3,14 +3,13 @@ refuses to touch. (tests/stream/test_source_order.py runs a moved checkpoint thr
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from market_spread.runtime.stream_contract import EXIT_REFUSED
 from market_spread.stream import checkpoint_layout as layout
+from tests.helpers.cli import market_spread
 
 META = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
 
@@ -97,8 +96,7 @@ def test_offsets_of_another_kind_are_refused_untouched(tmp_path):
     assert not layout._staging(checkpoint).exists()
     # The command says so in one line and exits 'refused', before any Spark starts.
     lake = tmp_path / "lake"
-    done = subprocess.run([sys.executable, "-m", "market_spread.cli.main", "stream", "--landing", str(tmp_path / "in"),
-                           "--lake", str(lake), "--checkpoint", str(checkpoint), "--available-now"],
-                          capture_output=True, text=True, timeout=120)
+    done = market_spread("stream", "--landing", str(tmp_path / "in"), "--lake", str(lake), "--checkpoint", str(checkpoint),
+                         "--available-now", timeout=120)
     assert done.returncode == EXIT_REFUSED, done.stderr
     assert "not the offsets of two file sources" in done.stderr and "Traceback" not in done.stderr

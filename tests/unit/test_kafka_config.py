@@ -1,14 +1,8 @@
 """Kafka without a broker: record keys, checkpoint checks, flags, the broker's configuration."""
 from __future__ import annotations
 
-import subprocess
-import sys
-
-from lakeutil import quote
-
-CLI = [sys.executable, "-m", "market_spread.cli.main"]
-T = "2026-11-23T14:30:0{}.000Z"  # as test_pipeline.py
-
+from tests.helpers.cli import market_spread
+from tests.helpers.records import T, quote
 
 
 def test_the_record_key_is_the_lines_symbol():
@@ -45,7 +39,7 @@ def test_bad_kafka_flags_are_usage_errors(tmp_path):
         (["replay", "--kafka", "h:x", "--nbbo", __file__], "HOST:PORT"),
         (["broker", "--port", "70000", "--data", str(tmp_path)], "TCP port"),
     ]:
-        done = subprocess.run([*CLI, *argv], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        done = market_spread(*argv, timeout=60, cwd=tmp_path)
         assert done.returncode == 2, (argv, done.stderr)
         assert words in done.stderr and len(done.stderr.strip().splitlines()) == 1, (argv, done.stderr)
 

@@ -13,45 +13,15 @@ from hypothesis import strategies as st
 from market_spread.cli.main import main
 from market_spread_tools.reference import landing_files, parse_line, run_reference, run_reference_landing
 from market_spread.domain.rules import quote_key, should_reject
+from tests.helpers.landing import land
+from tests.helpers.records import T0, order, quote
 
 SYMBOLS = ["AAPL", "MSFT", "IBM"]
-T0 = datetime(2026, 11, 23, 14, 30, tzinfo=timezone.utc)
-
-
-def at(seconds: float) -> str:
-    return (T0 + timedelta(seconds=seconds)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def quote(t: float, bid: str, offer: str, symbol: str = "AAPL", seq: int | None = None) -> str:
-    """A quote line with decimals written as given (exact text, never through a float)."""
-    extra = "" if seq is None else f', "seq": {seq}'
-    return f'{{"symbol": "{symbol}", "transact_time": "{at(t)}", "bid": {bid}, "offer": {offer}{extra}}}'
-
-
-def order(t: float, order_id: str = "O-1", symbol: str = "AAPL", side: str = "BUY", seq: int | None = None) -> str:
-    extra = "" if seq is None else f', "seq": {seq}'
-    return (f'{{"order_id": "{order_id}", "account": 7, "symbol": "{symbol}", "side": "{side}", '
-            f'"qty": 100, "price": 1.01, "transact_time": "{at(t)}"{extra}}}')
-
-
-class Landing:
-    """Writes numbered landing files; each call returns the file's path."""
-
-    def __init__(self, root: Path):
-        self.root, self.n = root, 0
-
-    def __call__(self, stream: str, *lines: str) -> Path:
-        folder = self.root / stream
-        folder.mkdir(parents=True, exist_ok=True)
-        self.n += 1
-        path = folder / f"f-{self.n:04d}.jsonl"
-        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-        return path
 
 
 @pytest.fixture
-def land(tmp_path: Path) -> Landing:
-    return Landing(tmp_path / "landing")
+def landing(tmp_path: Path) -> Path:
+    return tmp_path / "landing"
 
 
 def reasons(result) -> list[tuple[str, str | None]]:
@@ -64,9 +34,10 @@ WIDE, NARROW = ("1.00", "2.00"), ("1.00", "1.01")
 # --- which quote an order is checked against ---------------------------------------------------
 
 
-def test_as_of_within_one_batch(land: Landing) -> None:
-    q = land("quotes", quote(1, *WIDE), quote(3, *NARROW))
-    o = land("orders", order(0, "early"), order(2, "between"), order(3, "same-time"), order(9, "late"))
+def test_as_of_within_one_batch(landing: Path) -> None:
+    q = land(landing, "quotes", [quote("AAPL", 1, *WIDE), quote("AAPL", 3, *NARROW)])
+    o = land(landing, "orders", [order("early", "AAPL", 0), order("between", "AAPL", 2), order("same-time", "AAPL", 3),
+                                 order("late", "AAPL", 9)])
     result = run_reference([[o, q]], SYMBOLS)  # the order file first: its batch still counts in full
     assert reasons(result) == [("early", "no_market_data"), ("between", "wide_spread")]
     early, between = result.alerts
@@ -75,19 +46,19 @@ def test_as_of_within_one_batch(land: Landing) -> None:
         Decimal("1.00000000"), Decimal("2.00000000"), T0 + timedelta(seconds=1))
 
 
-def test_late_order_is_checked_against_history_not_state(land: Landing) -> None:
-    batch1 = [land("quotes", quote(1, *NARROW), quote(5, *WIDE))]
-    batch2 = [land("orders", order(3, "late"), order(6, "current"))]
+def test_late_order_is_checked_against_history_not_state(landing: Path) -> None:
+    batch1 = [land(landing, "quotes", [quote("AAPL", 1, *NARROW), quote("AAPL", 5, *WIDE)])]
+    batch2 = [land(landing, "orders", [order("late", "AAPL", 3), order("current", "AAPL", 6)])]
     result = run_reference([batch1, batch2], SYMBOLS)
     assert reasons(result) == [("current", "wide_spread")]
     assert result.state["AAPL"]["quote_time"] == T0 + timedelta(seconds=5)
 
 
-def test_late_quote_does_not_overwrite_state_but_enters_history(land: Landing) -> None:
+def test_late_quote_does_not_overwrite_state_but_enters_history(landing: Path) -> None:
     batches = [
-        [land("quotes", quote(5, *NARROW))],
-        [land("quotes", quote(3, *WIDE))],  # older than the state: history only
-        [land("orders", order(4, "sees-late-quote"), order(5, "sees-state"))],
+        [land(landing, "quotes", [quote("AAPL", 5, *NARROW)])],
+        [land(landing, "quotes", [quote("AAPL", 3, *WIDE)])],  # older than the state: history only
+        [land(landing, "orders", [order("sees-late-quote", "AAPL", 4), order("sees-state", "AAPL", 5)])],
     ]
     result = run_reference(batches, SYMBOLS)
     assert reasons(result) == [("sees-late-quote", "wide_spread")]
@@ -95,39 +66,42 @@ def test_late_quote_does_not_overwrite_state_but_enters_history(land: Landing) -
     assert (state["bid"], state["offer"], state["should_reject_trades"]) == (Decimal("1.00"), Decimal("1.01"), False)
 
 
-def test_quote_landing_after_the_order_does_not_count(land: Landing) -> None:
-    batches = [[land("orders", order(5, "first"))], [land("quotes", quote(1, *NARROW))],
-               [land("orders", order(5, "second"))]]
+def test_quote_landing_after_the_order_does_not_count(landing: Path) -> None:
+    batches = [[land(landing, "orders", [order("first", "AAPL", 5)])],
+               [land(landing, "quotes", [quote("AAPL", 1, *NARROW)])],
+               [land(landing, "orders", [order("second", "AAPL", 5)])]]
     assert reasons(run_reference(batches, SYMBOLS)) == [("first", "no_market_data")]
 
 
-def test_ties_broken_by_seq_then_bid_then_offer(land: Landing) -> None:
-    q = land("quotes",
-             quote(1, *NARROW, seq=2), quote(1, *WIDE, seq=1),  # same time: seq 2 wins
-             quote(2, *WIDE, symbol="MSFT"), quote(2, *NARROW, symbol="MSFT", seq=0),  # any seq beats none
-             quote(3, "1.00", "1.01", symbol="IBM"), quote(3, "1.02", "1.50", symbol="IBM"),  # higher bid wins
-             quote(4, "5.00", "5.01", symbol="IBM"), quote(4, "5.00", "9.00", symbol="IBM"))  # then higher offer
-    o = land("orders", order(1, "a"), order(2, "m", symbol="MSFT"), order(3, "i3", symbol="IBM"),
-             order(4, "i4", symbol="IBM"))
+def test_ties_broken_by_seq_then_bid_then_offer(landing: Path) -> None:
+    q = land(landing, "quotes", [
+        quote("AAPL", 1, *NARROW, seq=2), quote("AAPL", 1, *WIDE, seq=1),  # same time: seq 2 wins
+        quote("MSFT", 2, *WIDE), quote("MSFT", 2, *NARROW, seq=0),  # any seq beats none
+        quote("IBM", 3, "1.00", "1.01"), quote("IBM", 3, "1.02", "1.50"),  # higher bid wins
+        quote("IBM", 4, "5.00", "5.01"), quote("IBM", 4, "5.00", "9.00"),  # then higher offer
+    ])
+    o = land(landing, "orders", [order("a", "AAPL", 1), order("m", "MSFT", 2), order("i3", "IBM", 3),
+                                 order("i4", "IBM", 4)])
     result = run_reference([[q, o]], SYMBOLS)
     assert reasons(result) == [("i3", "wide_spread"), ("i4", "wide_spread")]
     assert result.alerts[0]["bid"] == Decimal("1.02") and result.alerts[1]["offer"] == Decimal("9.00")
     assert result.state["AAPL"]["seq"] == 2 and result.state["MSFT"]["seq"] == 0
     assert result.state["IBM"]["offer"] == Decimal("9.00")
     # The same quotes in the opposite file order give the same winners (a total order).
-    q2 = land("quotes", *reversed(q.read_text().splitlines()))
+    q2 = land(landing, "quotes", list(reversed(q.read_text().splitlines())))
     assert run_reference([[q2, o]], SYMBOLS).alerts == result.alerts
 
 
-def test_seq_is_not_compared_between_quote_and_order(land: Landing) -> None:
-    q = land("quotes", quote(1, *WIDE, seq=50))
-    o = land("orders", order(1, "same-time-lower-seq", seq=3))
+def test_seq_is_not_compared_between_quote_and_order(landing: Path) -> None:
+    q = land(landing, "quotes", [quote("AAPL", 1, *WIDE, seq=50)])
+    o = land(landing, "orders", [order("same-time-lower-seq", "AAPL", 1, seq=3)])
     assert reasons(run_reference([[q, o]], SYMBOLS)) == [("same-time-lower-seq", "wide_spread")]
 
 
-def test_no_market_data_and_repeated_order_ids(land: Landing) -> None:
-    q = land("quotes", quote(1, *WIDE))
-    o = land("orders", order(2, "dup"), order(2, "dup"), order(2, "x", symbol="MSFT"), order(3, "dup", side="SELL"))
+def test_no_market_data_and_repeated_order_ids(landing: Path) -> None:
+    q = land(landing, "quotes", [quote("AAPL", 1, *WIDE)])
+    o = land(landing, "orders", [order("dup", "AAPL", 2), order("dup", "AAPL", 2), order("x", "MSFT", 2),
+                                 order("dup", "AAPL", 3, side="SELL")])
     result = run_reference([[q, o]], SYMBOLS)
     assert reasons(result) == [("dup", "wide_spread"), ("dup", "wide_spread"), ("x", "no_market_data"),
                                ("dup", "wide_spread")]
@@ -150,26 +124,26 @@ def test_no_market_data_and_repeated_order_ids(land: Landing) -> None:
      ("1.000000004", "1.050000004", True),  # rounded half-up to 8 places: 1.00000000 / 1.05000000
      ("1.000000005", "1.050000004", False)],  # 1.00000001 / 1.05000000: spread 0.04999999
 )
-def test_decimal_edges(land: Landing, bid: str, offer: str, rejects: bool) -> None:
-    q = land("quotes", quote(1, bid, offer))
-    o = land("orders", order(1))
+def test_decimal_edges(landing: Path, bid: str, offer: str, rejects: bool) -> None:
+    q = land(landing, "quotes", [quote("AAPL", 1, bid, offer)])
+    o = land(landing, "orders", [order("O-1", "AAPL", 1)])
     result = run_reference([[q, o]], SYMBOLS)
     assert result.state["AAPL"]["should_reject_trades"] is rejects
     assert reasons(result) == ([("O-1", "wide_spread")] if rejects else [])
 
 
-def test_thresholds_are_parameters(land: Landing) -> None:
-    q = land("quotes", quote(1, "1.10", "1.15"))
-    o = land("orders", order(1))
+def test_thresholds_are_parameters(landing: Path) -> None:
+    q = land(landing, "quotes", [quote("AAPL", 1, "1.10", "1.15")])
+    o = land(landing, "orders", [order("O-1", "AAPL", 1)])
     assert run_reference([[q, o]], SYMBOLS, Decimal("0.06"), Decimal("0.05")).alerts == []
     assert len(run_reference([[q, o]], SYMBOLS, Decimal("0.06"), Decimal("0.04")).alerts) == 1
 
 
-def test_alert_values_are_typed(land: Landing) -> None:
-    q = land("quotes", '{"symbol": "AAPL", "transact_time": "2026-11-23T16:30:00.5+02:00", "bid": 1, '
-                       '"offer": 2.123456789, "seq": 4}')
-    o = land("orders", '{"order_id": "O-9", "account": 12, "symbol": "AAPL", "side": "SELL", "qty": "1,000", '
-                       '"price": 1.5, "transact_time": "2026-11-23T14:30:00.500001Z", "seq": 9, "extra": [1]}')
+def test_alert_values_are_typed(landing: Path) -> None:
+    q = land(landing, "quotes", ['{"symbol": "AAPL", "transact_time": "2026-11-23T16:30:00.5+02:00", "bid": 1, '
+                                 '"offer": 2.123456789, "seq": 4}'])
+    o = land(landing, "orders", ['{"order_id": "O-9", "account": 12, "symbol": "AAPL", "side": "SELL", "qty": "1,000", '
+                                 '"price": 1.5, "transact_time": "2026-11-23T14:30:00.500001Z", "seq": 9, "extra": [1]}'])
     (alert,) = run_reference([[q, o]], SYMBOLS).alerts
     assert alert == {
         "order_id": "O-9", "account": 12, "symbol": "AAPL", "side": "SELL", "qty": Decimal("1000.00000000"),
@@ -218,21 +192,22 @@ BAD_ORDERS = [
 ]
 
 
-def test_quarantine_reasons(land: Landing) -> None:
-    q = land("quotes", *(line for line, _ in BAD_QUOTES))
-    o = land("orders", *(line for line, _ in BAD_ORDERS))
+def test_quarantine_reasons(landing: Path) -> None:
+    q = land(landing, "quotes", [line for line, _ in BAD_QUOTES])
+    o = land(landing, "orders", [line for line, _ in BAD_ORDERS])
     result = run_reference([[q, o]], SYMBOLS)
     expected = [("quotes", line, r) for line, r in BAD_QUOTES] + [("orders", line, r) for line, r in BAD_ORDERS]
     assert result.quarantined == expected
     assert result.quotes == result.orders == 0 and result.alerts == []
 
 
-def test_every_nonblank_line_lands_in_exactly_one_place(land: Landing, tmp_path: Path) -> None:
-    q = land("quotes", quote(1, *WIDE), "", "   ", "\t", *(line for line, _ in BAD_QUOTES), quote(2, *NARROW))
-    o = land("orders", order(1), "", *(line for line, _ in BAD_ORDERS), order(3))
+def test_every_nonblank_line_lands_in_exactly_one_place(landing: Path, tmp_path: Path) -> None:
+    q = land(landing, "quotes", [quote("AAPL", 1, *WIDE), "", "   ", "\t", *(line for line, _ in BAD_QUOTES),
+                                 quote("AAPL", 2, *NARROW)])
+    o = land(landing, "orders", [order("O-1", "AAPL", 1), "", *(line for line, _ in BAD_ORDERS), order("O-1", "AAPL", 3)])
     raw = tmp_path / "landing" / "quotes" / "raw.jsonl"  # BOM, CRLF, a lone CR, bad UTF-8, no final newline
-    raw.write_bytes(b"\xef\xbb\xbf" + quote(3, *NARROW).encode() + b"\r\n" + b"{\"symbol\": \"\xff\"}\r"
-                    + quote(4, *WIDE).encode())
+    raw.write_bytes(b"\xef\xbb\xbf" + quote("AAPL", 3, *NARROW).encode() + b"\r\n" + b"{\"symbol\": \"\xff\"}\r"
+                    + quote("AAPL", 4, *WIDE).encode())
     result = run_reference_landing(tmp_path / "landing", SYMBOLS)
     nonblank = len(BAD_QUOTES) + len(BAD_ORDERS) + 4 + 3
     assert result.quotes + result.orders + len(result.quarantined) == nonblank
@@ -240,11 +215,11 @@ def test_every_nonblank_line_lands_in_exactly_one_place(land: Landing, tmp_path:
     assert ("quotes", '{"symbol": "\ufffd"}', "missing_field:transact_time") in result.quarantined
 
 
-def test_landing_reads_both_folders_and_skips_hidden_files(land: Landing, tmp_path: Path) -> None:
-    land("quotes", quote(1, *WIDE))
-    land("orders", order(2))
-    (tmp_path / "landing" / "orders" / ".f-9999.jsonl.tmp").write_text(order(2, "hidden") + "\n")
-    (tmp_path / "landing" / "orders" / ".hidden.jsonl").write_text(order(2, "hidden") + "\n")
+def test_landing_reads_both_folders_and_skips_hidden_files(landing: Path, tmp_path: Path) -> None:
+    land(landing, "quotes", [quote("AAPL", 1, *WIDE)], name="f-0001.jsonl")
+    land(landing, "orders", [order("O-1", "AAPL", 2)], name="f-0002.jsonl")
+    (tmp_path / "landing" / "orders" / ".f-9999.jsonl.tmp").write_text(order("hidden", "AAPL", 2) + "\n")
+    (tmp_path / "landing" / "orders" / ".hidden.jsonl").write_text(order("hidden", "AAPL", 2) + "\n")
     assert [p.name for p in landing_files(tmp_path / "landing")] == ["f-0001.jsonl", "f-0002.jsonl"]
     assert reasons(run_reference_landing(tmp_path / "landing", SYMBOLS)) == [("O-1", "wide_spread")]
     with pytest.raises(ValueError, match="not under quotes/ or orders/"):
@@ -309,12 +284,11 @@ event = st.one_of(
 @given(st.lists(st.lists(event, max_size=8), min_size=1, max_size=4))
 def test_reference_matches_the_definition(tmp_path_factory, batches) -> None:
     root = tmp_path_factory.mktemp("prop")
-    land = Landing(root)
     files, typed = [], []
     for batch in batches:
-        qs = [quote(e[2], e[4], e[5], symbol=e[1], seq=e[3]) for e in batch if e[0] == "quote"]
-        os_ = [order(e[3], e[1], symbol=e[2]) for e in batch if e[0] == "order"]
-        files.append([land("orders", *os_), land("quotes", *qs)])
+        qs = [quote(e[1], e[2], e[4], e[5], seq=e[3]) for e in batch if e[0] == "quote"]
+        os_ = [order(e[1], e[2], e[3]) for e in batch if e[0] == "order"]
+        files.append([land(root, "orders", os_), land(root, "quotes", qs)])
         typed.append([("quote", e[1], T0 + timedelta(seconds=e[2]), e[3], Decimal(e[4]), Decimal(e[5]))
                       if e[0] == "quote" else ("order", e[1], e[2], T0 + timedelta(seconds=e[3])) for e in batch])
     result = run_reference(files, SYMBOLS)

@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -19,26 +17,12 @@ import psutil
 
 from market_spread.feeds.generate import Generator, write_atomically, write_backlog
 
-CLI = [sys.executable, "-m", "market_spread.cli.main"]
+from tests.helpers.cli import CLI
+from tests.helpers.landing import land_file
+from tests.helpers.records import bad_lines
+
 FULL = os.environ.get("MARKET_SPREAD_RELIABILITY", "").lower() == "full"
 TABLES_WITH_LOGS = ("quotes", "symbol_state", "alerts", "quarantine", "batch_metrics")
-
-
-def symbols_file(folder: Path, symbols: list[str]) -> Path:
-    path = folder / "symbols.txt"
-    path.write_text("\n".join(symbols) + "\n")
-    return path
-
-
-def bad_lines(rng: random.Random, n: int, tag: str) -> list[str]:
-    """Lines that must go to quarantine, each one different (so a doubled row can be told apart)."""
-    kinds = [
-        lambda i: f"not json {tag} {i}",
-        lambda i: f'{{"symbol": "NOPE", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 2, "seq": {i}, "t": "{tag}"}}',
-        lambda i: f'{{"symbol": "AAPL", "transact_time": "yesterday {tag} {i}", "bid": 1, "offer": 2}}',
-        lambda i: f'[{i}, "{tag}"]',
-    ]
-    return [rng.choice(kinds)(i) for i in range(n)]
 
 
 def make_source(source: Path, symbols: list[str], seed: int, quotes: int, orders: int, files: int,
@@ -80,9 +64,7 @@ class Lander:
         done = 0
         while self.pending and done < n:
             feed, path = self.pending.pop(0)
-            temp = self.landing / feed / f".{path.name}.tmp"
-            shutil.copy(path, temp)
-            os.replace(temp, self.landing / feed / path.name)
+            land_file(path, self.landing, feed)
             self.lines += sum(1 for line in path.read_text().splitlines() if line.strip())
             done += 1
         return done

@@ -7,8 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-DAGS = ROOT / "dags"
+from tests.helpers.paths import DAGS
 
 
 def airflow_env(home: Path, **extra: str) -> dict[str, str]:
