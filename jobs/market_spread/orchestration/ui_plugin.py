@@ -153,6 +153,7 @@ class MarketSpreadUiPlugin(AirflowPlugin):
         "href": f"{URL_PREFIX}/",
         "destination": "nav",
         "url_route": "data-quality",
+        "nav_top_level": True,  # beside Dags and Assets, not inside a Plugins menu
     }]
     operator_extra_links = [DataDocsLink()]
 
