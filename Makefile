@@ -14,16 +14,20 @@ KAFKA_JARS := .cache/kafka-jars
 KAFKA_JAR_IDS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2
 # A single-node Kafka broker (market-spread broker), run with java -cp: every JAR it needs.
 BROKER_JARS := .cache/broker-jars
+# The Data Docs' CSS and scripts (their CDNs' files, from the npm registry): reports render offline.
+DATADOCS_ASSETS := .cache/datadocs-assets
 
-.PHONY: setup run test test-fast reliability bench clean check-tools jvm-archive
+.PHONY: setup run test test-fast reliability bench clean check-tools jvm-archive browser
 
-setup: check-tools $(VENV)/.installed $(JARS)/.fetched $(KAFKA_JARS)/.fetched $(BROKER_JARS)/.fetched jvm-archive
+setup: check-tools $(VENV)/.installed $(JARS)/.fetched $(KAFKA_JARS)/.fetched $(BROKER_JARS)/.fetched \
+	$(DATADOCS_ASSETS)/.fetched jvm-archive
 
 check-tools:
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found: install Python 3.11" >&2; exit 1; }
 	@command -v java >/dev/null || { echo "error: java not found: install a JDK 17 (apt-get install openjdk-17-jdk-headless)" >&2; exit 1; }
 	@java -version 2>&1 | grep -qE 'version "17' || { echo "error: Spark 4.1 here is tested on Java 17; found: $$(java -version 2>&1 | head -1)" >&2; exit 1; }
 	@command -v mvn >/dev/null || { echo "error: mvn not found: install Maven (apt-get install maven) to fetch the Delta JARs" >&2; exit 1; }
+	@command -v npm >/dev/null || { echo "error: npm not found: install it (apt-get install npm) to fetch the Data Docs' styles" >&2; exit 1; }
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,6 +58,10 @@ $(BROKER_JARS)/.fetched: jobs/maven/kafka-broker-pom.xml
 	@ls $(BROKER_JARS)/kafka_2.13-*.jar $(BROKER_JARS)/kafka-server-*.jar >/dev/null
 	@touch $@
 
+$(DATADOCS_ASSETS)/.fetched: jobs/market_spread/orchestration/datadocs_assets.py $(VENV)/.installed
+	$(PY) -m market_spread_tools.datadocs_assets $(DATADOCS_ASSETS)
+	@touch $@
+
 # The driver JVM's class-data-sharing archive (runtime/jvm_archive.py): ~4 s off every Spark start.
 # Run at every set-up, not behind a stamp: it returns at once when the archive for this Java, Spark
 # and JARs is there, and writes it again when it is not (new JARs, or one set aside as damaged).
@@ -67,8 +75,15 @@ run: setup
 # Two pytest workers, a test file each at a time, the longest files first (tests/conftest.py): most
 # tests wait on child JVMs, brokers and Airflow, so on 2 cores the suite takes about a fifth less (README, Tests).
 TEST_WORKERS ?= 2
-test: setup
+test: setup browser
 	$(PY) -m pytest -ra --durations=25 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
+
+# The UI test's browser (tests/e2e/test_data_docs_ui.py): Debian's chromium and its driver, installed
+# when missing and apt-get can; without them that test skips and says why.
+browser:
+	@{ command -v chromium && command -v chromedriver; } >/dev/null || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) >/dev/null 2>&1 || \
+	  echo "note: chromium and chromium-driver could not be installed: the browser test will skip"
 
 # The fast folders: the pure logic (no Spark) and the Spark transforms against the reference engine;
 # no Airflow, no broker, no lake commands, no campaigns (under 4 minutes here).

@@ -8,6 +8,7 @@ from __future__ import annotations
 from airflow.sdk import dag, task
 
 from market_spread.orchestration import tasks as orchestration
+from market_spread.orchestration.data_docs_link import DataDocsLink
 
 
 @dag(
@@ -22,11 +23,12 @@ from market_spread.orchestration import tasks as orchestration
 )
 def market_spread_quality() -> None:
     # One slot shared with maintain: the two lake jobs never write the lake at the same time.
-    @task(task_id="validate", pool=orchestration.LAKE_JOBS_POOL)
-    def validate() -> str:
+    @task(task_id="validate", pool=orchestration.LAKE_JOBS_POOL, multiple_outputs=False)
+    def validate() -> dict:
         return orchestration.quality_task()
 
-    validate()
+    # The "Data Docs" button: that run's validation page in the UI, failed runs included.
+    validate().operator.operator_extra_links = (DataDocsLink(),)
 
 
 market_spread_quality()

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from market_spread.orchestration.jobs import Logger, child_env, cli_argv, run_job
 from market_spread.orchestration.probes import data_docs_location, live_stream, small_file_counts, tables_changed_since
+from market_spread.orchestration.quality_summary import PAGE_XCOM_KEY, summarize
 from market_spread.orchestration.settings import VAR_PREFIX, airflow_variable, parse_bool, resolve_settings
 from market_spread.orchestration.supervisor import StreamFailed, source_args, supervise_stream
 from market_spread.runtime.settings import ENV_PREFIX
@@ -126,8 +127,9 @@ def feed_task() -> str:
     return f"landed {settings.feed_seconds:g}s of feed at {settings.feed_rate:g} events/s"
 
 
-def quality_task() -> str:
-    """Task body of market_spread_quality: validate new alerts; fail on critical violations."""
+def quality_task() -> dict[str, Any]:
+    """Task body of market_spread_quality: validate new alerts; fail on critical violations.
+    Returns quality_summary.summarize's figures and the run's Data Docs page."""
     from airflow.sdk import get_current_context
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
@@ -148,14 +150,19 @@ def quality_task() -> str:
     ):
         if value:
             args += [flag, value]
-    rc = run_job(cli_argv("validate", *args), logger, timeout=3600, env=child_env(settings, "validate"))
+    lines: list[str] = []  # the summary below reads the run id validate prints
+    rc = run_job(cli_argv("validate", *args), lambda line: (lines.append(line), logger(line))[-1],
+                 timeout=3600, env=child_env(settings, "validate"))
+    summary = summarize(settings.lake, settings.docs, lines)
+    if summary["data_docs_page"]:  # before failing too: the "Data Docs" link reads it at the end
+        get_current_context()["ti"].xcom_push(PAGE_XCOM_KEY, summary["data_docs_page"])
     docs = data_docs_location(settings.docs)
     logger(f"Data Docs: {docs}")
     if rc == 1:
         raise AirflowFailException(f"critical expectations failed on {settings.lake}; see the Data Docs at {docs}")
     if rc != 0:
         raise RuntimeError(f"validate exited with code {rc}; Data Docs at {docs}")
-    return docs
+    return summary
 
 
 def hold_stream_task() -> str:

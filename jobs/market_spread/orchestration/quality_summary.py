@@ -1,0 +1,86 @@
+"""What the validate task returns and shows: a small summary of one `market-spread validate` run
+(suites, expectations passed and failed, batches checked) and the run's Data Docs page, read from
+the command's output and the quality_results table (delta-rs, no Spark)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+URL_PREFIX = "/data-quality"  # where the UI plugin's app is mounted (ui_plugin)
+PAGE_XCOM_KEY = "data_docs_page"  # the run's page relative to the docs folder, for the "Data Docs" link
+RUN_LINE = re.compile(r"^validate run (?P<run_id>\S+) on ")
+RESULTS_TABLE = "quality_results"
+
+
+def run_id_from(lines: Iterable[str]) -> str | None:
+    """The run id `validate` prints on its summary's first line, or None (it died before)."""
+    for line in lines:
+        found = RUN_LINE.match(line.strip())
+        if found:
+            return found["run_id"]
+    return None
+
+
+def _results(lake: Path, run_id: str | None) -> list[dict[str, Any]]:
+    """All quality_results rows (a small table), or [] without one."""
+    path = lake / RESULTS_TABLE
+    if run_id is None or not any((path / "_delta_log").glob("[0-9]*.json")):
+        return []
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+
+
+def _batches_checked(lake: Path, rows: list[dict[str, Any]], run: list[dict[str, Any]]) -> int:
+    """The batch_metrics rows whose alerts this run covered: after the mark's batch up to its own."""
+    alerts = next((r for r in run if r["suite"] == "alerts"), None)
+    if alerts is None or alerts.get("to_batch") is None:
+        return 0
+    since = alerts["from_version"]
+    base = max((r["to_batch"] for r in rows if r["suite"] == "alerts" and r["run_passed"]
+                and r["to_version"] == since and r.get("to_batch") is not None and since is not None),
+               default=None)
+    path = lake / "batch_metrics"
+    if not any((path / "_delta_log").glob("[0-9]*.json")):
+        return 0
+    from deltalake import DeltaTable
+
+    ids = DeltaTable(str(path)).to_pyarrow_table(columns=["batch_id"])["batch_id"].to_pylist()
+    return sum(1 for b in set(ids) if b <= alerts["to_batch"] and (base is None or b > base))
+
+
+def validation_page(docs: Path, run_id: str | None, prefer: str | None = None) -> str | None:
+    """The run's validation page relative to `docs` (the `prefer` suite's when there), else the
+    site's index, else None. GX writes validations/<suite>/<run name>/<run time>/<batch>.html."""
+    pages = sorted(docs.glob(f"validations/*/{glob_escape(run_id)}/*/*.html")) if run_id else []
+    pages.sort(key=lambda p: p.relative_to(docs).parts[1] != prefer)
+    if pages:
+        return pages[0].relative_to(docs).as_posix()
+    return "index.html" if (docs / "index.html").is_file() else None
+
+
+def glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def summarize(lake: Path, docs: Path, lines: list[str]) -> dict[str, Any]:
+    """The task's return value: run id, passed, per-suite figures, totals, batches, Data Docs page."""
+    run_id = run_id_from(lines)
+    rows = _results(lake, run_id)
+    run = [r for r in rows if r["run_id"] == run_id]
+    suites: dict[str, dict[str, Any]] = {}
+    for r in run:
+        suite = suites.setdefault(r["suite"], {"expectations_passed": 0, "expectations_failed": 0, "rows": 0})
+        suite["expectations_passed" if r["success"] else "expectations_failed"] += 1
+        suite["rows"] = int(r["rows_validated"] or 0)
+    failed_suite = next((r["suite"] for r in run if not r["success"] and r["critical"]), None)
+    return {
+        "run_id": run_id,
+        "passed": bool(run) and all(r["run_passed"] for r in run),
+        "suites": suites,
+        "expectations_passed": sum(s["expectations_passed"] for s in suites.values()),
+        "expectations_failed": sum(s["expectations_failed"] for s in suites.values()),
+        "batches_checked": _batches_checked(lake, rows, run),
+        "data_docs_page": validation_page(docs, run_id, failed_suite or "alerts"),
+    }

@@ -1,0 +1,162 @@
+"""The Airflow UI plugin: the Data Docs site behind Airflow's own login, a "Data quality" entry in
+the navigation, and the validate task's "Data Docs" button. Registered through the
+`airflow.plugins` entry point (pyproject.toml), so `make run` and the image both load it.
+
+A plugin's FastAPI app gets no authentication from Airflow: every route here asks Airflow's core
+API for the user first (JWT from the `_token` cookie or an Authorization header), and answers 401
+or 403 before touching a file. Only the site's own files are served (index.html, static/,
+expectations/, validations/), never the GX store beside them nor anything a `..`, an encoded
+slash or a symlink would reach. Pages are served with their CDN styles and scripts pointing at the
+local copies `make setup` fetched (datadocs_assets), so a report renders with no internet.
+"""
+from __future__ import annotations
+
+import logging
+import mimetypes
+import time
+from pathlib import Path, PurePosixPath
+
+from airflow.plugins_manager import AirflowPlugin
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+
+from market_spread.orchestration.data_docs_link import URL_PREFIX, DataDocsLink
+from market_spread.orchestration.datadocs_assets import assets_dir, missing, rewrite_page, rewrite_styles
+from market_spread.orchestration.settings import VAR_PREFIX, resolve_settings
+
+log = logging.getLogger(__name__)
+
+QUALITY_DAG_ID = "market_spread_quality"
+# What GX's site builder writes at the top of the docs folder; the GX store (gx/) is not served.
+SITE_ENTRIES = frozenset({"index.html", "static", "expectations", "validations"})
+SERVED_SUFFIXES = frozenset({".html", ".css", ".js", ".png", ".ico", ".gif", ".svg", ".jpg", ".jpeg",
+                             ".woff", ".woff2", ".ttf", ".otf", ".eot", ".map"})
+# Pages may only load from this server: a CDN URL the rewrite missed fails here, not on the internet.
+PAGE_POLICY = ("default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; "
+               "style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; font-src 'self' data:; "
+               "connect-src 'self'; frame-ancestors 'self'")
+DOCS_CACHE_SECONDS = 10.0  # the docs folder is read from the Variable at most this often
+
+_docs_cache: dict[str, tuple[float, Path]] = {}
+
+
+def _server_variable(name: str) -> str | None:
+    """A Variable read from the metadata DB (the API server is no task); None when unreadable."""
+    try:
+        from airflow.models.variable import Variable
+
+        found = Variable.get(name, default_var=None)
+    except Exception:  # no DB configured (tests) or a hiccup: the environment and default apply
+        return None
+    return None if found is None else str(found)
+
+
+def docs_folder() -> Path:
+    """The Data Docs folder the quality task writes: Variable market_spread_docs, else
+    MARKET_SPREAD_DOCS, else data/quality (orchestration.settings)."""
+    cached = _docs_cache.get("docs")
+    if cached and time.monotonic() - cached[0] < DOCS_CACHE_SECONDS:
+        return cached[1]
+    wanted = f"{VAR_PREFIX}docs"
+    folder = resolve_settings(lambda name: _server_variable(name) if name == wanted else None).docs
+    _docs_cache["docs"] = (time.monotonic(), folder)
+    return folder
+
+
+async def require_reader(request: Request) -> None:
+    """Airflow's own authentication, then read access to the quality DAG (its Data Docs)."""
+    from fastapi.security import HTTPBearer
+
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
+    from airflow.api_fastapi.core_api.security import get_user
+
+    bearer = await HTTPBearer(auto_error=False)(request)
+    user = await get_user(request, None, bearer)  # HTTPException 401/403 without a valid token
+    if not get_auth_manager().is_authorized_dag(method="GET", details=DagDetails(id=QUALITY_DAG_ID), user=user):
+        raise HTTPException(status_code=403, detail="Forbidden")
+
+
+def safe_file(root: Path, relative: str, entries: frozenset[str] | None = None) -> Path:
+    """The file `relative` names inside `root`, or HTTPException 404: no `..`, no absolute or
+    backslash path, no hidden name, nothing a symlink leads out to, only served file types."""
+    parts = PurePosixPath(relative).parts
+    if (not parts or "\\" in relative or "\x00" in relative or relative.startswith("/")
+            or any(p in ("..", ".") or p.startswith(".") for p in parts)
+            or (entries is not None and parts[0] not in entries)):
+        raise HTTPException(status_code=404, detail="Not found")
+    base = root.resolve()
+    target = (base / Path(*parts)).resolve()
+    if not target.is_relative_to(base) or not target.is_file() or target.suffix.lower() not in SERVED_SUFFIXES:
+        raise HTTPException(status_code=404, detail="Not found")
+    return target
+
+
+def _mount_path(request: Request) -> str:
+    """Where this app is mounted as the browser sees it (base path + /data-quality)."""
+    return str(request.scope.get("root_path") or URL_PREFIX).rstrip("/")
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(title="market-spread data quality", dependencies=[Depends(require_reader)],
+                  docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.get("/", include_in_schema=False)
+    def home(request: Request) -> Response:
+        return RedirectResponse(f"{_mount_path(request)}/docs/index.html", status_code=307)
+
+    @app.get("/docs/{relative:path}", include_in_schema=False)
+    def docs(relative: str, request: Request) -> Response:
+        root = docs_folder()
+        if relative in ("", "index.html") and not (root / "index.html").is_file():
+            return HTMLResponse(_NO_REPORT.format(root=root), status_code=404)
+        target = safe_file(root, relative or "index.html", SITE_ENTRIES)
+        mount = _mount_path(request)
+        if target.suffix.lower() == ".css":  # the site's stylesheet names a logo on S3
+            return Response(rewrite_styles(target.read_text(encoding="utf-8"), f"{mount}/docs"), media_type="text/css")
+        if target.suffix.lower() != ".html":
+            return FileResponse(target)
+        html = rewrite_page(target.read_text(encoding="utf-8"), f"{mount}/assets", f"{mount}/docs")
+        return HTMLResponse(html, headers={"Content-Security-Policy": PAGE_POLICY, "Cache-Control": "no-store"})
+
+    @app.get("/assets/{relative:path}", include_in_schema=False)
+    def assets(relative: str) -> Response:
+        # Package names hold one '@' and a scope may hold another: both are plain characters here.
+        target = safe_file(assets_dir(), relative)
+        kind = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+        return FileResponse(target, media_type=kind, headers={"Cache-Control": "max-age=86400"})
+
+    return app
+
+
+_NO_REPORT = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>Data quality</title></head>
+<body style="font-family: sans-serif; margin: 2rem"><h1>No data-quality report yet</h1>
+<p>The first run of the <code>market_spread_quality</code> DAG writes its Data Docs to
+<code>{root}</code>; they show here once it has run.</p></body></html>"""
+
+
+def _warn_missing_assets() -> None:
+    gone = missing(assets_dir())
+    if gone:
+        log.warning("Data Docs assets missing in %s (run `make setup`): reports show unstyled: %s",
+                    assets_dir(), ", ".join(gone[:3]) + ("..." if len(gone) > 3 else ""))
+
+
+
+class MarketSpreadUiPlugin(AirflowPlugin):
+    """Data Docs in the Airflow UI (see the module docstring)."""
+
+    name = "market_spread_data_quality"
+    fastapi_apps = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "market-spread data quality"}]
+    external_views = [{
+        "name": "Data quality",
+        "href": f"{URL_PREFIX}/",
+        "destination": "nav",
+        "url_route": "data-quality",
+        "nav_top_level": True,  # beside Dags and Assets, not inside a Plugins menu
+    }]
+    operator_extra_links = [DataDocsLink()]
+
+    @classmethod
+    def on_load(cls, *args, **kwargs) -> None:
+        _warn_missing_assets()
