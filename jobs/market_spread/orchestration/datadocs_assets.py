@@ -13,21 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from market_spread.runtime.paths import project_home
-from market_spread.runtime.settings import declare, value
+from market_spread.runtime.settings import value
 
 ASSETS_ENV = "MARKET_SPREAD_DATADOCS_ASSETS"
-
-
-def _path(text: str) -> Path:
-    path = Path(text).expanduser()
-    return path if path.is_absolute() else project_home() / path
-
-
-declare(
-    ASSETS_ENV, _path, None,
-    "folder of the Data Docs' CSS and scripts fetched by `make setup` (default .cache/datadocs-assets)",
-    ("airflow api-server (Data quality view)", "make setup"),
-)
 
 
 @dataclass(frozen=True)
@@ -95,7 +83,8 @@ _SRI = re.compile(r"""\s(?:integrity|crossorigin)\s*=\s*(["'])[^"']*\1""", re.IG
 
 def assets_dir() -> Path:
     """Where `make setup` puts the files: MARKET_SPREAD_DATADOCS_ASSETS or .cache/datadocs-assets."""
-    return value(ASSETS_ENV) or project_home() / ".cache" / "datadocs-assets"
+    folder = value(ASSETS_ENV) or Path(".cache") / "datadocs-assets"
+    return folder if folder.is_absolute() else project_home() / folder  # relative: to the project
 
 
 def missing(folder: Path) -> list[str]:

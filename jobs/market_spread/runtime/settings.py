@@ -35,6 +35,9 @@ P = ENV_PREFIX
 declare(P + "HOME", path, None, "The project home: `data/` (the default landing, lake and reports) and `.cache/` "
         "(the JARs `make setup` fetched) are under it.", ("every command",),
         shown_default="the project whose `.venv` runs Python, else the working directory", to_jobs=True)
+declare(P + "DATADOCS_ASSETS", path, None, "Folder of the Data Docs' styles and scripts that `make setup` fetches; "
+        "the Airflow plugin serves reports with them instead of public CDNs.",
+        ("airflow api-server (Data quality view)", "make setup"), shown_default=".cache/datadocs-assets")
 declare(P + "JARS", path, None, "Folder of the Delta JARs.", (SPARK,),
         shown_default="`.cache/jars` in the project home", to_jobs=True)
 declare(P + "KAFKA_JARS", path, None, "Folder of Spark's Kafka connector JARs.", ("stream --source kafka",),
