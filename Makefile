@@ -76,7 +76,7 @@ run: setup
 	PORT=$(PORT) SOURCE=$(SOURCE) $(VENV)/bin/market-spread-run
 
 # Two pytest workers, a test file each at a time, the longest files first (tests/conftest.py): most
-# tests wait on child JVMs, brokers and Airflow, so on 2 cores the suite takes about a fifth less (README, Tests).
+# tests wait on child JVMs, brokers and Airflow, so on 2 cores the suite takes about a fifth less (docs/operations.md, Tests).
 TEST_WORKERS ?= 2
 test: setup browser
 	$(PY) -m pytest -ra --durations=25 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
@@ -94,7 +94,7 @@ FAST_TESTS := tests/unit tests/spark
 test-fast: setup
 	$(PY) -m pytest -ra -m "not slow" $(FAST_TESTS)
 
-# The full campaigns (24 kills, 1M-line file, 10 MB lines, disk full); budget 30 minutes (see README).
+# The full campaigns (24 kills, 1M-line file, 10 MB lines, disk full); budget 30 minutes (docs/operations.md, Tests).
 reliability: setup
 	MARKET_SPREAD_RELIABILITY=full $(PY) -m pytest -ra -s tests/reliability
 

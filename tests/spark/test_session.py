@@ -32,7 +32,7 @@ def test_the_driver_jvm_maps_the_class_archive_setup_wrote(spark):
 def test_dataframe_calls_capture_no_python_call_site(spark, monkeypatch):
     """PySpark's call-site capture (on by default) cost four round trips to the JVM and a failed
     `import IPython` on every DataFrame and Column call: most of a small batch's Python side
-    (README, Performance). The session turns it off."""
+    (docs/performance.md). The session turns it off."""
     from pyspark.errors import utils as error_utils
     from pyspark.sql import functions as F
 

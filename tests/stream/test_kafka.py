@@ -162,7 +162,7 @@ def test_the_semantics_scenarios_through_kafka_give_the_tables_of_files(spark, b
 def test_the_consumers_do_not_wait_out_the_brokers_long_poll(spark):
     """Each task's consumer ends on a fetch past its offset range, which the broker holds for
     fetch.max.wait.ms: at Kafka's default (500 ms) that was 2 s of every micro-batch at 1,000
-    events/s (README, Performance). The option must reach the source as the query plans it."""
+    events/s (docs/performance.md). The option must reach the source as the query plans it."""
     from market_spread.stream.kafka_source import FETCH_MAX_WAIT_MS, read_feeds
 
     plan = read_feeds(spark, KafkaSettings("localhost:9", "q", "o"))._jdf.queryExecution().logical().toString()

@@ -9,7 +9,7 @@ Measures on this machine, in one run:
 - latency in continuous mode at fixed input rates: file landed -> its alerts committed;
 - batch time against the number of past batches and against the number of symbols;
 - where the time of a micro-batch goes (parse, as-of check, appends, MERGE).
-Writes bench/results/latest.json, PNG plots and summary.md.
+Writes latest.json, PNG plots and summary.md into bench/results/quick or bench/results/full (--out).
 
 This module runs the parts and writes the files; the work is in bench_plans (how much),
 bench_measure, bench_latency and bench_kafka (measuring), bench_plots and bench_report.

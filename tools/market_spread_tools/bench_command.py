@@ -13,7 +13,7 @@ opt = options("bench")
 @env_command("bench")
 @opt("--quick", is_flag=True,
      help="a smaller run: about 5 minutes on 2 cores (100k events, 2 rates, 20 batches, 2 symbol counts)")
-@opt("--out", default=str(project_home() / "bench" / "results"), help="results folder")
+@opt("--out", default=None, help="results folder (default bench/results/quick or bench/results/full: the current runs)")
 @opt("--work", default=str(project_home() / "bench" / "work"), help="scratch folder (deleted)")
 @opt("--growth-batches", type=int, default=None,
      help="stop the growth run after this many batches (full run: 10,000, several hours on 2 cores)")
@@ -21,4 +21,6 @@ opt = options("bench")
 def command(**params) -> int:
     from market_spread_tools.bench import run
 
+    if params["out"] is None:
+        params["out"] = str(project_home() / "bench" / "results" / ("quick" if params["quick"] else "full"))
     return run(argparse.Namespace(**params))

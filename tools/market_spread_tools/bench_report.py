@@ -106,6 +106,6 @@ def summary_markdown(results: dict, command: str) -> str:
         lines.append("")
         if not all(ok for _, _, ok in checks):
             lines += ["## What limits it", ""] + [f"- {text}" for text in limits(results)]
-            lines += ["", "More in the README's Performance section.", ""]
+            lines += ["", "More in docs/performance.md.", ""]
     lines += [f"![{p}]({p})" for p in results.get("plots", [])]
     return "\n".join(lines) + "\n"

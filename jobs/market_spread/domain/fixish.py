@@ -1,8 +1,9 @@
 """Decoder of Wallaroo's binary "fixish" frames.
 
 Every frame is a 4-byte big-endian length and that many payload bytes; market data (type 2) is 42
-bytes, an order (type 1) 53 bytes (layouts in shared/wallaroo/README.md). A frame that does not
-decode is reported and skipped; garbage is skipped up to the next plausible frame.
+bytes, an order (type 1) 53 bytes (layouts: the README of Wallaroo's Market Spread test data, and
+docs/architecture.md, Coming from Wallaroo). A frame that does not decode is reported and skipped;
+garbage is skipped up to the next plausible frame.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-# Column order is the schema's order. Extra columns beyond the contract are documented in the README.
+# Column order is the schema's order. Extra columns beyond the contract are documented in docs/contract.md.
 SCHEMAS: dict[str, str] = {
     "symbol_state": (
         "symbol STRING NOT NULL, bid DECIMAL(18,8), offer DECIMAL(18,8), quote_time TIMESTAMP, "
@@ -43,7 +43,7 @@ PARTITIONS: dict[str, list[str]] = {"quotes": ["quote_date"]}
 # checkpoint, and so do the tombstones of removed files. Each delta-rs commit and each Spark
 # snapshot update lists the whole `_delta_log` (and a checkpoint carries every tombstone), so a
 # batch's cost grows with what the log keeps: with 7 days a 2,000-event batch took 1.34x as long
-# after 5,000 batches as after 100 (README, Performance). 30 minutes is the time-travel window:
+# after 5,000 batches as after 100 (docs/performance.md). 30 minutes is the time-travel window:
 # six times the quality DAG's 5-minute schedule (it reads alerts as of its last validated version,
 # and continues from that version's newest batch once the version is gone: quality/slices.py).
 # Delta requires the deleted-file retention to be no longer than the log's; VACUUM keeps its own

@@ -97,7 +97,7 @@ def core_conf(shuffle_partitions: int) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         # PySpark's call-site capture for error messages, on by default, wraps every DataFrame and
         # Column call with four more round trips to the JVM and a failed `import IPython`: a small
-        # micro-batch made 3,900 round trips, 1,700 without it (tools/profile_batches.py; README).
+        # micro-batch made 3,900 round trips, 1,700 without it (tools/profile_batches.py; docs/performance.md).
         # Errors still name the failing expression, not the Python line that built it.
         "spark.python.sql.dataFrameDebugging.enabled": _switch("MARKET_SPREAD_DATAFRAME_DEBUGGING"),
         "spark.sql.streaming.stopTimeout": "120s",
@@ -203,7 +203,7 @@ def build_session(
 # per-task costs dominate: generating each operator's source in every task (to look it up in the
 # compile cache) costs more than evaluating the rows, and each extra partition is a task to plan,
 # serialise and run. Larger batches keep code generation and their partitions, which win on
-# volume. Measured (tools/profile_batches.py, README "Per micro-batch"): 2,000-event batches
+# volume. Measured (tools/profile_batches.py, docs/performance.md): 2,000-event batches
 # 3.2 -> 2.6-2.8 s (interpreted) -> 2.6-2.7 s (one partition); both settings together, 40,000-event
 # batches 3.9 -> 3.4 s, 80,000 4.6 -> 4.1 s, 200,000 even (5.6 s either way); 500,000-event
 # batches are slower interpreted (8.6 -> 9.6-10.9 s).

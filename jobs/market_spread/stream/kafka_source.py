@@ -17,7 +17,7 @@ Offsets live in the stream's checkpoint (Spark's Kafka source commits nothing to
 exactly-once argument of the file source holds unchanged: a replayed batch re-reads the same offset
 range. `failOnDataLoss` stays true: if records the checkpoint has not yet read are gone (retention,
 a deleted and re-created topic), the stream stops with an error rather than silently skipping
-them; the README says how to restart deliberately past the gap.
+them; docs/operations.md (Kafka) says how to restart deliberately past the gap.
 """
 from __future__ import annotations
 
