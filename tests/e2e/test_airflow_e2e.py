@@ -17,22 +17,11 @@ import pytest
 from market_spread.orchestration.jobs import cli_argv
 from market_spread.orchestration.probes import live_stream
 from market_spread_tools import launcher as run
+from tests.helpers.airflow import wait_for
 from tests.helpers.net import listening, not_loopback, tree
 from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.slow
-
-
-def wait_for(what: str, predicate, timeout: float, proc: subprocess.Popen, log: Path, every: float = 3.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if proc.poll() is not None:
-            pytest.fail(f"market-spread-run exited ({proc.returncode}) while waiting for {what}:\n{log.read_text()[-3000:]}")
-        time.sleep(every)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def ours(home: Path, lake: Path) -> list:

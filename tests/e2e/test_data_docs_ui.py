@@ -28,9 +28,10 @@ import pytest
 
 from market_spread.orchestration.datadocs_assets import ASSETS_ENV, assets_dir, missing
 from market_spread.orchestration.jobs import cli_argv
+from tests.helpers.airflow import wait_for
+from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
 USER = "admin"
 PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"  # Airflow 3.3's SimpleAuthManager
 DAG = "market_spread_quality"
@@ -76,18 +77,6 @@ def _api(method: str, url: str, token: str, body: dict | None = None) -> dict:
         time.sleep(3)
     assert status < 300, (method, url, status, raw[:500])
     return json.loads(raw) if raw else {}
-
-
-def _wait(what: str, predicate, timeout: float, proc: subprocess.Popen, log: Path, every: float = 3.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if proc.poll() is not None:
-            pytest.fail(f"market-spread-run exited ({proc.returncode}) waiting for {what}:\n{log.read_text()[-3000:]}")
-        time.sleep(every)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}:\n{log.read_text()[-3000:]}")
 
 
 def _plugin_path(tmp: Path) -> str:
@@ -155,9 +144,9 @@ def _quality_run(base: str, token: str, proc, log) -> dict:
         found = _api("GET", url, token)
         return found if found["state"] in ("success", "failed") else None
 
-    finished = _wait(f"quality run {run['dag_run_id']}", ended, 900, proc, log, every=5)
+    finished = wait_for(f"quality run {run['dag_run_id']}", ended, 900, proc, log, every=5)
     active = f"{base}/api/v2/dags/{DAG}/dagRuns?state=queued&state=running"
-    _wait("no other quality run", lambda: _api("GET", active, token)["total_entries"] == 0, 900, proc, log)
+    wait_for("no other quality run", lambda: _api("GET", active, token)["total_entries"] == 0, 900, proc, log)
     ti = _api("GET", f"{url}/taskInstances/validate", token)
     links = _api("GET", f"{url}/taskInstances/validate/links", token)["extra_links"]
     return {"run_id": run["dag_run_id"], "state": finished["state"], "ti": ti, "link": links.get("Data Docs")}
@@ -171,10 +160,10 @@ def _start_and_validate(proc, log: Path, home: Path, port: int, tmp: Path) -> di
         parts = ("metadatabase", "scheduler", "dag_processor")
         return status == 200 and all((json.loads(raw).get(p) or {}).get("status") == "healthy" for p in parts)
 
-    _wait("Airflow to be healthy", healthy, 300, proc, log)
+    wait_for("Airflow to be healthy", healthy, 300, proc, log)
     password = json.loads((home / PASSWORD_FILE).read_text())[USER]
     token = json.loads(_http("POST", f"{base}/auth/token", {"username": USER, "password": password})[1])["access_token"]
-    _wait("the quality DAG to be parsed", lambda: _http("GET", f"{base}/api/v2/dags/{DAG}", token=token)[0] == 200,
+    wait_for("the quality DAG to be parsed", lambda: _http("GET", f"{base}/api/v2/dags/{DAG}", token=token)[0] == 200,
           180, proc, log)
     # Thresholds far above the stream's: its wide-spread verdicts now look wrong, a critical failure.
     # Set before unpausing, so that a scheduled run the unpause may start fails the same way.

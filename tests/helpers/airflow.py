@@ -4,8 +4,12 @@ dag.test needs one."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from tests.helpers.paths import DAGS
 
@@ -25,3 +29,17 @@ def airflow_env(home: Path, **extra: str) -> dict[str, str]:
     )
     env.update(extra)
     return env
+
+
+def wait_for(what: str, predicate, timeout: float, proc: subprocess.Popen, log: Path, every: float = 3.0):
+    """`predicate()`'s first true value, polled every `every` s; the test fails, with the tail of
+    `log`, when `proc` (a `market-spread-run`) exits first or `timeout` passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if proc.poll() is not None:
+            pytest.fail(f"market-spread-run exited ({proc.returncode}) waiting for {what}:\n{log.read_text()[-3000:]}")
+        time.sleep(every)
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}:\n{log.read_text()[-3000:]}")
