@@ -132,3 +132,123 @@ def test_the_launch_is_read_from_the_environment_through_the_settings_registry(t
         with pytest.raises(SettingError, match=name):
             launcher.Launch.from_environment()
         monkeypatch.delenv(name)
+
+
+class _FakeAirflow:
+    """Airflow's REST API as `make run` uses it, on 127.0.0.1: healthy, a token, DAGs to unpause,
+    and a pools endpoint that answers 500 to the first `failures` creations."""
+
+    def __init__(self, failures: int) -> None:
+        import http.server
+        import threading
+
+        fake = self
+        self.failures, self.posts, self.pool, self.unpaused = failures, 0, None, []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def answer(self, code: int, body: dict) -> None:
+                raw = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def do_GET(self) -> None:
+                if self.path == "/api/v2/monitor/health":
+                    part = {"status": "healthy"}
+                    return self.answer(200, dict.fromkeys(("metadatabase", "scheduler", "triggerer", "dag_processor"), part))
+                if self.path == "/api/v2/pools/lake_jobs" and fake.pool is not None:
+                    return self.answer(200, fake.pool)
+                return self.answer(404, {"detail": "not found"})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+                if self.path == "/auth/token":
+                    return self.answer(201, {"access_token": "token"})
+                fake.posts += 1
+                if fake.posts <= fake.failures:
+                    return self.answer(500, {"detail": "database is locked"})
+                fake.pool = body
+                return self.answer(201, body)
+
+            def do_PATCH(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                fake.unpaused.append(self.path.rsplit("/", 1)[-1])
+                return self.answer(200, {})
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def test_a_failed_pool_creation_is_retried_until_the_pool_exists(tmp_path, monkeypatch, capsys) -> None:
+    """Issue 42: a first 500 from the pools endpoint no longer leaves the run without its pool (and
+    every quality run "scheduled" for good): it is retried, the pool is read back, the DAGs unpaused."""
+    from market_spread_tools import airflow_client, launcher
+
+    monkeypatch.setattr(airflow_client, "RETRY_DELAYS", (0.01,) * 5, raising=False)
+    fake = _FakeAirflow(failures=2)
+    try:
+        launch = launcher.Launch(port=fake.port, home=tmp_path / "home", start_paused=False, kafka=False)
+        launcher.on_ready(launch, "secret")
+    finally:
+        fake.server.shutdown()
+    assert fake.posts == 3
+    assert fake.pool is not None and fake.pool["name"] == "lake_jobs" and fake.pool["slots"] == 1
+    assert sorted(fake.unpaused) == launcher.our_dag_ids(launch.dags) and "market_spread_quality" in fake.unpaused
+    assert "retrying" in capsys.readouterr().out
+
+
+def test_a_pool_that_cannot_be_created_stops_the_run_with_an_error(tmp_path, monkeypatch, capsys) -> None:
+    from market_spread_tools import airflow_client, launcher
+
+    monkeypatch.setattr(airflow_client, "RETRY_DELAYS", (0.01,) * 3, raising=False)
+    fake = _FakeAirflow(failures=100)
+    proc = subprocess.Popen(["sleep", "60"])  # stands for Airflow standalone
+    try:
+        launch = launcher.Launch(port=fake.port, home=tmp_path / "home", start_paused=False, kafka=False)
+        run = launcher.Running(proc, {launcher.RUN_MARKER: "test"}, None)
+        code = launcher.wait_for_stop(launch, run, "secret", None, {"count": 0})
+    finally:
+        fake.server.shutdown()
+        proc.kill()
+        proc.wait()
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert fake.posts == 4 and fake.pool is None and fake.unpaused == []
+    assert ("error: could not create the lake_jobs pool and unpause the DAGs through the Airflow API after 4 "
+            "attempts: HTTP Error 500") in out
+    assert "warning" not in out
+
+
+def test_the_pool_is_created_with_the_cli_before_standalone_starts(tmp_path, monkeypatch, capsys) -> None:
+    """`airflow db migrate`, then `airflow pools set`, on the run's AIRFLOW_HOME, before the
+    scheduler exists; a failure there is an error and nothing is started."""
+    from market_spread_tools import launcher
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    fake = bin_dir / "airflow"
+    fake.write_text(f'#!/bin/bash\necho "$AIRFLOW_HOME $*" >> {calls}\n'
+                    '[ "$1" != pools ] || [ -z "$FAIL_POOLS" ] || { echo "pool: database is locked" >&2; exit 3; }\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(launcher.sys, "executable", str(bin_dir / "python"))
+    env = {"AIRFLOW_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}
+    assert launcher.prepare_airflow(env) is None
+    lines = calls.read_text().splitlines()
+    assert lines[0] == f"{tmp_path / 'home'} db migrate"
+    assert lines[1].startswith(f"{tmp_path / 'home'} pools set lake_jobs 1 ")
+    error = launcher.prepare_airflow({**env, "FAIL_POOLS": "1"})
+    assert error == "`airflow pools set` exited with code 3: pool: database is locked"
+
+    started = []
+    monkeypatch.setattr(launcher, "airflow_env", lambda *a: {**env, "FAIL_POOLS": "1"})
+    monkeypatch.setattr(launcher, "start_standalone", lambda *a: started.append(a))
+    launch = launcher.Launch(port=8099, home=tmp_path / "home", start_paused=False, kafka=False)
+    assert launcher.start_run(launch) is None and started == []
+    assert "error: `airflow pools set` exited with code 3" in capsys.readouterr().out

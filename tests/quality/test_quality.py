@@ -130,6 +130,8 @@ def test_clean_lake_passes_with_data_docs(spark, first_run, capsys):
     alert_rows = [r for r in rows if r.suite == "alerts"]
     assert len(alert_rows) == len(json.loads((ROOT / "expectations" / "alerts.json").read_text())["expectations"])
     assert {(r.from_version, r.to_version, r.rows_validated) for r in alert_rows} == {(None, 2, 4)}
+    # The batches validated (1 wrote no alerts and counted none) are what later runs skip.
+    assert {(r.batches, r.to_batch) for r in alert_rows} == {("0-2", 2)}
     assert any(r.expectation == "expect_column_values_to_be_in_set(column=side, value_set=[BUY, SELL])"
                for r in alert_rows)
 
@@ -148,39 +150,42 @@ def test_incremental_runs_failed_run_keeps_mark_full_revalidates(spark, first_ru
     docs = tmp_path / "docs"
 
     # Batch 3 is complete; batch 4's alerts are committed but its batch_metrics row is not yet
-    # (the stream is mid-batch): only version 3 is validated, version 4 is held back.
+    # (the stream is mid-batch): only batch 3 is validated, batch 4 is held back.
     append(spark, lake, "alerts", [alert("O-5", 3)])  # version 3
     append(spark, lake, "batch_metrics", metrics({3: 1}))
     append(spark, lake, "alerts", [alert("O-6", 4)])  # version 4
     code, out = validate(lake, docs, symbols_file, capsys=capsys)
     assert code == 0, out
     assert ("suite alerts: PASSED, 26/26 expectations passed, 0 failed "
-            "(1 alert(s) appended after version 2 up to version 3)") in out
-    assert "note: alerts of batch 4 have no batch_metrics row yet (batch in progress): held back from version 4" in out
+            "(1 alert(s) appended after version 2 up to version 4)") in out
+    assert "note: alerts of batch 4 have no batch_metrics row yet (batch in progress): held back" in out
+    assert "note: batches validated: 1 (3)" in out
     assert "suite symbol_state: PASSED, 10/10 expectations passed, 0 failed (3 row(s) at version 1)" in out
-    assert "alerts high-water mark: version 3" in out
+    assert "alerts high-water mark: version 4" in out
     assert f"Data Docs: {(docs / 'index.html').resolve()}" in out
     assert out.rstrip().endswith("result: PASSED (every critical expectation holds)")
 
     # Batch 4 completes, batch 5 brings one bad alert: the run fails, names the expectation and
-    # the mark stays at 3.
+    # batches 4 and 5 stay to be validated.
     append(spark, lake, "batch_metrics", metrics({4: 1}))
     append(spark, lake, "alerts", [alert("O-7", 5, side="HOLD")])  # version 5
     append(spark, lake, "batch_metrics", metrics({5: 1}))
     code, out = validate(lake, docs, symbols_file, capsys=capsys)
     assert code == 1, out
-    assert "(2 alert(s) appended after version 3 up to version 5)" in out
+    assert "(2 alert(s) appended after version 4 up to version 5)" in out
+    assert "note: batches validated: 2 (4-5)" in out
     assert "CRITICAL expect_column_values_to_be_in_set(column=side, value_set=[BUY, SELL]), 1 unexpected" in out
     assert "HOLD" in out
-    assert "alerts high-water mark: version 3" in out
+    assert "alerts high-water mark: version 4" in out
     assert "result: FAILED (1 critical expectation(s) failed)" in out
 
-    # Clean alerts after the bad one: the next run starts again from 3, so it still sees O-7.
+    # Clean alerts after the bad one: the next run checks batches 4-6 again, so it still sees O-7.
     append(spark, lake, "alerts", [alert("O-8", 6)])  # version 6
     append(spark, lake, "batch_metrics", metrics({6: 1}))
     code, out = validate(lake, docs, symbols_file, capsys=capsys)
     assert code == 1, out
-    assert "(3 alert(s) appended after version 3 up to version 6)" in out
+    assert "(3 alert(s) appended after version 4 up to version 6)" in out
+    assert "note: batches validated: 3 (4-6)" in out
 
     # --full validates every alert whatever the mark.
     code, out = validate(lake, docs, symbols_file, "--full", capsys=capsys)
@@ -195,7 +200,7 @@ def test_incremental_runs_failed_run_keeps_mark_full_revalidates(spark, first_ru
         "run_id", "from_version", "to_version", "rows_validated", "run_passed").count().collect()
     assert sorted((-1 if r.from_version is None else r.from_version, r.to_version, r.rows_validated,
                    r.run_passed) for r in runs) == [
-        (-1, 2, 4, True), (-1, 6, 8, False), (2, 3, 1, True), (3, 5, 2, False), (3, 6, 3, False)]
+        (-1, 2, 4, True), (-1, 6, 8, False), (2, 4, 1, True), (4, 5, 2, False), (4, 6, 3, False)]
 
 
 def test_orphan_alerts_are_held_only_while_their_batch_can_finish(spark, first_run, symbols_file, tmp_path, capsys):
@@ -207,12 +212,12 @@ def test_orphan_alerts_are_held_only_while_their_batch_can_finish(spark, first_r
     # Within the grace period it may still be a batch in flight: held back, the run passes.
     code, out = validate(lake, docs, symbols_file, capsys=capsys)
     assert code == 0, out
-    assert "held back from version 3" in out and "alerts high-water mark: version 2" in out
+    assert "held back" in out and "(0 alert(s) appended" in out and "batches validated: none" in out
 
     # Grace 0: it can no longer finish; validated, named as orphans, the run fails.
     code, out = validate(lake, docs, symbols_file, "--orphan-grace-seconds", "0", capsys=capsys)
     assert code == 1, out
-    assert "(1 alert(s) appended after version 2 up to version 3)" in out
+    assert "(1 alert(s) appended after version 3 up to version 3)" in out
     assert "validated as orphans" in out
     assert "CRITICAL alerts_have_a_batch_metrics_row, 1 unexpected: orphan alerts: batch(es) [9]" in out
     assert "result: FAILED" in out
@@ -223,7 +228,7 @@ def test_orphan_alerts_are_held_only_while_their_batch_can_finish(spark, first_r
     code, out = validate(lake, docs, symbols_file, capsys=capsys)
     assert code == 1, out
     assert "held back" not in out
-    assert "(2 alert(s) appended after version 2 up to version 4)" in out  # moved on to the newest version
+    assert "(2 alert(s) appended after version 3 up to version 4)" in out  # batches 9 and 10
     assert "orphan alerts: batch(es) [9]" in out
 
 
@@ -403,39 +408,90 @@ def test_bad_arguments_exit_2(tmp_path, symbols_file, capsys):
 
 
 def test_a_mark_whose_version_left_the_log_continues_from_its_batch(spark, first_run, symbols_file, tmp_path, capsys):
-    """The tables keep 30 minutes of log: when the mark's version can no longer be read, the run
-    validates the alerts of the batches after the mark's newest batch, not every alert again."""
+    """The tables keep 30 minutes of log and the stream compacts them: alerts are selected by batch,
+    so a run after compaction and log clean-up validates the alerts of the batches not validated
+    yet, not every alert again."""
     from deltalake import DeltaTable
+
+    from market_spread.quality.versions import newest_data_commit
 
     lake = copy_lake(first_run[0], tmp_path / "lake")
     docs = tmp_path / "docs"
-    assert first_run[2] == 0  # the mark: version 2, batches 0 and 2
+    assert first_run[2] == 0  # batches 0-2 validated
     append(spark, lake, "alerts", [alert("O-5", 3)])  # version 3
     append(spark, lake, "batch_metrics", metrics({3: 1}))
     alerts_log = Path(lake_mod.table_path(lake, "alerts")) / "_delta_log"
-    DeltaTable(str(alerts_log.parent)).create_checkpoint()  # version 3 readable without 0-2
+    table = DeltaTable(str(alerts_log.parent))
+    table.optimize.compact()  # version 4: files rewritten, no row changed
+    assert newest_data_commit(alerts_log.parent)[1] == {3}  # the compaction is passed over
+    table.create_checkpoint()  # version 4 readable without 0-2
     for version in range(3):
         (alerts_log / f"{version:020d}.json").unlink()  # what log retention does
     code, out = validate(lake, docs, symbols_file, capsys=capsys)
     assert code == 0, out
-    assert "note: version 2 of alerts is no longer readable" in out
-    assert "validating the alerts of batches after 2 instead" in out
-    assert "(1 alert(s) appended after version 2 up to version 3)" in out
-    assert "alerts high-water mark: version 3" in out
-    # The mark's batch is recorded for the next run.
-    from market_spread.quality.results_table import mark_batch
+    assert "(1 alert(s) appended after version 2 up to version 4)" in out
+    assert "note: batches validated: 1 (3)" in out
+    assert "alerts high-water mark: version 4" in out
+    from market_spread.quality.results_table import validated_batches
 
-    assert mark_batch(lake, 3) == 3
+    assert validated_batches(lake) == [(0, 3)]
 
 
-def test_an_older_results_table_gets_the_mark_batch_column(spark, tmp_path):
+def test_an_older_results_table_gets_the_batches_columns(spark, tmp_path):
     from market_spread.lake.deltalog import properties_and_columns
-    from market_spread.quality.results_table import RESULTS_SCHEMA, RESULTS_TABLE, ensure_results_table, mark_batch
+    from market_spread.quality.results_table import (RESULTS_SCHEMA, RESULTS_TABLE, ensure_results_table,
+                                                      validated_batches)
 
     lake = tmp_path / "lake"
     path = lake_mod.table_path(lake, RESULTS_TABLE)
-    spark.sql(f"CREATE TABLE delta.`{path}` ({RESULTS_SCHEMA.replace(', to_batch BIGINT', '')}) USING DELTA")
+    spark.sql(f"CREATE TABLE delta.`{path}` ({RESULTS_SCHEMA.replace(', to_batch BIGINT, batches STRING', '')}) "
+              "USING DELTA")
     assert "to_batch" not in properties_and_columns(path)[1]
-    assert mark_batch(lake, 0) is None
+    assert validated_batches(lake) == []
     ensure_results_table(spark, lake)
-    assert properties_and_columns(path)[1][-1] == "to_batch"
+    assert properties_and_columns(path)[1][-2:] == ["to_batch", "batches"]
+    # A passing run recorded before the batches column validated every batch up to its to_batch.
+    spark.sql(f"INSERT INTO delta.`{path}` (run_id, suite, run_passed, to_version, to_batch) "
+              "VALUES ('old', 'alerts', true, 4, 7), ('new', 'alerts', true, 6, 12)")
+    spark.sql(f"UPDATE delta.`{path}` SET batches = '9-10,12' WHERE run_id = 'new'")
+    assert validated_batches(lake) == [(None, 7), (9, 10), (12, 12)]
+
+
+def test_a_finished_batch_is_checked_though_an_unfinished_one_came_before(spark, first_run, symbols_file,
+                                                                          tmp_path, capsys):
+    """The operator's scenario: an alert commit of a batch that never finished (its id above every
+    finished batch), then a finished batch with a corrupted alert. The finished batch is checked at
+    once, and the unfinished one, no longer the newest commit, cannot be in flight: an orphan."""
+    lake = copy_lake(first_run[0], tmp_path / "lake")
+    docs = tmp_path / "docs"
+    append(spark, lake, "alerts", [alert("O-9", 9)])  # version 3: batch 9 never writes its metrics
+    append(spark, lake, "alerts", [alert("O-5", 3), alert("O-6", 3, side="HOLD")])  # version 4
+    append(spark, lake, "batch_metrics", metrics({3: 2}))
+    code, out = validate(lake, docs, symbols_file, capsys=capsys)
+    assert code == 1, out
+    assert "held back" not in out
+    assert "(3 alert(s) appended" in out
+    assert "CRITICAL expect_column_values_to_be_in_set(column=side, value_set=[BUY, SELL]), 1 unexpected" in out
+    assert "CRITICAL alerts_have_a_batch_metrics_row, 1 unexpected: orphan alerts: batch(es) [9]" in out
+    assert "result: FAILED" in out
+
+
+def test_a_finished_batch_is_validated_once_and_an_in_flight_one_holds_back_only_itself(
+        spark, first_run, symbols_file, tmp_path, capsys):
+    lake = copy_lake(first_run[0], tmp_path / "lake")
+    docs = tmp_path / "docs"
+    # Nothing new since the first run: no batch is validated again.
+    code, out = validate(lake, docs, symbols_file, capsys=capsys)
+    assert code == 0, out
+    assert "(0 alert(s) appended" in out and "note: batches validated: none" in out
+
+    # Batch 3 finished with a corrupted alert, then batch 4 (newest, young, no metrics yet): only
+    # batch 4 waits; batch 3 fails the run now.
+    append(spark, lake, "alerts", [alert("O-5", 3, side="HOLD")])
+    append(spark, lake, "batch_metrics", metrics({3: 1}))
+    append(spark, lake, "alerts", [alert("O-6", 4)])
+    code, out = validate(lake, docs, symbols_file, capsys=capsys)
+    assert code == 1, out
+    assert "alerts of batch 4 have no batch_metrics row yet (batch in progress): held back" in out
+    assert "note: batches validated: 1 (3)" in out
+    assert "CRITICAL expect_column_values_to_be_in_set(column=side, value_set=[BUY, SELL]), 1 unexpected" in out

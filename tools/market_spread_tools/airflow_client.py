@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Callable, Sequence
 
 from market_spread.orchestration.tasks import LAKE_JOBS_POOL, LAKE_JOBS_POOL_DESCRIPTION
 
@@ -75,14 +77,45 @@ def our_dag_ids(dags: Path) -> list[str]:
 
 def ensure_pool(port: int, token: str) -> None:
     """The pool that serialises the lake jobs (validate, maintain): 1 slot. Tasks of a pool that does
-    not exist are never queued, so it is created before the DAGs are unpaused."""
+    not exist are never queued, so it is created before the DAGs are unpaused, then read back."""
     body = {"name": LAKE_JOBS_POOL, "slots": 1, "description": LAKE_JOBS_POOL_DESCRIPTION, "include_deferred": False}
+    url = f"http://127.0.0.1:{port}/api/v2/pools"
     try:
-        http_json("POST", f"http://127.0.0.1:{port}/api/v2/pools", body, token)
+        http_json("POST", url, body, token)
     except urllib.error.HTTPError as exc:
         if exc.code != 409:  # 409: it exists (an earlier run); make sure it still has one slot
             raise
-        http_json("PATCH", f"http://127.0.0.1:{port}/api/v2/pools/{LAKE_JOBS_POOL}", body, token)
+        http_json("PATCH", f"{url}/{LAKE_JOBS_POOL}", body, token)
+    slots = http_json("GET", f"{url}/{LAKE_JOBS_POOL}", token=token).get("slots")
+    if slots != 1:
+        raise ValueError(f"the {LAKE_JOBS_POOL} pool reads back with {slots} slot(s), not 1")
+
+
+class SetupError(RuntimeError):
+    """What the DAGs need could not be set up in Airflow: the run cannot work and must stop."""
+
+
+# Seconds between attempts: a busy machine's API may answer 500 for a while after it reports healthy.
+RETRY_DELAYS = (1.0, 2.0, 4.0, 8.0, 15.0)
+
+
+def retried(action: Callable[[], None], what: str, delays: Sequence[float] | None = None,
+            sleep: Callable[[float], None] = time.sleep, out: Callable[[str], None] = print) -> None:
+    """`action` until it succeeds, waiting `delays` (None: RETRY_DELAYS) between attempts;
+    SetupError naming `what` and the last error when every attempt failed."""
+    delays = RETRY_DELAYS if delays is None else delays
+    last: Exception | None = None
+    for attempt, delay in enumerate((*delays, None), start=1):
+        try:
+            action()
+            return
+        except (OSError, urllib.error.URLError, KeyError, ValueError) as exc:
+            last = exc
+        if delay is None:
+            break
+        out(f"could not {what} (attempt {attempt}: {last}); retrying in {delay:g}s")
+        sleep(delay)
+    raise SetupError(f"could not {what} after {len(delays) + 1} attempts: {last}")
 
 
 def unpause_ours(port: int, token: str, dags: Path) -> list[str]:

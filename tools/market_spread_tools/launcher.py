@@ -19,7 +19,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -29,15 +28,18 @@ import psutil
 from market_spread.errors import SettingError
 from market_spread.orchestration.probes import live_stream
 from market_spread.orchestration.settings import Settings, resolve_settings
+from market_spread.orchestration.tasks import LAKE_JOBS_POOL, LAKE_JOBS_POOL_DESCRIPTION
 from market_spread_tools.airflow_client import (  # noqa: F401 - http_json, set_paused: tests reach the API here
     PASSWORD_FILE,
     USER,
+    SetupError,
     api_token,
     ensure_password,
     ensure_pool,
     healthy,
     http_json,
     our_dag_ids,
+    retried,
     set_paused,
     unpause_ours,
 )
@@ -327,17 +329,37 @@ def banner(launch: Launch, password: str, settings: Settings, env: dict[str, str
 
 
 def on_ready(launch: Launch, password: str) -> None:
-    """Once Airflow is healthy: the lake jobs' pool, then our DAGs unpaused (unless asked not to)."""
-    try:
+    """Once Airflow is healthy: the lake jobs' pool checked (created before the scheduler started,
+    see prepare_airflow), then our DAGs unpaused (unless asked not to); retried with backoff, and
+    SetupError when that cannot be done: a run without its pool would never check anything."""
+
+    def setup() -> None:
         token = api_token(launch.port, password)
         ensure_pool(launch.port, token)
         if not launch.start_paused:
             unpause_ours(launch.port, token, launch.dags)
-    except (OSError, urllib.error.URLError, KeyError, ValueError) as exc:
-        say(f"warning: could not create the lake_jobs pool or unpause the DAGs through the API: {exc}")
+
+    retried(setup, f"create the {LAKE_JOBS_POOL} pool and unpause the DAGs through the Airflow API", out=say)
     cfg = launch.home / "airflow.cfg"
     if cfg.exists():
         os.chmod(cfg, 0o600)  # it holds the generated secret keys
+
+
+def prepare_airflow(env: dict[str, str]) -> str | None:
+    """Before standalone starts its scheduler: the metadata database migrated and the lake jobs'
+    pool created by the CLI on the same AIRFLOW_HOME, so that no task ever waits on a missing pool
+    (standalone's own migration then finds nothing to do). An error message, or None."""
+    airflow = str(Path(sys.executable).parent / "airflow")
+    for args in (["db", "migrate"], ["pools", "set", LAKE_JOBS_POOL, "1", LAKE_JOBS_POOL_DESCRIPTION]):
+        command = f"airflow {args[0]} {args[1]}"
+        try:
+            done = subprocess.run([airflow, *args], env=env, capture_output=True, text=True, timeout=900)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"`{command}` failed: {exc}"
+        if done.returncode != 0:
+            last = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
+            return f"`{command}` exited with code {done.returncode}: {last}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -355,9 +377,15 @@ class Running:
 
 
 def start_run(launch: Launch) -> Running | None:
-    """The broker (SOURCE=kafka), then Airflow standalone; None when the broker cannot start."""
+    """Airflow's database and pool, the broker (SOURCE=kafka), then Airflow standalone; None when
+    one of the first two cannot be done (nothing is left running then)."""
     env = airflow_env(launch.home, launch.port, launch.dags)
     env[RUN_MARKER] = new_run_id()
+    say(f"preparing Airflow (database migration, the {LAKE_JOBS_POOL} pool)")
+    error = prepare_airflow(env)
+    if error is not None:
+        say(f"error: {error}")
+        return None
     broker = None
     if launch.kafka:
         try:
@@ -381,7 +409,11 @@ def wait_for_stop(launch: Launch, run: Running, password: str, settings: Setting
             return 1
         if not ready and healthy(launch.port):
             ready = True
-            on_ready(launch, password)
+            try:
+                on_ready(launch, password)
+            except SetupError as exc:
+                say(f"error: {exc}; stopping")
+                return 1
             print(banner(launch, password, settings, run.env, run.broker, time.monotonic() - started), flush=True)
         reap()
         time.sleep(1)

@@ -1,9 +1,9 @@
-"""The quality_results Delta table: one row per expectation per run, and the alerts high-water mark
-it keeps (the last alerts version a passing run validated, and the newest batch in it)."""
+"""The quality_results Delta table: one row per expectation per run, and what it keeps of the alerts
+already checked: the batch ids each passing run validated (`batches`, ranges such as "0-2,5")."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from market_spread.lake import tables as lake_mod
 
@@ -15,10 +15,12 @@ RESULTS_SCHEMA = (
     "run_id STRING, suite STRING, expectation STRING, critical BOOLEAN, success BOOLEAN, "
     "unexpected_count BIGINT, from_version BIGINT, to_version BIGINT, validated_at TIMESTAMP, "
     "rows_validated BIGINT, run_passed BOOLEAN, observed STRING, "
-    "max_spread DECIMAL(18,8), max_spread_ratio DECIMAL(18,8), to_batch BIGINT"
+    "max_spread DECIMAL(18,8), max_spread_ratio DECIMAL(18,8), to_batch BIGINT, batches STRING"
 )
 # Columns added after the table's first release: ensure_results_table adds them to older tables.
-ADDED_RESULTS_COLUMNS = {"to_batch": "BIGINT"}
+ADDED_RESULTS_COLUMNS = {"to_batch": "BIGINT", "batches": "STRING"}
+
+Ranges = list[tuple[int | None, int]]  # inclusive, sorted, disjoint; None: from the first batch
 
 
 def ensure_results_table(spark: SparkSession, lake: str | Path) -> str:
@@ -40,10 +42,11 @@ def ensure_results_table(spark: SparkSession, lake: str | Path) -> str:
 
 def _passed_alert_runs(lake: str | Path, columns: list[str]):
     """`columns` of the alerts rows of passing runs (an Arrow table), or None without a results
-    table or without one of the columns (a table from before it was added).
+    table. A column the table does not have yet (a table from before it was added) reads as nulls.
 
     Read with delta-rs: a few columns of a small table, without the Spark jobs of a Delta snapshot.
     """
+    import pyarrow as pa
     import pyarrow.compute as pc
     from deltalake import DeltaTable
 
@@ -51,39 +54,61 @@ def _passed_alert_runs(lake: str | Path, columns: list[str]):
     if not lake_mod.is_delta_table(path):
         return None
     table = DeltaTable(path)
-    if not set(columns) <= {f.name for f in table.schema().fields}:
-        return None
-    passed = (pc.field("suite") == "alerts") & pc.field("run_passed") & pc.field("to_version").is_valid()
-    return table.to_pyarrow_dataset().to_table(columns=columns, filter=passed)
-
-
-def _largest(values) -> int | None:
-    import pyarrow.compute as pc
-
-    value = pc.max(values).as_py() if len(values) else None
-    return None if value is None else int(value)
+    present = {f.name for f in table.schema().fields}
+    passed = (pc.field("suite") == "alerts") & pc.field("run_passed")
+    runs = table.to_pyarrow_dataset().to_table(columns=[c for c in columns if c in present], filter=passed)
+    for name in columns:
+        if name not in present:
+            runs = runs.append_column(name, pa.nulls(runs.num_rows, pa.int64()))
+    return runs
 
 
 def high_water_mark(lake: str | Path) -> int | None:
-    """The last alerts version validated by a run that recorded its results and passed."""
-    runs = _passed_alert_runs(lake, ["to_version"])
-    return None if runs is None else _largest(runs["to_version"])
-
-
-def mark_batch(lake: str | Path, version: int) -> int | None:
-    """The newest batch whose alerts a passing run validated up to alerts version `version` (None
-    when not recorded, as in runs before this column). It lets the next run find the alerts after
-    the mark by their batch when that version can no longer be read (log retention, VACUUM)."""
+    """The newest alerts version a passing run has read (shown to users; the alerts still to check
+    are found by batch, see validated_batches)."""
     import pyarrow.compute as pc
 
-    runs = _passed_alert_runs(lake, ["to_version", "to_batch"])
+    runs = _passed_alert_runs(lake, ["to_version"])
+    value = pc.max(runs["to_version"]).as_py() if runs is not None and runs.num_rows else None
+    return None if value is None else int(value)
+
+
+def validated_batches(lake: str | Path) -> Ranges:
+    """The batches whose alerts a passing run validated, as merged ranges.
+
+    A run recorded before the `batches` column validated every batch up to its `to_batch` (the
+    mark was then a table version, and batches are committed in order)."""
+    runs = _passed_alert_runs(lake, ["batches", "to_batch"])
     if runs is None:
-        return None
-    return _largest(runs.filter(pc.equal(runs["to_version"], version))["to_batch"])
+        return []
+    ranges: Ranges = []
+    for text, to_batch in set(zip(runs["batches"].to_pylist(), runs["to_batch"].to_pylist())):
+        if text is not None:
+            ranges.extend(parse_ranges(str(text)))
+        elif to_batch is not None:
+            ranges.append((None, int(to_batch)))
+    return merge(ranges)
 
 
-def _next_mark(before: int | None, to_version: int, passed: bool) -> int | None:
-    """What high_water_mark() reads once this run is recorded, without reading it back."""
-    if not passed:
-        return before
-    return to_version if before is None else max(before, to_version)
+def merge(ranges: Iterable[tuple[int | None, int]]) -> Ranges:
+    ordered = sorted(ranges, key=lambda r: (-1 if r[0] is None else 0, r[0] or 0))
+    out: Ranges = []
+    for lo, hi in ordered:
+        if out and (lo is None or out[-1][1] >= lo - 1):
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def format_ranges(batch_ids: Iterable[int]) -> str:
+    """Sorted batch ids as "0-2,5" ("" for none)."""
+    return ",".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in merge((b, b) for b in batch_ids))
+
+
+def parse_ranges(text: str) -> Ranges:
+    out: Ranges = []
+    for part in filter(None, text.split(",")):
+        lo, _, hi = part.partition("-")
+        out.append((int(lo), int(hi or lo)))
+    return out

@@ -1,8 +1,8 @@
 """`market-spread validate`: Great Expectations suites on the lake, Data Docs, and a quality_results table.
 
-Alerts are validated incrementally: the rows appended to the alerts table after the last Delta version
-a passing run validated (the high-water mark, kept in `quality_results`) up to the current version
-(see quality.slices). `--full` validates every alert. The state table is always validated whole.
+Alerts are validated by batch: those of every finished batch no passing run has validated yet (the
+batch ids each passing run validated are kept in `quality_results`), see quality.slices. A batch still
+in flight is held back; one that can no longer finish fails the run. `--full` validates every alert. The state table is always validated whole.
 A run passes only when every critical expectation of both suites holds; the command's entry point
 is quality.command.
 """
@@ -22,8 +22,8 @@ from market_spread.lake import tables as lake_mod
 from market_spread.quality.defaults import DEFAULT_DOCS
 from market_spread.quality.gx_run import SuiteRun, run_suites
 from market_spread.quality.outcomes import ExpectationOutcome, SuiteOutcome, Summary
-from market_spread.quality.results_table import (RESULTS_SCHEMA, _next_mark, ensure_results_table, high_water_mark,
-                                                  mark_batch)
+from market_spread.quality.results_table import (RESULTS_SCHEMA, ensure_results_table, format_ranges, high_water_mark,
+                                                  validated_batches)
 from market_spread.quality.slices import DEFAULT_ORPHAN_GRACE_S, _slice_alerts, _small
 from market_spread.quality.suites import LoadedSuite, load_suites
 from market_spread.quality.versions import _read, latest_version
@@ -88,12 +88,12 @@ def validate_lake(
         suites = load_suites(options.expectations_dir, parameters)
     results_path = ensure_results_table(spark, lake)
     mark_before = high_water_mark(lake)
-    run = _read_lake(spark, lake, None if options.full else mark_before, options.orphan_grace_s)
+    run = _read_lake(spark, lake, options.full, mark_before, options.orphan_grace_s)
     outcomes, index = _run_suites(spark, lake, run, options, suites, parameters)
     suite_outcomes = _suite_outcomes(run, outcomes)
     run_passed = all(s.passed for s in suite_outcomes)
-    # Recording is the last step: the mark (max to_version of passed runs) moves only once this
-    # append commits, so a run that dies before here is simply re-done next time.
+    # Recording is the last step: the batches count as validated only once this append of a
+    # passing run commits, so a run that fails or dies before here is simply re-done next time.
     _record(spark, results_path, run, suite_outcomes, run_passed, options.thresholds)
     return Summary(
         run_id=run.run_id,
@@ -105,16 +105,17 @@ def validate_lake(
         docs_index=index,
         mark_before=mark_before,
         # What high_water_mark() now reads, without reading it back.
-        mark_after=_next_mark(mark_before, run.alerts.to_version, run_passed),
+        mark_after=max(mark_before or 0, run.alerts.to_version) if run_passed else mark_before,
     )
 
 
-def _read_lake(spark: SparkSession, lake: Path, from_version: int | None, orphan_grace_s: float) -> _Run:
-    """Name the run, and slice what it validates: the alerts after `from_version` (None: all), the state whole."""
+def _read_lake(spark: SparkSession, lake: Path, full: bool, mark: int | None, orphan_grace_s: float) -> _Run:
+    """Name the run, and slice what it validates: the alerts of batches not validated yet (`full`:
+    all), the state whole. `mark` is the newest alerts version a passing run read (shown only)."""
     validated_at = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     run_id = f"{validated_at:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
-    alerts = _slice_alerts(spark, str(lake), from_version, orphan_grace_s,
-                           from_batch=None if from_version is None else mark_batch(lake, from_version))
+    alerts = _slice_alerts(spark, str(lake), None if full else validated_batches(lake), orphan_grace_s,
+                           from_version=None if full else mark)
     state_path = lake_mod.table_path(lake, "symbol_state")
     state_version = latest_version(state_path)
     state_df = _read(spark, state_path, state_version)
@@ -139,7 +140,8 @@ def _run_suites(spark: SparkSession, lake: Path, run: _Run, options: ValidateOpt
     shown = {"max_spread": str(thresholds.max_spread), "max_spread_ratio": str(thresholds.max_spread_ratio)}
     info = {
         "alerts": {"lake_table": lake_mod.table_path(lake, "alerts"), "after_version": "start" if alerts.from_version is None
-                   else alerts.from_version, "to_version": alerts.to_version, "rows": alerts.rows, **shown},
+                   else alerts.from_version, "to_version": alerts.to_version, "rows": alerts.rows,
+                   "batches": format_ranges(alerts.batches) or "none", **shown},
         "symbol_state": {"lake_table": lake_mod.table_path(lake, "symbol_state"), "version": run.state_version,
                          "rows": run.state_rows, **shown},
     }
@@ -170,14 +172,17 @@ def _suite_outcomes(run: _Run, outcomes: dict[str, list[ExpectationOutcome]]) ->
 
 def _record(spark: SparkSession, results_path: str, run: _Run, suite_outcomes: list[SuiteOutcome], run_passed: bool,
             thresholds: Thresholds) -> None:
-    """Append one quality_results row per expectation of the run."""
+    """Append one quality_results row per expectation of the run; the alerts rows name the batches
+    validated (what the next runs skip once this run passed)."""
+    batches = run.alerts.batches
     records = [
         Row(
             run_id=run.run_id, suite=s.suite, expectation=o.name, critical=o.critical, success=o.success,
             unexpected_count=o.unexpected_count, from_version=s.from_version, to_version=s.to_version,
             validated_at=run.validated_at, rows_validated=s.rows, run_passed=run_passed,
             observed=o.observed or None, max_spread=thresholds.max_spread, max_spread_ratio=thresholds.max_spread_ratio,
-            to_batch=run.alerts.to_batch if s.suite == "alerts" else None,
+            to_batch=max(batches, default=None) if s.suite == "alerts" else None,
+            batches=format_ranges(batches) if s.suite == "alerts" else None,
         )
         for s in suite_outcomes
         for o in s.outcomes

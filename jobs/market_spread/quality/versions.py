@@ -1,4 +1,5 @@
-"""Delta versions of the lake's tables: the newest one, when one was committed, a read pinned to one."""
+"""Delta versions of the lake's tables: the newest one, when one was committed, a read pinned to one,
+and which batches the newest commit that added rows wrote."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -42,3 +43,45 @@ def commit_time(table: str | Path, version: int) -> float | None:
         return path.stat().st_mtime
     except (OSError, ValueError):
         return None
+
+
+def _added_batches(lines: list[str]) -> tuple[bool, set[int]]:
+    """Whether a commit's actions add rows, and the batch ids they hold (per-file batch_id
+    statistics, else the commit's batch tag)."""
+    import json
+
+    from market_spread.lake.tables import tagged_batch
+
+    adds, batches, tag = False, set(), None
+    for line in lines:
+        action = json.loads(line) if line.strip() else {}
+        add = action.get("add")
+        if isinstance(action.get("commitInfo"), dict):
+            tag = tagged_batch(action["commitInfo"].get("userMetadata"))
+        if not isinstance(add, dict) or not add.get("dataChange", True):
+            continue
+        adds = True
+        stats = json.loads(add.get("stats") or "{}")
+        lo, hi = (stats.get(k, {}).get("batch_id") for k in ("minValues", "maxValues"))
+        if isinstance(lo, int) and isinstance(hi, int):
+            batches.update(range(lo, hi + 1))
+    if adds and not batches and tag is not None:
+        batches.add(tag)
+    return adds, batches
+
+
+def newest_data_commit(table: str | Path, look_back: int = 50) -> tuple[float, set[int]] | None:
+    """(commit time, batch ids) of the newest commit still in the log that added rows (compaction
+    rewrites files without a data change and is passed over); None when none is found."""
+    log = Path(table) / "_delta_log"
+    versions = sorted((int(p.name[:20]) for p in log.glob("[0-9]" * 20 + ".json")), reverse=True)
+    for version in versions[:look_back]:
+        try:
+            lines = (log / f"{version:020d}.json").read_text(encoding="utf-8").splitlines()
+            adds, batches = _added_batches(lines)
+        except (OSError, ValueError):
+            continue
+        committed = commit_time(table, version)
+        if adds and committed is not None:
+            return committed, batches
+    return None
