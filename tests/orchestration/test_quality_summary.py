@@ -1,4 +1,4 @@
-"""The validate task's return value: figures of its own run only, the batches after the mark's, and
+"""The validate task's return value: figures of its own run only, the batches its alerts suite validated, and
 the run's Data Docs page (the failed suite's first). Tables written with delta-rs: no Spark."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from market_spread.orchestration.quality_summary import run_id_from, summarize, 
 
 def _results(lake: Path, rows: list[tuple]) -> None:
     names = ["run_id", "suite", "expectation", "critical", "success", "rows_validated", "from_version",
-             "to_version", "to_batch", "run_passed"]
+             "to_version", "batches", "run_passed"]
     write_deltalake(str(lake / "quality_results"), pa.Table.from_pylist([dict(zip(names, r)) for r in rows]))
 
 
@@ -25,12 +25,11 @@ def _page(docs: Path, suite: str, run_id: str) -> str:
 
 def test_summary_of_a_failed_run(tmp_path: Path) -> None:
     lake, docs = tmp_path / "lake", tmp_path / "docs"
-    write_deltalake(str(lake / "batch_metrics"), pa.table({"batch_id": pa.array(range(8), pa.int64())}))
     _results(lake, [
-        ("old", "alerts", "a", True, True, 10, None, 3, 2, True),  # the mark: version 3, batch 2
+        ("old", "alerts", "a", True, True, 10, None, 3, "0-2", True),  # batches 0..2, an earlier run
         ("old", "symbol_state", "s", True, True, 5, None, 1, None, True),
-        ("new", "alerts", "a", True, False, 7, 3, 6, 6, False),  # batches 3..6 checked
-        ("new", "alerts", "b", False, True, 7, 3, 6, 6, False),
+        ("new", "alerts", "a", True, False, 7, 3, 6, "3-5,7", False),  # batches 3..5 and 7 checked
+        ("new", "alerts", "b", False, True, 7, 3, 6, "3-5,7", False),
         ("new", "symbol_state", "s", True, True, 5, None, 2, None, False),
     ])
     (docs / "index.html").parent.mkdir(parents=True)

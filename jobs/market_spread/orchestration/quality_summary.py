@@ -32,22 +32,11 @@ def _results(lake: Path, run_id: str | None) -> list[dict[str, Any]]:
     return DeltaTable(str(path)).to_pyarrow_table().to_pylist()
 
 
-def _batches_checked(lake: Path, rows: list[dict[str, Any]], run: list[dict[str, Any]]) -> int:
-    """The batch_metrics rows whose alerts this run covered: after the mark's batch up to its own."""
+def _batches_checked(run: list[dict[str, Any]]) -> int:
+    """How many batches this run's alerts suite validated: its `batches` ranges ("0-2,5")."""
     alerts = next((r for r in run if r["suite"] == "alerts"), None)
-    if alerts is None or alerts.get("to_batch") is None:
-        return 0
-    since = alerts["from_version"]
-    base = max((r["to_batch"] for r in rows if r["suite"] == "alerts" and r["run_passed"]
-                and r["to_version"] == since and r.get("to_batch") is not None and since is not None),
-               default=None)
-    path = lake / "batch_metrics"
-    if not any((path / "_delta_log").glob("[0-9]*.json")):
-        return 0
-    from deltalake import DeltaTable
-
-    ids = DeltaTable(str(path)).to_pyarrow_table(columns=["batch_id"])["batch_id"].to_pylist()
-    return sum(1 for b in set(ids) if b <= alerts["to_batch"] and (base is None or b > base))
+    ranges = (part.partition("-") for part in ((alerts or {}).get("batches") or "").split(",") if part)
+    return sum(int(hi or lo) - int(lo) + 1 for lo, _, hi in ranges)
 
 
 def validation_page(docs: Path, run_id: str | None, prefer: str | None = None) -> str | None:
@@ -81,6 +70,6 @@ def summarize(lake: Path, docs: Path, lines: list[str]) -> dict[str, Any]:
         "suites": suites,
         "expectations_passed": sum(s["expectations_passed"] for s in suites.values()),
         "expectations_failed": sum(s["expectations_failed"] for s in suites.values()),
-        "batches_checked": _batches_checked(lake, rows, run),
+        "batches_checked": _batches_checked(run),
         "data_docs_page": validation_page(docs, run_id, failed_suite or "alerts"),
     }
