@@ -12,6 +12,7 @@ from __future__ import annotations
 from airflow.sdk import dag, task
 
 from market_spread.orchestration import tasks as orchestration
+from market_spread.orchestration.assets import alerts_asset
 
 
 @dag(
@@ -25,7 +26,10 @@ from market_spread.orchestration import tasks as orchestration
     doc_md=__doc__,
 )
 def market_spread_stream() -> None:
-    @task(task_id="supervise_stream")
+    # The alerts table is this task's output, so the UI's asset views show stream -> alerts ->
+    # quality. The watcher announces new alerts while the job runs; Airflow records one more
+    # alerts event when this task ends green (the stream stopped), none when it fails or skips.
+    @task(task_id="supervise_stream", outlets=[alerts_asset()])
     def supervise_stream() -> str:
         return orchestration.stream_task("market_spread_stream")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from tests.helpers.airflow import airflow_env
@@ -59,6 +60,19 @@ for path in sorted(dags.glob("*.py")):
     result[path.name] = {"seconds": seconds, "io": recording["events"]}
 
 bag = DagBag(dag_folder=str(dags))
+
+def assets_in(condition):
+    # The assets of a schedule's asset condition: an Asset, or AssetAll/AssetAny of them.
+    if condition is None:
+        return []
+    if hasattr(condition, "objects"):
+        return [a for o in condition.objects for a in assets_in(o)]
+    return [condition]
+
+def asset_info(a):
+    return {"type": type(a).__name__, "name": getattr(a, "name", None), "uri": getattr(a, "uri", None),
+            "watchers": [{"name": w.name, "trigger": list(w.trigger.serialize())} for w in getattr(a, "watchers", [])]}
+
 dags_info = {}
 for dag_id, d in bag.dags.items():
     dags_info[dag_id] = {
@@ -66,10 +80,14 @@ for dag_id, d in bag.dags.items():
         "tags": sorted(d.tags or []),
         "max_active_runs": d.max_active_runs,
         "catchup": d.catchup,
-        "tasks": {t.task_id: {"owner": t.owner, "retries": t.retries, "teardown": t.is_teardown, "pool": t.pool}
+        "tasks": {t.task_id: {"owner": t.owner, "retries": t.retries, "teardown": t.is_teardown, "pool": t.pool,
+                              "outlets": [asset_info(a) for a in t.outlets]}
                   for t in d.tasks},
         "timetable": type(d.timetable).__name__,
         "schedule": getattr(d.timetable, "expression", None),
+        "time_schedule": [type(getattr(d.timetable, "timetable", None)).__name__,
+                          getattr(getattr(d.timetable, "timetable", None), "expression", None)],
+        "schedule_assets": [asset_info(a) for a in assets_in(getattr(d.timetable, "asset_condition", None))],
     }
 stats = {Path(s.file).name: s.duration.total_seconds() if hasattr(s.duration, "total_seconds") else s.duration
          for s in bag.dagbag_stats}
@@ -81,11 +99,16 @@ print(json.dumps({"files": result, "import_errors": {k: str(v) for k, v in bag.i
 
 
 @pytest.fixture(scope="module")
-def integrity(tmp_path_factory) -> dict:
+def lake(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("lake") / "a lake"  # never created: parsing does no I/O
+
+
+@pytest.fixture(scope="module")
+def integrity(tmp_path_factory, lake: Path) -> dict:
     home = tmp_path_factory.mktemp("airflow_home")
     proc = subprocess.run(
         [sys.executable, "-c", INTEGRITY_SCRIPT, str(DAGS)],
-        env=airflow_env(home), capture_output=True, text=True, timeout=300,
+        env=airflow_env(home, MARKET_SPREAD_LAKE=str(lake)), capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -132,3 +155,42 @@ def test_stream_dag_restarts_within_two_minutes(integrity: dict) -> None:
     maintenance = integrity["dags"]["market_spread_maintenance"]
     assert maintenance["tasks"]["release_stream"]["teardown"] is True
 
+
+
+# --------------------------------------------------------------------------------------------
+# Scheduled by data: stream -> alerts -> quality -> quality_results (orchestration/assets.py)
+
+
+def _alerts(lake: Path) -> dict:
+    return {
+        "type": "Asset", "name": "market_spread_alerts", "uri": (lake / "alerts").as_uri(),
+        "watchers": [{"name": "market_spread_new_alerts", "trigger": [
+            "market_spread.orchestration.alerts_trigger.NewAlertsTrigger",
+            {"table": str(lake / "alerts"), "poll_seconds": 10.0, "throttle_seconds": 120.0,
+             "quality_dag_id": "market_spread_quality"},
+        ]}],
+    }
+
+
+def test_quality_dag_runs_on_new_alerts_or_its_cron(integrity: dict, lake: Path) -> None:
+    quality = integrity["dags"]["market_spread_quality"]
+    assert quality["timetable"] == "AssetOrTimeSchedule"
+    # The safety net: MARKET_SPREAD_QUALITY_SCHEDULE's default, now hourly.
+    assert quality["time_schedule"] == ["CronTriggerTimetable", "0 * * * *"]
+    assert quality["schedule_assets"] == [_alerts(lake)]
+    assert _alerts(lake)["uri"].startswith("file:///") and "a%20lake" in _alerts(lake)["uri"]
+    # One run at a time: with Airflow's one queued asset-triggered run, the backlog is bounded.
+    assert quality["max_active_runs"] == 1
+
+
+def test_validate_records_quality_results(integrity: dict, lake: Path) -> None:
+    outlets = integrity["dags"]["market_spread_quality"]["tasks"]["validate"]["outlets"]
+    assert outlets == [{"type": "Asset", "name": "market_spread_quality_results",
+                        "uri": (lake / "quality_results").as_uri(), "watchers": []}]
+
+
+def test_the_stream_writes_the_alerts_asset(integrity: dict, lake: Path) -> None:
+    # The same definition as the quality DAG's schedule, watcher included: Airflow keeps one per asset.
+    assert integrity["dags"]["market_spread_stream"]["tasks"]["supervise_stream"]["outlets"] == [_alerts(lake)]
+    for dag_id in ("market_spread_feed", "market_spread_maintenance"):
+        assert all(not t["outlets"] for t in integrity["dags"][dag_id]["tasks"].values()), dag_id

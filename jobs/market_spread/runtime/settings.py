@@ -146,7 +146,13 @@ _orchestration("maintenance_min_files", whole(0), 32, "The maintenance DAG runs 
 _orchestration("quote_retention_days", whole(0), 0, "Days of quote history maintain keeps; 0 keeps everything.")
 
 # The DAG files' schedules, read when Airflow parses them (from the environment only)
-declare(P + "QUALITY_SCHEDULE", text, "*/5 * * * *", "The schedule (cron or preset) of market_spread_quality.",
+declare(P + "QUALITY_SCHEDULE", text, "0 * * * *", "The safety net of market_spread_quality (a cron or "
+        "@hourly-style preset): it runs when new alerts are committed (the alerts asset), and on this cron too.",
         (AIRFLOW,))
+# The watcher of the alerts table (orchestration/alerts_trigger.py), built when the DAG files are parsed
+declare(P + "ALERTS_POLL_SECONDS", positive_number, 10.0, "Seconds between two looks of the triggerer at the "
+        "alerts table's commit log.", (AIRFLOW,))
+declare(P + "ALERTS_THROTTLE_SECONDS", positive_number, 120.0, "At most one alerts event (one quality run) per "
+        "this many seconds, however often the stream commits alerts.", (AIRFLOW,))
 declare(P + "MAINTENANCE_SCHEDULE", text, "@daily", "The schedule (cron or preset) of market_spread_maintenance.",
         (AIRFLOW,))
