@@ -162,7 +162,21 @@ def quality_task() -> dict[str, Any]:
         raise AirflowFailException(f"critical expectations failed on {settings.lake}; see the Data Docs at {docs}")
     if rc != 0:
         raise RuntimeError(f"validate exited with code {rc}; Data Docs at {docs}")
+    _results_event_extra(summary)
     return summary
+
+
+def _results_event_extra(summary: dict[str, Any]) -> None:
+    """Attach the run's figures to the task's quality_results asset event (the DAG declares the
+    outlet; Airflow records the event only when the task succeeds)."""
+    from airflow.sdk import get_current_context
+
+    from market_spread.orchestration.assets import QUALITY_RESULTS
+
+    context = get_current_context()
+    for outlet in getattr(context["task"], "outlets", None) or ():
+        if getattr(outlet, "name", None) == QUALITY_RESULTS:
+            context["outlet_events"][outlet].extra = json.loads(json.dumps(summary, default=str))
 
 
 def hold_stream_task() -> str:
