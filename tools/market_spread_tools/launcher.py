@@ -3,7 +3,7 @@
 Airflow standalone (SQLite, LocalExecutor) with `AIRFLOW_HOME=./.airflow`, the DAGs of `./dags`
 unpaused, UI and API on 127.0.0.1:$PORT (default 8080) behind a login, data under `./data`.
 Ctrl-C stops everything this started: first the scheduler (so that no new run starts a job while
-we stop the others: the stream, feed and quality DAGs run every minute), then the jobs (the
+we stop the others: the stream and feed DAGs run every minute, quality whenever alerts land), then the jobs (the
 stream finishes the batch in flight, so the next start resumes from its checkpoint with nothing to
 replay), then the rest of Airflow, then anything left, the Spark JVMs included, in rounds until
 nothing is left (each process stopped is logged).
