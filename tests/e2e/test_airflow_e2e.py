@@ -20,6 +20,7 @@ from market_spread_tools import launcher as run
 from tests.helpers.airflow import wait_for
 from tests.helpers.net import listening, not_loopback, tree
 from tests.helpers.paths import ROOT
+from tests.helpers.processes import stop
 
 pytestmark = pytest.mark.slow
 
@@ -180,13 +181,7 @@ def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
     finally:
         # Ctrl-C, as a user would; then nothing of ours may be left.
         stop_began = time.monotonic()
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=300)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop(proc)
         left = ours(home, lake)
         for p in left:
             p.kill()

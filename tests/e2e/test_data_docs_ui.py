@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from market_spread.orchestration.datadocs_assets import ASSETS_ENV, assets_dir, 
 from market_spread.orchestration.jobs import cli_argv
 from tests.helpers.airflow import wait_for
 from tests.helpers.paths import ROOT
+from tests.helpers.processes import stop
 
 pytestmark = pytest.mark.slow
 USER = "admin"
@@ -126,13 +126,7 @@ def airflow(tmp_path_factory):
     try:
         yield _start_and_validate(proc, log, home, port, tmp)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=300)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop(proc)
 
 
 def _quality_run(base: str, token: str, proc, log) -> dict:

@@ -14,6 +14,7 @@ import pytest
 
 from tests.helpers.cli import CLI
 from tests.helpers.net import is_loopback, listening, not_loopback, tree
+from tests.helpers.processes import stop
 
 
 def test_loopback_is_told_from_the_network():
@@ -50,10 +51,4 @@ def test_a_local_stream_listens_on_loopback_only(tmp_path):
         assert sockets, "no listening socket found: is psutil allowed to see them?"
         assert not_loopback(procs) == [], f"listening beyond the loopback: {not_loopback(procs)}"
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop(proc, signal.SIGTERM, timeout=120)
