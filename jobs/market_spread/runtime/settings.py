@@ -47,6 +47,16 @@ declare(P + "BROKER_JARS", path, None, "Folder of the Kafka broker's JARs.", ("b
 declare(P + "RUN_ID", text, None, "Set by `make run` in every process it starts, so that its final sweep finds "
         "them all; passed on to the jobs.", ("make run", AIRFLOW), to_jobs=True)
 
+# Object storage (runtime/storage.py): the standard AWS variables, for every component alike
+STORAGE_USERS = ("every command given an s3:// path", AIRFLOW)
+declare("AWS_ENDPOINT_URL", text, None, "The S3 endpoint of an S3-compatible store (`http://127.0.0.1:9000`); "
+        "unset: AWS S3 itself. With it, requests are path-style.", STORAGE_USERS, shown_default="AWS S3",
+        to_jobs=True)
+declare("AWS_ACCESS_KEY_ID", text, None, "The S3 access key; unset: the AWS SDKs' own chain (profile, "
+        "instance role).", STORAGE_USERS, to_jobs=True)
+declare("AWS_SECRET_ACCESS_KEY", text, None, "The S3 secret key.", STORAGE_USERS, to_jobs=True)
+declare("AWS_REGION", text, "us-east-1", "The S3 region.", STORAGE_USERS, to_jobs=True)
+
 # The Spark session (runtime/spark.py: build_session)
 declare(P + "MASTER", text, None, "The Spark master URL of every Spark command (`spark://host:7077` for a "
         "standalone cluster).", (SPARK, AIRFLOW), shown_default="local[*]",
