@@ -5,7 +5,9 @@ from typing import Callable
 
 from market_spread.cli.params import Converted, number, options
 from market_spread.domain.rules import DEFAULT_MAX_SPREAD, DEFAULT_MAX_SPREAD_RATIO, parse_threshold
+from market_spread.errors import UsageError
 from market_spread.runtime.paths import default_symbols
+from market_spread.runtime.storage import Location, location
 
 DEFAULT_SYMBOLS = default_symbols()
 
@@ -64,3 +66,13 @@ def thresholds(command: str) -> Callable:
                    help="reject when offer - bid >= this (default 0.05)")(f)
 
     return decorate
+
+
+def place(text: str | None) -> Location | None:
+    """A path option's value: a local path or an S3 location (runtime.storage); None when not given."""
+    if not text:
+        return None
+    try:
+        return location(text)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None

@@ -17,7 +17,6 @@ reads. `MARKET_SPREAD_DRIVER_COMMITS=off` sends every write through Spark again.
 """
 from __future__ import annotations
 
-import os
 import re
 import threading
 from typing import Any, Sequence
@@ -27,6 +26,7 @@ from pyspark.sql import DataFrame
 
 from market_spread.lake.tables import batch_tag
 from market_spread.runtime import settings
+from market_spread.runtime.storage import S3Path, delta_rs_target, location
 
 _TYPES = {"STRING": pa.string(), "BIGINT": pa.int64(), "BOOLEAN": pa.bool_(), "DATE": pa.date32(),
           "TIMESTAMP": pa.timestamp("us", tz="UTC")}
@@ -98,7 +98,8 @@ def open_table(path: str) -> Any:
     if cached is not None and identity is not None and cached[1] == identity:
         cached[0].update_incremental()
         return cached[0]
-    table = DeltaTable(path)
+    uri, options = delta_rs_target(path)
+    table = DeltaTable(uri, storage_options=options)
     with _OPEN_LOCK:
         _OPEN[path] = (table, identity)
     return table
@@ -106,19 +107,21 @@ def open_table(path: str) -> Any:
 
 def _identity(path: str) -> tuple[int, int, int] | None:
     """Which table lives at `path` and from which checkpoint: its log folder's inode (which a file
-    system may reuse), the time of its first commit (gone once log retention removes it: then the
-    table is opened once more) and the time `_last_checkpoint` was last written (-1 before any)."""
-    log = os.path.join(path, "_delta_log")
+    system may reuse; 0 on object storage, which has no folders), the time of its first commit (gone
+    once log retention removes it: then the table is opened once more) and the time
+    `_last_checkpoint` was last written (-1 before any)."""
+    log = location(path) / "_delta_log"
     try:
-        inode = os.stat(log).st_ino
+        inode = 0 if isinstance(log, S3Path) else log.stat().st_ino
     except OSError:
         return None
 
     def mtime(name: str) -> int:
         try:
-            return os.stat(os.path.join(log, name)).st_mtime_ns
+            info = (log / name).stat()
         except OSError:
             return -1
+        return int(info.modified.timestamp() * 1e9) if isinstance(log, S3Path) else info.st_mtime_ns
 
     return inode, mtime(f"{0:020d}.json"), mtime("_last_checkpoint")
 
@@ -136,10 +139,10 @@ def _drop_stale_checksum(path: str) -> None:
     maintenance or quality run) failed to parse `_last_checkpoint`, slept and retried three times
     (about 3 s, with three stack traces), then listed the log. Without a checksum file Hadoop reads
     the file unchecked; Spark's next checkpoint writes both again."""
-    try:
-        os.unlink(os.path.join(path, "_delta_log", "._last_checkpoint.crc"))
-    except FileNotFoundError:
-        pass
+    place = location(path)
+    if isinstance(place, S3Path):
+        return  # S3A writes no checksum files
+    (place / "_delta_log" / "._last_checkpoint.crc").unlink(missing_ok=True)
 
 
 def append_table(path: str, rows: pa.Table, batch_id: int) -> None:

@@ -9,9 +9,10 @@ commit, checkpoint or `_last_checkpoint` record always survives and gives the ve
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from market_spread.runtime.storage import delta_rs_target, list_names, location
 
 _DIGITS = 20
 
@@ -23,10 +24,9 @@ def latest_version(table: str | Path) -> int | None:
     `N.M.compacted.json` log compactions (up to M) and `_last_checkpoint`; hidden temporary files
     of commits in flight are skipped.
     """
-    log = Path(table) / "_delta_log"
-    try:
-        names = os.listdir(log)
-    except (FileNotFoundError, NotADirectoryError):
+    log = location(table) / "_delta_log"
+    names = list_names(log)
+    if names is None:
         return None
     newest: int | None = None
     for name in names:
@@ -55,7 +55,8 @@ def properties_and_columns(table: str | Path) -> tuple[dict[str, str], list[str]
     try:
         from deltalake import DeltaTable
 
-        dt = DeltaTable(str(table))
+        uri, options = delta_rs_target(table)
+        dt = DeltaTable(uri, storage_options=options)
         return dict(dt.metadata().configuration), [f.name for f in dt.schema().fields]
     except Exception:  # noqa: BLE001 - any failure: the caller's Spark path answers instead
         return None
@@ -69,7 +70,8 @@ def max_from_stats(table: str | Path, column: str) -> tuple[bool, Any]:
         import pyarrow as pa
         from deltalake import DeltaTable
 
-        files = pa.table(DeltaTable(str(table)).get_add_actions(flatten=True))
+        uri, options = delta_rs_target(table)
+        files = pa.table(DeltaTable(uri, storage_options=options).get_add_actions(flatten=True))
         if files.num_rows == 0:
             return True, None
         if f"max.{column}" not in files.column_names:

@@ -1,4 +1,5 @@
-"""One writer per lake: the stream's lock file (also taken by `maintain` for its exclusive work)."""
+"""One writer per lake: the stream's lock file on a local disk, a lease on object storage (also
+taken by `maintain` for its exclusive work). `writer_lock(lake)` picks the one the lake needs."""
 from __future__ import annotations
 
 import fcntl
@@ -10,8 +11,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO
 
+from market_spread.runtime.lease import Lease, LeaseBusy, LeaseLost  # noqa: F401 - LeaseLost for callers
 from market_spread.runtime.processes import process_start_time, record_alive, this_host
-from market_spread.runtime.stream_contract import LOCK_FILE  # noqa: F401 - callers take the name from here
+from market_spread.runtime.storage import Location, S3Path
+from market_spread.runtime.stream_contract import LOCK_FILE
 
 
 class LakeBusy(Exception):
@@ -74,12 +77,45 @@ class WriterLock:
         self.handle.write(json.dumps(info))
         self.handle.flush()
 
+    def check(self) -> None:
+        """The flock is held until this process dies: nothing to prove before a commit."""
+
     def release(self) -> None:
         if self.handle is not None:
             self.handle.seek(0)
             self.handle.truncate()
             self.handle.close()
             self.handle = None
+
+
+class LeaseLock:
+    """The lake's lease (runtime.lease) behind WriterLock's methods: LakeBusy when another writer holds it."""
+
+    def __init__(self, lake: S3Path) -> None:
+        self.lease = Lease(lake)
+
+    def acquire(self, wait_for_jvm_s: float = 60.0) -> None:
+        try:
+            self.lease.acquire(wait_for_jvm_s)
+        except LeaseBusy as exc:
+            raise LakeBusy(str(exc)) from None
+
+    def record(self, **extra: object) -> None:
+        self.lease.record(**extra)
+
+    def check(self) -> None:
+        self.lease.check()
+
+    def release(self) -> None:
+        self.lease.release()
+
+
+def writer_lock(lake: Location) -> "WriterLock | LeaseLock":
+    """The lake's single-writer guard: a lease on object storage, the flock'd file on a local disk."""
+    if isinstance(lake, S3Path):
+        return LeaseLock(lake)
+    lake.mkdir(parents=True, exist_ok=True)
+    return WriterLock(lake / LOCK_FILE)
 
 
 def _read_json(text: str) -> dict:

@@ -50,11 +50,13 @@ class StateMirror:
         self.enabled = MIRROR_MAX_ROWS > 0
 
     def _load(self) -> None:
-        from deltalake import DeltaTable, QueryBuilder
+        from deltalake import QueryBuilder
+
+        from market_spread.runtime.storage import open_delta
 
         # Through delta-rs's own query engine: a process that read with pyarrow's dataset scanner
         # sometimes aborted at exit ("terminate called without an active exception", 1 of 2 runs here).
-        table = pa.table(QueryBuilder().register("s", DeltaTable(lake_mod.table_path(self.lake, "symbol_state")))
+        table = pa.table(QueryBuilder().register("s", open_delta(lake_mod.table_path(self.lake, "symbol_state")))
                          .execute(f"SELECT {', '.join(STATE_QUOTE_COLUMNS)} FROM s"))
         if table.num_rows > MIRROR_MAX_ROWS:
             self.enabled = False

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from market_spread.runtime.storage import location
+
 # Column order is the schema's order. Extra columns beyond the contract are documented in docs/contract.md.
 SCHEMAS: dict[str, str] = {
     "symbol_state": (
@@ -80,16 +82,17 @@ CHECKPOINT_SUBDIR = "_checkpoints/stream"
 def table_path(lake: str | Path, table: str) -> str:
     # Absolute: Delta's SQL takes `delta.`path`` as a path only when it is absolute (a relative
     # `--lake data/lake` otherwise fails with "schema spark_catalog.delta cannot be found").
-    return str(Path(lake).expanduser().absolute() / table)
+    # On S3 the s3a:// URI Spark reads (delta-rs is given s3://: runtime.storage.delta_rs_target).
+    return str(location(lake).absolute() / table)
 
 
 def is_delta_table(path: str | Path) -> bool:
-    return (Path(path) / "_delta_log").is_dir() and any((Path(path) / "_delta_log").glob("*.json"))
+    return any((location(path) / "_delta_log").glob("*.json"))
 
 
 def existing_tables(lake: str | Path) -> list[str]:
     """Every Delta table directly under the lake (the product's and any others, e.g. quality)."""
-    lake = Path(lake)
+    lake = location(lake)
     if not lake.is_dir():
         return []
     return sorted(p.name for p in lake.iterdir() if p.is_dir() and is_delta_table(p))
@@ -187,7 +190,7 @@ def newest_tagged_batch(table: str | Path, look_back: int = 200) -> int | None:
     commit files may be gone after Delta's log clean-up; callers also read the rows (see
     `committed_batches`), so an empty answer here is never taken alone as "nothing written".
     """
-    log = Path(table) / "_delta_log"
+    log = location(table) / "_delta_log"
     if not log.is_dir():
         return None
     versions = sorted((int(p.name[:20]) for p in log.glob("[0-9]" * 20 + ".json")), reverse=True)

@@ -44,9 +44,9 @@ def last_batch(lake: Path) -> dict[str, Any] | None:
     path = lake / "batch_metrics"
     if not (path / "_delta_log").is_dir():
         return None
-    from deltalake import DeltaTable
+    from market_spread.runtime.storage import open_delta
 
-    table = DeltaTable(str(path)).to_pyarrow_table(columns=["batch_id", "finished_at", "quotes", "orders", "alerts"])
+    table = open_delta(path).to_pyarrow_table(columns=["batch_id", "finished_at", "quotes", "orders", "alerts"])
     if table.num_rows == 0:
         return None
     rows = table.to_pylist()

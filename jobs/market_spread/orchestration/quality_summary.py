@@ -27,9 +27,9 @@ def _results(lake: Path, run_id: str | None) -> list[dict[str, Any]]:
     path = lake / RESULTS_TABLE
     if run_id is None or not any((path / "_delta_log").glob("[0-9]*.json")):
         return []
-    from deltalake import DeltaTable
+    from market_spread.runtime.storage import open_delta
 
-    return DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+    return open_delta(path).to_pyarrow_table().to_pylist()
 
 
 def _batches_checked(run: list[dict[str, Any]]) -> int:

@@ -48,12 +48,12 @@ def _passed_alert_runs(lake: str | Path, columns: list[str]):
     """
     import pyarrow as pa
     import pyarrow.compute as pc
-    from deltalake import DeltaTable
+    from market_spread.runtime.storage import open_delta
 
     path = lake_mod.table_path(lake, RESULTS_TABLE)
     if not lake_mod.is_delta_table(path):
         return None
-    table = DeltaTable(path)
+    table = open_delta(path)
     present = {f.name for f in table.schema().fields}
     passed = (pc.field("suite") == "alerts") & pc.field("run_passed")
     runs = table.to_pyarrow_dataset().to_table(columns=[c for c in columns if c in present], filter=passed)

@@ -117,6 +117,10 @@ declare(P + "STATE_MIRROR_ROWS", whole(0), 200_000, "Above this many symbols the
         "is dropped and Spark reads the table.", ("stream",))
 declare(P + "COMPACT_EVERY", whole(0), 100, "Commits to a table between two compactions by the stream; 0 turns "
         "them off.", ("stream",))
+declare(P + "LEASE_SECONDS", positive_number, 30.0, "On object storage, how long the lake's writer lease "
+        "lasts without renewal: a stream on another host takes a dead writer's lake over after at most this "
+        "long (on the same host, at once). The holder renews every sixth of it and commits nothing once its "
+        "last renewal is older than two thirds of it.", ("stream", "maintain"), to_jobs=True)
 declare(P + "SOURCE_LOG_TRIM_EVERY", whole(1, "batches"), 1000, "Batches between two trims of the file source's "
         "log in a long run.", ("stream --archive",))
 

@@ -16,6 +16,7 @@ from market_spread.runtime.jvm_archive import java_options, restore_archive, ret
 from market_spread.runtime.network import driver_conf, refused_by_cluster
 from market_spread.runtime.paths import project_home
 from market_spread.runtime.settings import value
+from market_spread.runtime.storage import S3Config
 
 
 class MissingJars(UsageError):
@@ -186,6 +187,8 @@ def build_session(
         # Cluster-only settings from the environment (driver address, executor sizes, event log):
         # an empty dict for local masters, so local behaviour is unchanged.
         **session_conf(master),
+        # S3A from the AWS variables (runtime.storage): only settings, used once a path is s3a://.
+        **S3Config.from_env().hadoop_conf(),
         **(extra_conf or {}),
     }
     builder = SparkSession.builder.appName(app_name).master(master)

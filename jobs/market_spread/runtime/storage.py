@@ -11,15 +11,10 @@ is imported only when an S3 location is used.
 """
 from __future__ import annotations
 
-import fnmatch
-import posixpath
-from dataclasses import dataclass
-from datetime import datetime, timezone
-from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterator, Union
+from typing import Any, Union
 
-from market_spread.runtime.settings import value
+from market_spread.runtime.s3 import S3Config, S3Path, client  # noqa: F401 - the storage API callers import
 
 SCHEMES = ("s3://", "s3a://")
 
@@ -43,249 +38,12 @@ def location(place: "str | Path | S3Path") -> "Location":
     return Path(text).expanduser()
 
 
-@dataclass(frozen=True)
-class S3Config:
-    """The S3 connection every component uses, from the AWS variables."""
-
-    endpoint: str | None
-    access_key: str | None
-    secret_key: str | None
-    region: str
-
-    @staticmethod
-    def from_env() -> "S3Config":
-        return S3Config(value("AWS_ENDPOINT_URL"), value("AWS_ACCESS_KEY_ID"), value("AWS_SECRET_ACCESS_KEY"),
-                        value("AWS_REGION"))
-
-    @property
-    def plain_http(self) -> bool:
-        return bool(self.endpoint) and self.endpoint.lower().startswith("http://")
-
-    def hadoop_conf(self) -> dict[str, str]:
-        """Spark settings for the S3A connector: a non-AWS endpoint needs path-style requests."""
-        prefix = "spark.hadoop.fs.s3a."
-        conf = {prefix + "endpoint.region": self.region,
-                # s3:// given to Spark by hand reads through S3A as well
-                "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
-        if self.endpoint:
-            conf[prefix + "endpoint"] = self.endpoint
-            conf[prefix + "path.style.access"] = "true"
-            conf[prefix + "connection.ssl.enabled"] = "false" if self.plain_http else "true"
-        if self.access_key and self.secret_key:
-            conf[prefix + "access.key"] = self.access_key
-            conf[prefix + "secret.key"] = self.secret_key
-            conf[prefix + "aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
-        return conf
-
-    def delta_rs_options(self) -> dict[str, str]:
-        """delta-rs (object_store) options: its commits are put-if-absent on S3 (If-None-Match)."""
-        options = {"AWS_REGION": self.region}
-        if self.endpoint:
-            options.update(AWS_ENDPOINT_URL=self.endpoint, AWS_VIRTUAL_HOSTED_STYLE_REQUEST="false")
-            if self.plain_http:
-                options["AWS_ALLOW_HTTP"] = "true"
-        if self.access_key and self.secret_key:
-            options.update(AWS_ACCESS_KEY_ID=self.access_key, AWS_SECRET_ACCESS_KEY=self.secret_key)
-        return options
-
-
 def delta_rs_target(table: "str | Path | S3Path") -> tuple[str, dict[str, str] | None]:
     """(uri, storage_options) for delta-rs: `s3://` with the S3 options, or the local path."""
     place = location(table)
     if isinstance(place, S3Path):
         return place.uri("s3"), S3Config.from_env().delta_rs_options()
     return str(place), None
-
-
-@lru_cache(maxsize=4)
-def _client(config: S3Config) -> Any:
-    import boto3
-    from botocore.config import Config
-
-    # Checksums only where S3 requires them: some S3-compatible servers reject the newer headers.
-    options = Config(s3={"addressing_style": "path" if config.endpoint else "auto"}, retries={"max_attempts": 5},
-                     request_checksum_calculation="when_required", response_checksum_validation="when_required")
-    return boto3.client("s3", endpoint_url=config.endpoint, region_name=config.region,
-                        aws_access_key_id=config.access_key, aws_secret_access_key=config.secret_key, config=options)
-
-
-def client() -> Any:
-    """The boto3 S3 client of the AWS variables (one per configuration)."""
-    return _client(S3Config.from_env())
-
-
-@dataclass(frozen=True)
-class ObjectInfo:
-    size: int
-    modified: datetime
-
-
-def _code(exc: Exception) -> str:
-    return str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
-
-
-class S3Path:
-    """An object or a "folder" (a key prefix) in a bucket, with the Path methods the product uses.
-
-    A folder exists while any object lies under it (or its `key/` marker, which S3A reads as an
-    empty folder and `mkdir` writes). One PUT is atomic: an object is whole once it is listed, so
-    `write_text` needs no rename."""
-
-    __slots__ = ("bucket", "key")
-
-    def __init__(self, bucket: str, key: str = "") -> None:
-        self.bucket, self.key = bucket, key.strip("/")
-
-    # -- naming ---------------------------------------------------------------------------------
-    def uri(self, scheme: str = "s3a") -> str:
-        return f"{scheme}://{self.bucket}/{self.key}" if self.key else f"{scheme}://{self.bucket}"
-
-    def __str__(self) -> str:
-        return self.uri()
-
-    def __repr__(self) -> str:
-        return f"S3Path({self.uri('s3')!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, S3Path) and (self.bucket, self.key) == (other.bucket, other.key)
-
-    def __hash__(self) -> int:
-        return hash((self.bucket, self.key))
-
-    def __truediv__(self, part: str) -> "S3Path":
-        return S3Path(self.bucket, posixpath.join(self.key, str(part)) if self.key else str(part))
-
-    @property
-    def name(self) -> str:
-        return posixpath.basename(self.key)
-
-    @property
-    def parent(self) -> "S3Path":
-        return S3Path(self.bucket, posixpath.dirname(self.key))
-
-    @property
-    def parts(self) -> tuple[str, ...]:
-        return (self.bucket, *self.key.split("/")) if self.key else (self.bucket,)
-
-    def with_name(self, name: str) -> "S3Path":
-        return self.parent / name
-
-    def absolute(self) -> "S3Path":
-        return self
-
-    expanduser = resolve = absolute
-
-    # -- reading --------------------------------------------------------------------------------
-    def _prefix(self) -> str:
-        return self.key + "/" if self.key else ""
-
-    def _pages(self, delimiter: bool) -> Iterator[dict]:
-        args = {"Bucket": self.bucket, "Prefix": self._prefix()}
-        if delimiter:
-            args["Delimiter"] = "/"
-        yield from client().get_paginator("list_objects_v2").paginate(**args)
-
-    def stat(self) -> ObjectInfo:
-        """Size and modification time of the object; FileNotFoundError when there is none."""
-        try:
-            head = client().head_object(Bucket=self.bucket, Key=self.key)
-        except Exception as exc:  # noqa: BLE001 - botocore's ClientError, classified by its code
-            if _code(exc) in ("404", "NoSuchKey", "NotFound"):
-                raise FileNotFoundError(self.uri("s3")) from None
-            raise
-        return ObjectInfo(int(head["ContentLength"]), head["LastModified"].astimezone(timezone.utc))
-
-    def is_file(self) -> bool:
-        try:
-            self.stat()
-        except FileNotFoundError:
-            return False
-        return bool(self.key)
-
-    def is_dir(self) -> bool:
-        page = client().list_objects_v2(Bucket=self.bucket, Prefix=self._prefix(), MaxKeys=1)
-        return page.get("KeyCount", 0) > 0 or (not self.key and self._bucket_exists())
-
-    def _bucket_exists(self) -> bool:
-        try:
-            client().head_bucket(Bucket=self.bucket)
-        except Exception:  # noqa: BLE001 - any answer but success: not there (or not ours)
-            return False
-        return True
-
-    def exists(self) -> bool:
-        return self.is_dir() or self.is_file()
-
-    def iterdir(self) -> Iterator["S3Path"]:
-        """The folder's direct children: objects and sub-folders (the folder's own marker excluded)."""
-        prefix = self._prefix()
-        for page in self._pages(delimiter=True):
-            for sub in page.get("CommonPrefixes", []):
-                yield S3Path(self.bucket, sub["Prefix"])
-            for obj in page.get("Contents", []):
-                if obj["Key"] != prefix:
-                    yield S3Path(self.bucket, obj["Key"])
-
-    def listing(self) -> Iterator[tuple["S3Path", ObjectInfo]]:
-        """Every object under the folder, at any depth, with its size and time (one LIST per 1,000)."""
-        for page in self._pages(delimiter=False):
-            for obj in page.get("Contents", []):
-                if not obj["Key"].endswith("/"):
-                    yield S3Path(self.bucket, obj["Key"]), ObjectInfo(int(obj["Size"]), obj["LastModified"])
-
-    def glob(self, pattern: str) -> Iterator["S3Path"]:
-        """Direct children whose names match `pattern` (no `**`, no `/`)."""
-        return (child for child in self.iterdir() if fnmatch.fnmatchcase(child.name, pattern))
-
-    def rglob(self, pattern: str) -> Iterator["S3Path"]:
-        return (obj for obj, _ in self.listing() if fnmatch.fnmatchcase(obj.name, pattern))
-
-    def read_bytes(self) -> bytes:
-        try:
-            return client().get_object(Bucket=self.bucket, Key=self.key)["Body"].read()
-        except Exception as exc:  # noqa: BLE001 - botocore's ClientError, classified by its code
-            if _code(exc) in ("404", "NoSuchKey", "NotFound"):
-                raise FileNotFoundError(self.uri("s3")) from None
-            raise
-
-    def read_text(self, encoding: str = "utf-8", errors: str = "strict") -> str:
-        return self.read_bytes().decode(encoding, errors)
-
-    # -- writing --------------------------------------------------------------------------------
-    def write_bytes(self, data: bytes) -> None:
-        client().put_object(Bucket=self.bucket, Key=self.key, Body=data)
-
-    def write_text(self, text: str, encoding: str = "utf-8") -> None:
-        self.write_bytes(text.encode(encoding))
-
-    def create(self, data: bytes) -> bool:
-        """Put-if-absent (`If-None-Match: *`): True when this call created the object, False when
-        one was there already (HTTP 412); the store decides atomically."""
-        try:
-            client().put_object(Bucket=self.bucket, Key=self.key, Body=data, IfNoneMatch="*")
-        except Exception as exc:  # noqa: BLE001 - botocore's ClientError, classified by its code
-            if _code(exc) in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
-                return False
-            raise
-        return True
-
-    def mkdir(self, parents: bool = True, exist_ok: bool = True) -> None:
-        """An empty `key/` marker, which S3A (and Spark's existence checks) read as a folder."""
-        if self.key and not self.is_dir():
-            client().put_object(Bucket=self.bucket, Key=self._prefix(), Body=b"")
-
-    def unlink(self, missing_ok: bool = False) -> None:
-        if not missing_ok and not self.is_file():
-            raise FileNotFoundError(self.uri("s3"))
-        client().delete_object(Bucket=self.bucket, Key=self.key)
-
-    def rmtree(self) -> None:
-        """Delete every object under the folder (and its marker)."""
-        keys = [obj.key for obj, _ in self.listing()] + [self._prefix()]
-        for start in range(0, len(keys), 1000):
-            chunk = [{"Key": k} for k in keys[start:start + 1000] if k]
-            if chunk:
-                client().delete_objects(Bucket=self.bucket, Delete={"Objects": chunk, "Quiet": True})
 
 
 Location = Union[Path, S3Path]
@@ -304,3 +62,24 @@ def write_atomically(target: Location, text: str) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temp, target)
+
+
+def list_names(folder: Location) -> list[str] | None:
+    """The names in a folder; None when a local folder is missing (an S3 prefix without objects
+    lists empty: object storage cannot tell a missing folder from an empty one)."""
+    import os
+
+    if isinstance(folder, S3Path):
+        return [child.name for child in folder.iterdir()]
+    try:
+        return os.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def open_delta(table: "str | Path | S3Path") -> Any:
+    """delta-rs's DeltaTable at a local path or an S3 location (with the S3 options)."""
+    from deltalake import DeltaTable
+
+    uri, options = delta_rs_target(table)
+    return DeltaTable(uri, storage_options=options)

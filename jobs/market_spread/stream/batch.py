@@ -126,9 +126,12 @@ def process_batch(
     try:
         parsed = _parse_step(batch, lines, scope, expect_small)
         alerts, observed = _check_step(batch, parsed)
+        settings.guard()  # one writer per lake: prove it before the first commit, and again before the last
         written = _write_step(batch, parsed, alerts, observed)
+        settings.guard()
         commit_metrics(batch, parsed.driver_commits)
         if compactor is not None:
+            settings.guard()
             _compact_step(batch, compactor, written)
         batch.result.seconds = time.perf_counter() - batch.t0
         return batch.result

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Callable
 
 from pyspark.sql import SparkSession
 
@@ -50,6 +51,12 @@ class BatchSettings:
     lake: str
     symbols: list[str]  # the universe
     thresholds: Thresholds
+    # Raises when the stream may no longer commit (its lease lost): called before each batch's commits.
+    before_commit: Callable[[], None] | None = None
+
+    def guard(self) -> None:
+        if self.before_commit is not None:
+            self.before_commit()
 
 
 @dataclass

@@ -19,6 +19,7 @@ import json
 import shutil
 from pathlib import Path
 
+from market_spread.runtime.storage import Location, S3Path
 from market_spread.stream.checkpoint_files import offset_files, rewrite
 
 # The stream's sources in the order the query names them (and Spark lists them).
@@ -31,21 +32,21 @@ class CheckpointLayoutError(RuntimeError):
     """A checkpoint this version cannot move to its source order: a person must look at it."""
 
 
-def _staging(checkpoint: Path) -> Path:
+def _staging(checkpoint: Location) -> Location:
     return checkpoint.with_name(checkpoint.name + ".orders-first")
 
 
-def _retired(checkpoint: Path) -> Path:
+def _retired(checkpoint: Location) -> Location:
     return checkpoint.with_name(checkpoint.name + ".quotes-first")
 
 
-def _has_history(checkpoint: Path) -> bool:
+def _has_history(checkpoint: Location) -> bool:
     """Offsets, or a source log a planning left before its offsets were written (a kill then)."""
     logs = (p for n in ("0", "1") if (checkpoint / "sources" / n).is_dir() for p in (checkpoint / "sources" / n).iterdir())
     return bool(offset_files(checkpoint)) or any(not p.name.startswith(".") for p in logs)
 
 
-def recorded_order(checkpoint: Path) -> tuple[str, ...] | None:
+def recorded_order(checkpoint: Location) -> tuple[str, ...] | None:
     """The source order the checkpoint records; None when it records none."""
     try:
         return tuple(json.loads((checkpoint / LAYOUT_FILE).read_text(encoding="utf-8"))["sources"])
@@ -55,11 +56,11 @@ def recorded_order(checkpoint: Path) -> tuple[str, ...] | None:
         raise CheckpointLayoutError(f"{checkpoint / LAYOUT_FILE} is not readable: {exc}") from None
 
 
-def _write_layout(checkpoint: Path, order: tuple[str, ...]) -> None:
+def _write_layout(checkpoint: Location, order: tuple[str, ...]) -> None:
     rewrite(checkpoint / LAYOUT_FILE, json.dumps({"sources": list(order)}) + "\n")
 
 
-def _finish_interrupted_move(checkpoint: Path) -> None:
+def _finish_interrupted_move(checkpoint: Location) -> None:
     staging, retired = _staging(checkpoint), _retired(checkpoint)
     if staging.exists():
         if not checkpoint.exists() and recorded_order(staging) == LISTING_ORDER:
@@ -82,7 +83,7 @@ def _swapped(path: Path) -> str:
     return "\n".join(body[:2] + [body[3], body[2]] + ([""] if trailing else []))
 
 
-def _move_to_orders_first(checkpoint: Path) -> None:
+def _move_to_orders_first(checkpoint: Location) -> None:
     staging, retired = _staging(checkpoint), _retired(checkpoint)
     swapped = {path.name: _swapped(path) for path in offset_files(checkpoint)}  # refuses before any copy
     shutil.copytree(checkpoint, staging)
@@ -103,7 +104,7 @@ def _move_to_orders_first(checkpoint: Path) -> None:
     shutil.rmtree(retired)
 
 
-def prepare(checkpoint: Path) -> str | None:
+def prepare(checkpoint: Location) -> str | None:
     """Make a file-source checkpoint list orders first; returns a line to print when it moved one.
 
     Call with the lake's writer lock held and no query running on the checkpoint."""
@@ -118,6 +119,10 @@ def prepare(checkpoint: Path) -> str | None:
         _write_layout(checkpoint, LISTING_ORDER)
         return None
     batches = len(offset_files(checkpoint))
+    if isinstance(checkpoint, S3Path):  # only a checkpoint copied there from an older release
+        raise CheckpointLayoutError(
+            f"{checkpoint} lists quotes before orders (an older release's layout) and cannot be moved on object "
+            "storage: copy it to a local disk, start the stream there once with --available-now, and copy it back")
     _move_to_orders_first(checkpoint)
     return (f"moved the checkpoint {checkpoint} ({batches:,} batches) to list orders before quotes, so that an "
             "order never enters a batch ahead of a quote that landed before it")

@@ -13,8 +13,9 @@ from market_spread.domain.symbols import load_symbols
 from market_spread.errors import UsageError
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.deltalog import latest_version
-from market_spread.lake.lock import LOCK_FILE, LakeBusy, WriterLock
+from market_spread.lake.lock import LakeBusy, LeaseLock, WriterLock, writer_lock
 from market_spread.runtime.spark import FULL_JIT_BACKLOG_BYTES, build_session
+from market_spread.runtime.storage import Location, is_s3
 from market_spread.runtime.stream_contract import EXIT_LAKE_BUSY, EXIT_REFUSED
 from market_spread.stream.checkpoint_files import offset_files
 from market_spread.stream.checkpoint_layout import CheckpointLayoutError, prepare
@@ -31,14 +32,14 @@ PROG = "market-spread stream"
 class StreamJobSpec:
     """One run of the stream job: the command's options, typed (None: the option was not given)."""
 
-    lake: Path
+    lake: Location  # a local folder or an S3 prefix (runtime.storage.location), as are the other places
     symbols: Path  # the symbol universe's file
-    landing: Path | None = None  # the landing folder; required unless `kafka` is given
-    checkpoint: Path | None = None  # default: LAKE/_checkpoints/stream
+    landing: Location | None = None  # the landing folder; required unless `kafka` is given
+    checkpoint: Location | None = None  # default: LAKE/_checkpoints/stream
     available_now: bool = False  # process what is there, then exit 0
     interval: float | None = None  # seconds between micro-batches (default 5)
     max_files_per_batch: int | None = None
-    archive: Path | None = None
+    archive: Location | None = None
     master: str | None = None  # Spark master URL
     progress_every: int = 1  # one summary line per N batches
     thresholds: Thresholds = DEFAULT_THRESHOLDS
@@ -49,11 +50,11 @@ class StreamJobSpec:
         return "files" if self.kafka is None else "kafka"
 
 
-def checkpoint_has_progress(checkpoint: Path) -> bool:
+def checkpoint_has_progress(checkpoint: Location) -> bool:
     return bool(offset_files(checkpoint))
 
 
-def lake_has_batches(lake: Path) -> bool:
+def lake_has_batches(lake: Location) -> bool:
     """True once any batch has been committed to the lake: a product table past version 0 (its
     CREATE). From the log listing, not from `00000000000000000001.json`, which Delta's log
     clean-up deletes once a checkpoint covers it."""
@@ -64,12 +65,14 @@ def check_spec(spec: StreamJobSpec) -> None:
     """UsageError for options that cannot run, before anything is touched."""
     if spec.kafka is None and spec.landing is None:
         raise UsageError("--landing is required (or --source kafka with --bootstrap-servers)")
-    if spec.kafka is None and spec.landing.exists() and not spec.landing.is_dir():
+    if spec.kafka is None and not is_s3(spec.landing) and spec.landing.exists() and not spec.landing.is_dir():
         raise UsageError(f"--landing is not a folder: {spec.landing}")
     if spec.interval is not None and spec.interval <= 0:
         raise UsageError("--interval must be > 0 seconds")
     if spec.max_files_per_batch is not None and spec.max_files_per_batch < 1:
         raise UsageError("--max-files-per-batch must be at least 1")
+    if spec.archive and is_s3(spec.archive) != is_s3(spec.landing or ""):
+        raise UsageError("--archive and --landing must both be local folders or both S3 prefixes")
     if spec.archive:
         try:
             trim_interval()
@@ -84,9 +87,7 @@ def run_stream(spec: StreamJobSpec) -> int:
     symbols = load_symbols(spec.symbols)
     lake = spec.lake
     checkpoint = spec.checkpoint or lake / lake_mod.CHECKPOINT_SUBDIR
-    lake.mkdir(parents=True, exist_ok=True)  # for the lock file; start_query creates the feed folders
-
-    lock = WriterLock(lake / LOCK_FILE)
+    lock = writer_lock(lake)  # start_query creates the feed folders
     try:
         lock.acquire()
     except LakeBusy as exc:
@@ -103,7 +104,7 @@ def run_stream(spec: StreamJobSpec) -> int:
         lock.release()
 
 
-def start_refusal(spec: StreamJobSpec, checkpoint: Path) -> tuple[int, str] | None:
+def start_refusal(spec: StreamJobSpec, checkpoint: Location) -> tuple[int, str] | None:
     """(exit code, reason) when the stream must not start on this checkpoint and lake, else None.
     Prepares a file stream's checkpoint layout on the way (it may move the source log)."""
     mismatch = checkpoint_source_error(checkpoint, spec.source)
@@ -128,7 +129,7 @@ def start_refusal(spec: StreamJobSpec, checkpoint: Path) -> tuple[int, str] | No
     return None
 
 
-def _run_stream(spec: StreamJobSpec, checkpoint: Path, symbols: list[str], lock: WriterLock) -> int:
+def _run_stream(spec: StreamJobSpec, checkpoint: Location, symbols: list[str], lock: WriterLock | LeaseLock) -> int:
     source = extra_conf = None
     landing = spec.landing or Path(".")
     if spec.kafka is not None:
@@ -147,7 +148,7 @@ def _run_stream(spec: StreamJobSpec, checkpoint: Path, symbols: list[str], lock:
     query = StreamSpec(
         lake=spec.lake, symbols=symbols, landing=landing, checkpoint=checkpoint, available_now=spec.available_now,
         interval=spec.interval or 5.0, max_files_per_batch=spec.max_files_per_batch, archive=spec.archive,
-        source=source, thresholds=spec.thresholds,
+        source=source, thresholds=spec.thresholds, before_commit=lock.check,
     )
     try:
         return run_query(spark, query, on_batch=summary, handle_signals=True)

@@ -9,11 +9,11 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from market_spread.domain.rules import DEFAULT_THRESHOLDS, Thresholds
 from market_spread.lake import tables as lake_mod
+from market_spread.runtime.storage import Location, S3Path, location
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -25,41 +25,50 @@ FEEDS = ("quotes", "orders")
 LANDED = "*.jsonl"  # the file source's glob: a file lands under another name and is renamed to this
 
 
-def landing_backlog_bytes(landing: Path) -> int:
+def landing_backlog_bytes(landing: Location) -> int:
     """Bytes of the landing files the file source reads (LANDED in each feed's folder; Spark skips
     names starting with `.` or `_`). Files already processed count too unless they were archived:
     an estimate of a run's length (runtime.spark.FULL_JIT_BACKLOG_BYTES)."""
+    if isinstance(landing, S3Path):
+        return sum(info.size for feed in FEEDS for obj, info in (landing / feed).listing()
+                   if obj.parent == landing / feed and _read_by_source(obj.name))
     total = 0
     for feed in FEEDS:
         try:
             with os.scandir(landing / feed) as entries:
-                total += sum(e.stat().st_size for e in entries
-                             if fnmatch.fnmatchcase(e.name, LANDED) and not e.name.startswith((".", "_")) and e.is_file())
+                total += sum(e.stat().st_size for e in entries if _read_by_source(e.name) and e.is_file())
         except OSError:  # a missing folder: nothing to read there
             continue
     return total
+
+
+def _read_by_source(name: str) -> bool:
+    return fnmatch.fnmatchcase(name, LANDED) and not name.startswith((".", "_"))
 
 
 @dataclass(frozen=True)
 class StreamSpec:
     """One stream's settings: its input, its lake and checkpoint, the reject thresholds, the trigger."""
 
-    lake: Path
+    lake: Location
     symbols: list[str]
-    landing: Path | None = None  # the landing folder (quotes/, orders/), unless `source` is given
-    checkpoint: Path | None = None  # default: LAKE/_checkpoints/stream
+    landing: Location | None = None  # the landing folder (quotes/, orders/), unless `source` is given
+    checkpoint: Location | None = None  # default: LAKE/_checkpoints/stream
     thresholds: Thresholds = DEFAULT_THRESHOLDS
     available_now: bool = True  # process what is there, then stop; else run every `interval` seconds
     interval: float = 5.0
     max_files_per_batch: int | None = None
-    archive: Path | None = None  # move landing files here once their batch is committed
+    archive: Location | None = None  # move landing files here once their batch is committed
     # A callable spark -> streaming DataFrame of (stream, value, source_file) replacing the landing
     # folder (kafka_source.feed_source).
     source: Callable | None = None
+    # Called before each batch's commits: raises when this stream may no longer write the lake
+    # (its lease on object storage lost: lake.lock).
+    before_commit: Callable[[], None] | None = None
 
     @property
-    def checkpoint_path(self) -> Path:
-        return self.checkpoint if self.checkpoint is not None else Path(self.lake) / lake_mod.CHECKPOINT_SUBDIR
+    def checkpoint_path(self) -> Location:
+        return self.checkpoint if self.checkpoint is not None else location(self.lake) / lake_mod.CHECKPOINT_SUBDIR
 
 
 def start_query(spark: SparkSession, spec: StreamSpec,
@@ -108,7 +117,8 @@ def _guarded_processor(spec: StreamSpec, on_batch: Callable | None, busy: thread
     from market_spread.stream.batch import BatchProcessor, BatchSettings
     from market_spread.stream.source_log import trim_interval
 
-    processor = BatchProcessor(BatchSettings(str(spec.lake), spec.symbols, spec.thresholds), on_batch or _print_progress)
+    processor = BatchProcessor(BatchSettings(str(spec.lake), spec.symbols, spec.thresholds, spec.before_commit),
+                               on_batch or _print_progress)
     trim_every = trim_interval() if archiving else 0
 
     def guarded(batch_df: DataFrame, batch_id: int) -> None:
@@ -150,7 +160,7 @@ def _feed(spark: SparkSession, spec: StreamSpec, name: str, archiving: bool) -> 
     )
 
 
-def trim_archived_entries(checkpoint: Path) -> None:
+def trim_archived_entries(checkpoint: Location) -> None:
     """Drop the file source log's entries of files already archived (stream.source_log), so that
     the log stays about as small as the landing folder; before the query and every N batches."""
     from market_spread.stream.source_log import trim_source_logs

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from market_spread.cli.options import lake, master, symbols, thresholds, whole_number
+from market_spread.cli.options import lake, master, place, symbols, thresholds, whole_number
 from market_spread.cli.params import env_command, number, options
 from market_spread.cli.commands import kafka
 from market_spread.domain.rules import Thresholds
@@ -39,13 +39,9 @@ def command(**params) -> int:
     kafka = kafka_settings(params["source"], params["bootstrap_servers"], params["quotes_topic"],
                            params["orders_topic"], params["starting_offsets"], params["max_records_per_batch"])
     return run_stream(StreamJobSpec(
-        lake=Path(params["lake"]), symbols=Path(params["symbols"]), landing=_path(params["landing"]),
-        checkpoint=_path(params["checkpoint"]), available_now=params["available_now"], interval=params["interval"],
-        max_files_per_batch=params["max_files_per_batch"], archive=_path(params["archive"]), master=params["master"],
+        lake=place(params["lake"]), symbols=Path(params["symbols"]), landing=place(params["landing"]),
+        checkpoint=place(params["checkpoint"]), available_now=params["available_now"], interval=params["interval"],
+        max_files_per_batch=params["max_files_per_batch"], archive=place(params["archive"]), master=params["master"],
         progress_every=params["progress_every"], thresholds=Thresholds(params["max_spread"], params["max_spread_ratio"]),
         kafka=kafka,
     ))
-
-
-def _path(value: str | None) -> Path | None:
-    return Path(value) if value else None
