@@ -23,6 +23,7 @@ from typing import Callable
 from market_spread.domain.symbols import load_symbols
 from market_spread.errors import UsageError
 from market_spread.feeds.producer import KafkaTarget, open_sink
+from market_spread.runtime.storage import Location, S3Path
 
 BASE_TIME = datetime(2026, 11, 23, 14, 30, tzinfo=timezone.utc)
 
@@ -123,10 +124,14 @@ def split_in_time(events: list[tuple[str, int, str]], parts: int) -> list[list[t
     return [events[a:b] for a, b in zip(cuts, cuts[1:])]
 
 
-def write_atomically(folder: Path, name: str, lines: list[str]) -> Path:
-    """Write aside under a dot name (ignored by readers), fsync, then rename into place."""
-    folder.mkdir(parents=True, exist_ok=True)
+def write_atomically(folder: Location, name: str, lines: list[str]) -> Location:
+    """Write aside under a dot name (ignored by readers), fsync, then rename into place (on object
+    storage one PUT: an object is whole once it is listed)."""
     final = folder / name
+    if isinstance(final, S3Path):
+        final.write_text("\n".join(lines) + ("\n" if lines else ""))
+        return final
+    folder.mkdir(parents=True, exist_ok=True)
     temp = folder / f".{name}.tmp"
     with open(temp, "w", encoding="utf-8") as handle:
         handle.write("\n".join(lines))
@@ -141,7 +146,7 @@ def write_atomically(folder: Path, name: str, lines: list[str]) -> Path:
 Sink = Callable[[str, str, list[str]], None]  # (feed, chunk name, lines): e.g. producer.KafkaSink
 
 
-def write_backlog(landing: Path, gen: Generator, quotes: int, orders: int, files: int, tag: str,
+def write_backlog(landing: Location, gen: Generator, quotes: int, orders: int, files: int, tag: str,
                   sink: Sink | None = None) -> tuple[int, int]:
     """Write `files` pairs of files; pair k holds the events of the k-th stretch of time, so that
     landing the pairs in order lands every quote no later than the orders it affects. Files of pair
@@ -153,7 +158,7 @@ def write_backlog(landing: Path, gen: Generator, quotes: int, orders: int, files
     for i, part in enumerate(split_in_time(events, files)):
         written = [write("quotes", f"{tag}-{i:05d}.jsonl", [l for f, _, l in part if f == "quotes"]),
                    write("orders", f"{tag}-{i:05d}.jsonl", [l for f, _, l in part if f == "orders"])]
-        if sink is None:
+        if sink is None and not isinstance(landing, S3Path):  # S3 sets its own times: names break ties in order
             latest = land_after(latest, written)
     return quotes, orders
 
@@ -181,7 +186,7 @@ class GenerateSpec:
     """One `generate` run: the command's options, typed. Exactly one of `landing` and `kafka`."""
 
     symbols: Path  # the symbol universe's file
-    landing: Path | None = None
+    landing: Location | None = None
     kafka: KafkaTarget | None = None
     quotes: int = 1000
     orders: int = 1000
@@ -247,7 +252,7 @@ class Pace:
     tick: float  # seconds between two pairs of files
 
 
-def _run_rate(landing: Path, gen: Generator, pace: Pace, stamp: str, sink: Sink | None = None) -> tuple[int, int]:
+def _run_rate(landing: Location, gen: Generator, pace: Pace, stamp: str, sink: Sink | None = None) -> tuple[int, int]:
     """Land a pair of files every tick, holding the pace; returns (events written, ticks)."""
     rate, duration, tick = pace.rate, pace.duration, pace.tick
     began = time.monotonic()

@@ -24,6 +24,7 @@ from market_spread.domain.wallaroo_files import decode_file
 from market_spread.domain.wallaroo_records import DecodeError, Order, Quote, StrictDecodeError, decimal_text
 from market_spread.errors import UsageError
 from market_spread.feeds.producer import KafkaTarget, open_sink
+from market_spread.runtime.storage import Location, S3Path, is_s3, list_names
 
 DEFAULT_RECORDS_PER_FILE = 100_000
 MAX_ERRORS_SHOWN = 100  # per input file; the count in the summary is always complete
@@ -64,9 +65,14 @@ def order_line(order, seq: int) -> str:
 # --- atomic chunked output ---------------------------------------------------------------------
 
 
-def write_atomically(folder: Path, name: str, lines: list[str]) -> Path:
-    """Write under a dot name (readers skip it), fsync, rename into place, fsync the folder."""
+def write_atomically(folder: Location, name: str, lines: list[str]) -> Location:
+    """Write under a dot name (readers skip it), fsync, rename into place, fsync the folder. On
+    object storage, one put-if-absent: the object is whole once listed, and never overwritten."""
     final = folder / name
+    if isinstance(final, S3Path):
+        if not final.create(("\n".join(lines) + "\n").encode("utf-8")):
+            raise FileExistsError(f"landing object already exists: {final}")
+        return final
     if final.exists():  # the stamp makes this impossible short of a clock trick: never overwrite
         raise FileExistsError(f"landing file already exists: {final}")
     temp = folder / f".{name}.tmp"
@@ -87,17 +93,16 @@ def write_atomically(folder: Path, name: str, lines: list[str]) -> Path:
     return final
 
 
-def replay_stamp(landing: Path, now: datetime | None = None) -> str:
+def replay_stamp(landing: Location, now: datetime | None = None) -> str:
     """A UTC stamp later than every earlier replay's in this landing folder (names sort in order)."""
     stamp = now or datetime.now(timezone.utc)
     for folder in (landing / "quotes", landing / "orders"):
-        if folder.is_dir():
-            for entry in os.scandir(folder):
-                m = _STAMP_IN_NAME.match(entry.name)
-                if m:
-                    earlier = datetime.strptime(m.group(1), STAMP_FORMAT).replace(tzinfo=timezone.utc)
-                    if earlier >= stamp:
-                        stamp = earlier + timedelta(microseconds=1)
+        for name in list_names(folder) or ():
+            m = _STAMP_IN_NAME.match(name)
+            if m:
+                earlier = datetime.strptime(m.group(1), STAMP_FORMAT).replace(tzinfo=timezone.utc)
+                if earlier >= stamp:
+                    stamp = earlier + timedelta(microseconds=1)
     return stamp.strftime(STAMP_FORMAT)
 
 
@@ -114,7 +119,7 @@ class ReplaySpec:
 
     nbbo: tuple[Path, ...] = ()  # market data files
     orders: tuple[Path, ...] = ()  # order files
-    landing: Path | None = None
+    landing: Location | None = None
     kafka: KafkaTarget | None = None
     records_per_file: int = DEFAULT_RECORDS_PER_FILE
     strict: bool = False  # stop at the first bad frame or line, writing nothing
@@ -133,7 +138,7 @@ def _inputs(spec: ReplaySpec) -> list[tuple[Path, str]]:
         raise UsageError("give --landing DIR (files) or --kafka HOST:PORT (topics)")
     if spec.landing is not None and spec.kafka is not None:
         raise UsageError("--landing and --kafka exclude each other: files or topics")
-    if spec.landing is not None and spec.landing.exists() and not spec.landing.is_dir():
+    if spec.landing is not None and not is_s3(spec.landing) and spec.landing.exists() and not spec.landing.is_dir():
         raise UsageError(f"--landing is not a folder: {spec.landing}")
     return inputs
 
@@ -147,7 +152,7 @@ def _report(error, shown: int) -> None:
 class ReplayTarget:
     """Where one replay run writes: landing files named with its stamp, or a Kafka sink."""
 
-    landing: Path
+    landing: Location
     stamp: str  # in every file (or chunk) name of this run
     records_per_file: int
     sink: object = None  # feeds.producer.KafkaSink: send chunks to topics instead of landing files

@@ -30,11 +30,11 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
 from market_spread.errors import UsageError
-from market_spread.lake.lock import LOCK_FILE, LakeBusy, WriterLock
+from market_spread.lake.lock import LakeBusy, LeaseLock, WriterLock, writer_lock
+from market_spread.runtime.storage import Location, location
 
 DEFAULT_RETAIN_HOURS = 168  # Delta's own default retention: 7 days
 EXTRA_TABLES = ("quality_results",)
@@ -94,7 +94,7 @@ def with_conflict_retries(
     raise AssertionError("unreachable")
 
 
-def _count_data_files(path: Path) -> int:
+def _count_data_files(path: Location) -> int:
     return sum(1 for p in path.rglob("*.parquet") if "_delta_log" not in p.parts)
 
 
@@ -119,7 +119,7 @@ def vacuum(spark: Any, path: str, hours: int) -> int:
 class MaintainSpec:
     """One run of `maintain`: the command's options, typed."""
 
-    lake: Path
+    lake: Location  # a local folder or an S3 prefix
     retain_hours: int = DEFAULT_RETAIN_HOURS
     tables: tuple[str, ...] | None = None  # None: every product table present
     attempts: int = 5  # tries per operation on Delta write conflicts
@@ -134,7 +134,7 @@ def maintain(spec: MaintainSpec) -> int:
     if not known:
         print(f"maintain: no tables in {spec.lake}: nothing to do")
         return 0
-    lock = WriterLock(spec.lake / LOCK_FILE)
+    lock = writer_lock(spec.lake)
     exclusive = _take_lock(lock, spec.lake)
     if spec.retain_hours < DEFAULT_RETAIN_HOURS:
         print(
@@ -166,7 +166,7 @@ def maintain(spec: MaintainSpec) -> int:
     return 1 if failed else 0
 
 
-def tables_to_maintain(lake: Path, wanted: Sequence[str] | None) -> list[str]:
+def tables_to_maintain(lake: Location, wanted: Sequence[str] | None) -> list[str]:
     """The tables present in the lake, only those `wanted` if given; UsageError for unknown ones."""
     from market_spread.lake import tables as lake_mod  # here: it loads pyspark (see maintain)
 
@@ -181,7 +181,7 @@ def tables_to_maintain(lake: Path, wanted: Sequence[str] | None) -> list[str]:
     return known
 
 
-def _take_lock(lock: WriterLock, lake: Path) -> bool:
+def _take_lock(lock: WriterLock | LeaseLock, lake: Location) -> bool:
     """Take the writer lock if no stream holds it: whether this run may commit (compaction, retention)."""
     try:
         lock.acquire()
@@ -197,7 +197,7 @@ def _take_lock(lock: WriterLock, lake: Path) -> bool:
     return True
 
 
-def _configure(spark: Any, spec: MaintainSpec, lock: WriterLock, exclusive: bool) -> None:
+def _configure(spark: Any, spec: MaintainSpec, lock: WriterLock | LeaseLock, exclusive: bool) -> None:
     """Set the session for this run (vacuum logging only while this run holds the lake)."""
     if exclusive:
         # A new stream waits for this JVM to be gone before it writes (see WriterLock).
@@ -226,7 +226,7 @@ def _maintain_table(spark: Any, spec: MaintainSpec, table: str, exclusive: bool)
         deleted = with_conflict_retries(lambda: vacuum(spark, path, spec.retain_hours), spec.attempts,
                                         f"{table}: vacuum")
         print(f"maintain: {table}: vacuum: {deleted} unreferenced files deleted (retain {spec.retain_hours}h), "
-              f"{_count_data_files(Path(path))} data files on disk ({time.monotonic() - began:.1f}s)", flush=True)
+              f"{_count_data_files(location(path))} data files on disk ({time.monotonic() - began:.1f}s)", flush=True)
         return True
     except Exception as exc:
         message = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
-from pathlib import Path
+from market_spread.runtime.storage import Location
 
 from market_spread.errors import UsageError
 
@@ -209,7 +209,7 @@ def execute(spark, lake: str, query: str, fmt: str = "table", out=sys.stdout, er
 class QuerySpec:
     """One `sql` run: the lake, the query and the output format (table, json or csv)."""
 
-    lake: Path
+    lake: Location  # a local folder or an S3 prefix
     query: str
     format: str = "table"
 

@@ -12,13 +12,14 @@ from market_spread.errors import UsageError
 from market_spread.quality.suites import SuiteFileError, load_suites
 from market_spread.quality.validate import ValidateOptions, check_lake, validate_lake
 from market_spread.runtime.spark import build_session
+from market_spread.runtime.storage import Location
 
 
 @dataclass(frozen=True)
 class ValidateSpec:
     """One `validate` run: the lake, the symbol universe's file, and how to validate."""
 
-    lake: Path
+    lake: Location  # a local folder or an S3 prefix
     symbols: Path
     options: ValidateOptions = field(default_factory=ValidateOptions)
 

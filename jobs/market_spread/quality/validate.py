@@ -27,12 +27,13 @@ from market_spread.quality.results_table import (RESULTS_SCHEMA, ensure_results_
 from market_spread.quality.slices import DEFAULT_ORPHAN_GRACE_S, _slice_alerts, _small
 from market_spread.quality.suites import LoadedSuite, load_suites
 from market_spread.quality.versions import _read, latest_version
+from market_spread.runtime.storage import Location, in_place, local_copy, location
 
 PARAMS_VIEW = "quality_params"
 METRICS_VIEW = "quality_batch_metrics"
 
 
-def check_lake(lake: Path) -> None:
+def check_lake(lake: Location) -> None:
     """UsageError unless `lake` holds the tables validate reads (before any Spark starts)."""
     if not lake.is_dir():
         raise UsageError(f"lake not found: {lake}")
@@ -45,7 +46,7 @@ def check_lake(lake: Path) -> None:
 class ValidateOptions:
     """How to validate: the command's flags, with the command's defaults."""
 
-    docs: Path = field(default_factory=lambda: Path(DEFAULT_DOCS))  # Data Docs site and GX store
+    docs: Location = field(default_factory=lambda: Path(DEFAULT_DOCS))  # Data Docs site and GX store (or an S3 prefix)
     full: bool = False  # every alert, not only those appended since the last passing run
     thresholds: Thresholds = DEFAULT_THRESHOLDS  # the stream's: the suites re-check its verdicts
     expectations_dir: Path | None = None  # suite files; None: the packaged suites
@@ -77,7 +78,7 @@ def validate_lake(
     Raises quality_suites.SuiteFileError for a malformed suite file and market_spread.errors.UsageError
     for a lake without the product's tables.
     """
-    lake = Path(lake)
+    lake = location(lake)
     check_lake(lake)
     if SparkSession.builder.getOrCreate() is not spark:
         # GX runs its SQL in the session getOrCreate() returns; the batches' temp views and ours
@@ -109,7 +110,7 @@ def validate_lake(
     )
 
 
-def _read_lake(spark: SparkSession, lake: Path, full: bool, mark: int | None, orphan_grace_s: float) -> _Run:
+def _read_lake(spark: SparkSession, lake: Location, full: bool, mark: int | None, orphan_grace_s: float) -> _Run:
     """Name the run, and slice what it validates: the alerts of batches not validated yet (`full`:
     all), the state whole. `mark` is the newest alerts version a passing run read (shown only)."""
     validated_at = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
@@ -122,7 +123,7 @@ def _read_lake(spark: SparkSession, lake: Path, full: bool, mark: int | None, or
     return _Run(run_id, validated_at, alerts, state_version, state_df, state_df.count())
 
 
-def _run_suites(spark: SparkSession, lake: Path, run: _Run, options: ValidateOptions,
+def _run_suites(spark: SparkSession, lake: Location, run: _Run, options: ValidateOptions,
                 suites: dict[str, LoadedSuite], parameters: dict[str, Any]) -> tuple[dict[str, list], str]:
     """Run both suites on their batches (cached while they run), with the views their SQL checks read."""
     alerts, thresholds = run.alerts, options.thresholds
@@ -146,7 +147,10 @@ def _run_suites(spark: SparkSession, lake: Path, run: _Run, options: ValidateOpt
                          "rows": run.state_rows, **shown},
     }
     try:
-        return run_suites(Path(options.docs), suites, batches, SuiteRun(run.run_id, run.validated_at, parameters, info))
+        target = location(options.docs)
+        with local_copy(target) as docs:  # GX writes local files: on S3, a copy uploaded after
+            outcomes, index = run_suites(docs, suites, batches, SuiteRun(run.run_id, run.validated_at, parameters, info))
+        return outcomes, in_place(index, docs, target)
     finally:
         for view in (PARAMS_VIEW, METRICS_VIEW):
             spark.catalog.dropTempView(view)

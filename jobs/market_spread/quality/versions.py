@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from market_spread.runtime.storage import S3Path, location
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -21,7 +23,7 @@ def latest_version(path: str | Path) -> int:
 
     Commits appear atomically as `_delta_log/<20 digits>.json`; in-flight ones are hidden temp files.
     """
-    versions = [int(p.name[:20]) for p in (Path(path) / "_delta_log").glob("*.json")
+    versions = [int(p.name[:20]) for p in (location(path) / "_delta_log").glob("*.json")
                 if len(p.name) == 25 and p.name[:20].isdigit()]
     if not versions:
         raise FileNotFoundError(f"no Delta commits under {path}")
@@ -33,14 +35,14 @@ def commit_time(table: str | Path, version: int) -> float | None:
     commit file's modification time; None when the file is gone (cleaned up after a checkpoint)."""
     import json
 
-    path = Path(table) / "_delta_log" / f"{version:020d}.json"
+    path = location(table) / "_delta_log" / f"{version:020d}.json"
     try:
-        with open(path, encoding="utf-8") as log:
-            for line in log:
-                info = json.loads(line).get("commitInfo") if line.strip() else None
-                if isinstance(info, dict) and isinstance(info.get("timestamp"), (int, float)):
-                    return info["timestamp"] / 1000.0
-        return path.stat().st_mtime
+        for line in path.read_text(encoding="utf-8").splitlines():
+            info = json.loads(line).get("commitInfo") if line.strip() else None
+            if isinstance(info, dict) and isinstance(info.get("timestamp"), (int, float)):
+                return info["timestamp"] / 1000.0
+        stat = path.stat()
+        return stat.modified.timestamp() if isinstance(path, S3Path) else stat.st_mtime
     except (OSError, ValueError):
         return None
 
@@ -73,7 +75,7 @@ def _added_batches(lines: list[str]) -> tuple[bool, set[int]]:
 def newest_data_commit(table: str | Path, look_back: int = 50) -> tuple[float, set[int]] | None:
     """(commit time, batch ids) of the newest commit still in the log that added rows (compaction
     rewrites files without a data change and is passed over); None when none is found."""
-    log = Path(table) / "_delta_log"
+    log = location(table) / "_delta_log"
     versions = sorted((int(p.name[:20]) for p in log.glob("[0-9]" * 20 + ".json")), reverse=True)
     for version in versions[:look_back]:
         try:

@@ -11,8 +11,10 @@ is imported only when an S3 location is used.
 """
 from __future__ import annotations
 
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Iterator, Union
 
 from market_spread.runtime.s3 import S3Config, S3Path, client  # noqa: F401 - the storage API callers import
 
@@ -83,3 +85,37 @@ def open_delta(table: "str | Path | S3Path") -> Any:
 
     uri, options = delta_rs_target(table)
     return DeltaTable(uri, storage_options=options)
+
+
+@contextmanager
+def local_copy(folder: Location) -> Iterator[Path]:
+    """A local folder to work in: `folder` itself when local; for an S3 prefix, a temporary copy of
+    its objects, whose new or changed files are uploaded when the block ends without an error (for
+    tools that write only to local files, such as GX's file stores and its Data Docs site)."""
+    if not isinstance(folder, S3Path):
+        yield folder
+        return
+    with tempfile.TemporaryDirectory(prefix="market-spread-") as work:
+        root = Path(work)
+        before: dict[str, int] = {}
+        for obj, info in folder.listing():
+            relative = obj.key[len(folder.key):].lstrip("/")
+            (root / relative).parent.mkdir(parents=True, exist_ok=True)
+            (root / relative).write_bytes(obj.read_bytes())
+            before[relative] = info.size
+        yield root
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            relative = path.relative_to(root).as_posix()
+            data = path.read_bytes()
+            if before.get(relative) != len(data) or (folder / relative).read_bytes() != data:
+                (folder / relative).write_bytes(data)
+
+
+def in_place(path: str, copy: Path, folder: Location) -> str:
+    """Where a file of a `local_copy` lives in `folder` once uploaded (its s3:// URI, for people)."""
+    if not isinstance(folder, S3Path):
+        return path
+    try:
+        return (folder / Path(path).relative_to(copy).as_posix()).uri("s3")
+    except ValueError:
+        return path

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from market_spread.cli.options import ranged, symbols, whole_number
+from market_spread.cli.options import place, ranged, symbols, whole_number
 from market_spread.cli.params import choice, env_command, number, options
 from market_spread.cli.commands import kafka
 from market_spread.cli.commands.kafka import target as kafka_target
@@ -29,6 +29,6 @@ opt = options("generate")
 def command(landing: str | None, symbols: str, kafka: str | None, quotes_topic: str, orders_topic: str,
             partitions: int, **recipe) -> int:  # recipe: the GenerateSpec fields of the same names
     return generate(GenerateSpec(
-        symbols=Path(symbols), landing=Path(landing) if landing else None,
+        symbols=Path(symbols), landing=place(landing),
         kafka=kafka_target(kafka, quotes_topic, orders_topic, partitions), **recipe,
     ))

@@ -1,9 +1,7 @@
 """`market-spread maintain`: compaction, VACUUM and quote retention on the lake's tables."""
 from __future__ import annotations
 
-from pathlib import Path
-
-from market_spread.cli.options import lake, master, ranged, whole_number
+from market_spread.cli.options import lake, master, place, ranged, whole_number
 from market_spread.cli.params import env_command, options
 from market_spread.lake.maintenance import DEFAULT_RETAIN_HOURS, MaintainSpec, maintain
 
@@ -22,4 +20,4 @@ opt = options("maintain")
 @master("maintain")
 def command(lake: str, retain_hours: int, tables: tuple[str, ...] | None, attempts: int, quote_retention_days: int,
             master: str | None) -> int:
-    return maintain(MaintainSpec(Path(lake), retain_hours, tables, attempts, quote_retention_days, master))
+    return maintain(MaintainSpec(place(lake), retain_hours, tables, attempts, quote_retention_days, master))

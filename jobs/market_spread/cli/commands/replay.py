@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from market_spread.cli.options import place
 from market_spread.cli.params import env_command, number, options
 from market_spread.cli.commands import kafka
 from market_spread.cli.commands.kafka import target as kafka_target
@@ -23,6 +24,6 @@ def command(landing: str | None, nbbo: tuple[str, ...], orders: tuple[str, ...],
             kafka: str | None, quotes_topic: str, orders_topic: str, partitions: int) -> int:
     return replay(ReplaySpec(
         nbbo=tuple(Path(p) for p in nbbo), orders=tuple(Path(p) for p in orders),
-        landing=Path(landing) if landing else None, kafka=kafka_target(kafka, quotes_topic, orders_topic, partitions),
+        landing=place(landing), kafka=kafka_target(kafka, quotes_topic, orders_topic, partitions),
         records_per_file=records_per_file, strict=strict,
     ))

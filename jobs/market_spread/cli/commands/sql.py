@@ -1,11 +1,9 @@
 """`market-spread sql`: a read-only Spark SQL query over the lake's tables by name."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from market_spread.cli.options import lake
+from market_spread.cli.options import lake, place
 from market_spread.cli.params import choice, env_command, options
 from market_spread.lake.query import QuerySpec, query_lake
 
@@ -18,4 +16,4 @@ opt = options("sql")
 @click.argument("query")
 def command(lake: str, format: str, query: str) -> int:  # noqa: A002 - the option's name
     """QUERY: a Spark SQL query, e.g. "SELECT reason, count(*) FROM alerts GROUP BY reason"."""
-    return query_lake(QuerySpec(Path(lake), query, format))
+    return query_lake(QuerySpec(place(lake), query, format))
