@@ -22,6 +22,8 @@ from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
+from market_spread.runtime.storage import location
+
 COMMIT = re.compile(r"^(\d{20})\.json$")  # never the writers' temporary files
 STATE_KEY = "alerts_version"  # the last commit seen, kept in Airflow's asset state store
 
@@ -94,7 +96,7 @@ class NewAlertsTrigger(BaseEventTrigger):
                  "throttle_seconds": self.throttle_seconds, "quality_dag_id": self.quality_dag_id})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        log = Path(self.table) / "_delta_log"
+        log = location(self.table) / "_delta_log"  # a local folder or an S3 prefix
         seen = await self._start_version(log)
         last_event: float | None = None
         waiting = False  # rows committed and not announced yet

@@ -12,7 +12,6 @@ moves the jobs to another lake but not these assets: set the environment variabl
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 from airflow.sdk import Asset, AssetWatcher
 
@@ -20,6 +19,7 @@ from market_spread.orchestration.alerts_trigger import NewAlertsTrigger
 from market_spread.orchestration.quality_summary import RESULTS_TABLE
 from market_spread.runtime.paths import project_home
 from market_spread.runtime.settings import ENV_PREFIX, value
+from market_spread.runtime.storage import Location, S3Path, location
 
 ALERTS = "market_spread_alerts"
 QUALITY_RESULTS = "market_spread_quality_results"
@@ -28,10 +28,15 @@ QUALITY_DAG_ID = "market_spread_quality"
 GROUP = "market-spread"
 
 
-def table_path(table: str) -> Path:
-    """The table's folder in the lake the environment names (relative: in the project home)."""
-    lake = value(ENV_PREFIX + "LAKE")  # a Path, `~` expanded
-    return (lake if lake.is_absolute() else project_home() / lake) / table
+def table_path(table: str) -> Location:
+    """The table's folder in the lake the environment names (relative: in the project home; an
+    s3:// lake: its S3 location)."""
+    lake = location(value(ENV_PREFIX + "LAKE"))  # a Path (`~` expanded) or an S3Path
+    return (lake if isinstance(lake, S3Path) or lake.is_absolute() else project_home() / lake) / table
+
+
+def _uri(path: Location) -> str:
+    return path.uri("s3") if isinstance(path, S3Path) else path.as_uri()
 
 
 def alerts_asset() -> Asset:
@@ -44,10 +49,10 @@ def alerts_asset() -> Asset:
         throttle_seconds=value(ENV_PREFIX + "ALERTS_THROTTLE_SECONDS"),
         quality_dag_id=QUALITY_DAG_ID,
     )
-    return Asset(ALERTS, uri=path.as_uri(), group=GROUP,
+    return Asset(ALERTS, uri=_uri(path), group=GROUP,
                  watchers=[AssetWatcher(name=ALERTS_WATCHER, trigger=trigger)])
 
 
 def quality_results_asset() -> Asset:
     """validate's results table: the quality DAG's outlet."""
-    return Asset(QUALITY_RESULTS, uri=table_path(RESULTS_TABLE).as_uri(), group=GROUP)
+    return Asset(QUALITY_RESULTS, uri=_uri(table_path(RESULTS_TABLE)), group=GROUP)

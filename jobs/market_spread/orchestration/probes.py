@@ -10,15 +10,18 @@ import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
+from market_spread.runtime.lease import lease_live, read_lease
 from market_spread.runtime.processes import record_alive
+from market_spread.runtime.storage import Location, S3Path
 from market_spread.runtime.stream_contract import LOCK_FILE
 
 
-def read_stream_lock(lake: Path) -> dict[str, Any]:
-    """The lake's writer lock record as written by its holder; {} when absent or unreadable."""
+def read_stream_lock(lake: Location) -> dict[str, Any]:
+    """The lake's writer lock record (on S3: its lease) as written by its holder; {} when absent or unreadable."""
+    if isinstance(lake, S3Path):
+        return read_lease(lake)
     try:
         value = json.loads((lake / LOCK_FILE).read_text(encoding="utf-8") or "{}")
     except (OSError, ValueError):
@@ -26,7 +29,7 @@ def read_stream_lock(lake: Path) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def live_stream(lake: Path) -> dict[str, Any] | None:
+def live_stream(lake: Location) -> dict[str, Any] | None:
     """The lock record of the stream (or maintain) writing this lake, if its driver or JVM lives.
 
     Reads the record only (never takes the lock), so probing cannot make a starting stream fail.
@@ -35,11 +38,13 @@ def live_stream(lake: Path) -> dict[str, Any] | None:
     checked here; callers only wait or skip compaction on it, and `maintain` takes the flock anyway).
     """
     info = read_stream_lock(lake)
+    if isinstance(lake, S3Path):
+        return info if lease_live(info) else None
     alive = record_alive(info, "pid", "pid_started") or record_alive(info, "jvm_pid", "jvm_started")
     return info if alive else None
 
 
-def last_batch(lake: Path) -> dict[str, Any] | None:
+def last_batch(lake: Location) -> dict[str, Any] | None:
     """The newest row of batch_metrics, read with delta-rs (no Spark), or None if none yet."""
     path = lake / "batch_metrics"
     if not (path / "_delta_log").is_dir():
@@ -53,20 +58,31 @@ def last_batch(lake: Path) -> dict[str, Any] | None:
     return max(rows, key=lambda r: r["batch_id"])
 
 
-def delta_tables(lake: Path) -> list[str]:
+def delta_tables(lake: Location) -> list[str]:
     """Names of the Delta tables directly under `lake`, sorted."""
     if not lake.is_dir():
         return []
     return sorted(p.name for p in lake.iterdir() if (p / "_delta_log").is_dir())
 
 
-def _newest_landing_change(landing: Path) -> float:
+def _landing_objects(landing: S3Path) -> list[tuple[str, float]]:
+    """(name, modification time) of the landing objects the stream reads (object storage has no
+    folder times: one listing per feed)."""
+    return [(obj.name, info.modified.timestamp()) for feed in ("quotes", "orders") for obj, info in (landing / feed).listing()
+            if obj.parent == landing / feed and obj.name.endswith(".jsonl") and not obj.name.startswith((".", "_"))]
+
+
+def _newest_landing_change(landing: Location) -> float:
+    if isinstance(landing, S3Path):
+        return max((t for _, t in _landing_objects(landing)), default=0.0)
     # A folder's mtime moves whenever a file is renamed into it: O(1) however many files it holds.
     stamps = [(landing / feed).stat().st_mtime for feed in ("quotes", "orders") if (landing / feed).is_dir()]
     return max(stamps, default=0.0)
 
 
-def _oldest_landing_file_after(landing: Path, since: float) -> float | None:
+def _oldest_landing_file_after(landing: Location, since: float) -> float | None:
+    if isinstance(landing, S3Path):
+        return min((t for _, t in _landing_objects(landing) if t > since), default=None)
     oldest = None
     for feed in ("quotes", "orders"):
         folder = landing / feed
@@ -97,7 +113,7 @@ class StreamHealth:
     does not raise false alarms.
     """
 
-    landing: Path
+    landing: Location
     stall_seconds: float
     startup_seconds: float = 900.0
     started: float = field(default_factory=time.time)
@@ -153,8 +169,11 @@ class StreamHealth:
 # What maintenance and validation act on
 
 
-def data_docs_location(docs: Path) -> str:
-    """The Data Docs index as a file:// URI (the shallowest index.html), else the folder itself."""
+def data_docs_location(docs: Location) -> str:
+    """The Data Docs index as a file:// URI (the shallowest index.html), else the folder itself (on
+    S3: the index's s3:// URI)."""
+    if isinstance(docs, S3Path):
+        return (docs / "index.html").uri("s3")
     index = docs / "index.html"
     if not index.is_file():
         found = sorted(docs.glob("**/index.html"), key=lambda p: len(p.parts)) if docs.is_dir() else []
@@ -162,11 +181,14 @@ def data_docs_location(docs: Path) -> str:
     return index.as_uri() if index.is_file() else str(docs)
 
 
-def tables_changed_since(lake: Path, tables: tuple[str, ...], since: datetime | None) -> bool:
-    """Did any of these tables commit after `since`? (the `_delta_log` folder's mtime; O(1))"""
+def tables_changed_since(lake: Location, tables: tuple[str, ...], since: datetime | None) -> bool:
+    """Did any of these tables commit after `since`? (the `_delta_log` folder's mtime; O(1); on S3
+    its newest object)"""
     if since is None:
         return True
     stamp = since.timestamp()
+    if isinstance(lake, S3Path):
+        return any(info.modified.timestamp() >= stamp for name in tables for _, info in (lake / name / "_delta_log").listing())
     for name in tables:
         with contextlib.suppress(OSError):
             if (lake / name / "_delta_log").stat().st_mtime >= stamp:
@@ -174,9 +196,12 @@ def tables_changed_since(lake: Path, tables: tuple[str, ...], since: datetime | 
     return False
 
 
-def small_file_counts(lake: Path) -> dict[str, int]:
+def small_file_counts(lake: Location) -> dict[str, int]:
     """Data files on disk per table (live or tombstoned): what compaction and vacuum act on."""
     counts = {}
+    if isinstance(lake, S3Path):
+        return {name: sum(1 for obj in (lake / name).rglob("*.parquet") if "_delta_log" not in obj.parts)
+                for name in delta_tables(lake)}
     for name in delta_tables(lake):
         total = 0
         for root, dirs, files in os.walk(lake / name):

@@ -13,14 +13,18 @@ from market_spread.runtime import settings as registry
 from market_spread.runtime.paths import project_home
 from market_spread.runtime.settings import AIRFLOW_PREFIX as VAR_PREFIX
 from market_spread.runtime.settings import ENV_PREFIX, boolean as parse_bool
+from market_spread.runtime.storage import Location, is_s3, location
 
 __all__ = ["Settings", "VAR_PREFIX", "airflow_variable", "in_airflow_task", "parse_bool", "resolve_settings"]
 
 
 def _in_project(value: Any) -> Any:
-    """A relative path is taken from the project home; other values stay as they are."""
+    """A relative path is taken from the project home; an S3 URI becomes its S3Path; other values
+    stay as they are."""
     if isinstance(value, Path) and not value.is_absolute():
         return project_home() / value
+    if isinstance(value, str) and is_s3(value):
+        return location(value)
     return value
 
 
@@ -36,9 +40,9 @@ def _declared(name: str) -> Any:
 class Settings:
     """Everything the DAGs need; each field is declared in runtime/settings.py (type, default, meaning)."""
 
-    lake: Path = _declared("lake")
-    landing: Path = _declared("landing")
-    docs: Path = _declared("docs")
+    lake: Location = _declared("lake")  # a local folder or an S3Path (runtime.storage)
+    landing: Location = _declared("landing")
+    docs: Location = _declared("docs")
     symbols: str | None = _declared("symbols")
     master: str | None = _declared("master")
     max_spread: str | None = _declared("max_spread")

@@ -129,6 +129,16 @@ def path(raw: str) -> Path:
     return Path(raw).expanduser()
 
 
+@kind("a folder, or an S3 URI (s3://bucket/prefix)")
+def place(raw: str) -> "Path | str":
+    """A local folder as a Path; an S3 URI kept as text (runtime.storage.location reads both)."""
+    if raw.lower().startswith(("s3://", "s3a://")):
+        if not raw.split("://", 1)[1].split("/", 1)[0]:
+            raise ValueError("an S3 URI names a bucket: s3://bucket/prefix")
+        return raw
+    return path(raw)
+
+
 @kind("true or false (also yes/no, on/off, 1/0)")
 def boolean(raw: str) -> bool:
     """true/false (or yes/no, on/off, 1/0) as the CLI reads switches; anything else is an error."""

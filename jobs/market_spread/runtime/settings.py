@@ -14,13 +14,13 @@ from typing import Any, Callable
 
 from market_spread.runtime.registry import (
     AIRFLOW, AIRFLOW_PREFIX, CLUSTER, ENV_PREFIX, FALSE_WORDS, SETTINGS, SPARK, TRUE_WORDS, Setting, archive_or_off,
-    boolean, check_for, declare, kind, log_level, one_of, parse_text, path, port, positive_number, setting, size, text, value,
+    boolean, check_for, declare, kind, log_level, one_of, parse_text, path, place, port, positive_number, setting, size, text, value,
     whole,
 )
 
 __all__ = [
     "AIRFLOW", "AIRFLOW_PREFIX", "CLUSTER", "ENV_PREFIX", "FALSE_WORDS", "SETTINGS", "SPARK", "TRUE_WORDS", "Setting",
-    "archive_or_off", "boolean", "check_for", "declare", "kind", "log_level", "one_of", "parse_text", "path", "port",
+    "archive_or_off", "boolean", "check_for", "declare", "kind", "log_level", "one_of", "parse_text", "path", "place", "port",
     "positive_number", "setting", "size", "text", "value", "whole",
 ]
 
@@ -133,9 +133,9 @@ def _orchestration(name: str, parse: Callable[[str], Any], default: Any, meaning
 
 
 # The Airflow DAGs (orchestration/settings.py: Settings); relative paths are in the project home
-_orchestration("lake", path, Path("data/lake"), "The lake the DAGs' jobs write and read.")
-_orchestration("landing", path, Path("data/landing"), "The landing folder the stream reads and the feed writes.")
-_orchestration("docs", path, Path("data/quality"), "Where validate writes its data docs.")
+_orchestration("lake", place, Path("data/lake"), "The lake the DAGs' jobs write and read.")
+_orchestration("landing", place, Path("data/landing"), "The landing folder the stream reads and the feed writes.")
+_orchestration("docs", place, Path("data/quality"), "Where validate writes its data docs.")
 _orchestration("symbols", text, None, "The symbol universe file.", shown_default="the packaged symbols.txt")
 _orchestration("max_spread", text, None, "The stream's and validate's absolute spread threshold.")
 _orchestration("max_spread_ratio", text, None, "The stream's and validate's relative spread threshold.")
