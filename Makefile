@@ -14,13 +14,19 @@ KAFKA_JARS := .cache/kafka-jars
 KAFKA_JAR_IDS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2
 # A single-node Kafka broker (market-spread broker), run with java -cp: every JAR it needs.
 BROKER_JARS := .cache/broker-jars
+# Spark's S3A connector (s3a:// paths): hadoop-aws and the AWS SDK v2 modules it loads (~9 MB, 33 JARs;
+# the SDK's `bundle` is ~600 MB). Spark's own netty, httpclient, commons and slf4j JARs are left out.
+S3_JARS := .cache/s3-jars
+S3_JAR_GROUPS := org.apache.hadoop,software.amazon.awssdk,software.amazon.eventstream,org.reactivestreams
+# The S3-compatible server of `market-spread object-store` (s3proxy, one self-contained JAR).
+S3PROXY_JAR := .cache/s3proxy
 # The Data Docs' CSS and scripts (their CDNs' files, from the npm registry): reports render offline.
 DATADOCS_ASSETS := .cache/datadocs-assets
 
 .PHONY: setup run test test-fast reliability bench clean check-tools jvm-archive browser
 
 setup: check-tools $(VENV)/.installed $(JARS)/.fetched $(KAFKA_JARS)/.fetched $(BROKER_JARS)/.fetched \
-	$(DATADOCS_ASSETS)/.fetched jvm-archive
+	$(S3_JARS)/.fetched $(S3PROXY_JAR)/.fetched $(DATADOCS_ASSETS)/.fetched jvm-archive
 
 check-tools:
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found: install Python 3.11" >&2; exit 1; }
@@ -57,6 +63,20 @@ $(BROKER_JARS)/.fetched: jobs/maven/kafka-broker-pom.xml
 	@ls $(BROKER_JARS)/kafka_2.13-*.jar $(BROKER_JARS)/kafka-server-*.jar >/dev/null
 	@touch $@
 
+$(S3_JARS)/.fetched: jobs/maven/s3-pom.xml
+	@mkdir -p $(S3_JARS)
+	mvn -q -B -f jobs/maven/s3-pom.xml dependency:copy-dependencies \
+	    -DoutputDirectory=$(abspath $(S3_JARS)) -DincludeScope=runtime -DincludeGroupIds=$(S3_JAR_GROUPS)
+	@ls $(S3_JARS)/hadoop-aws-*.jar $(S3_JARS)/s3-2.*.jar >/dev/null
+	@touch $@
+
+$(S3PROXY_JAR)/.fetched: jobs/maven/s3proxy-pom.xml
+	@mkdir -p $(S3PROXY_JAR)
+	mvn -q -B -f jobs/maven/s3proxy-pom.xml dependency:copy-dependencies \
+	    -DoutputDirectory=$(abspath $(S3PROXY_JAR)) -DincludeScope=runtime
+	@ls $(S3PROXY_JAR)/s3proxy-*-jar-with-dependencies.jar >/dev/null
+	@touch $@
+
 # Optional: without npm (or the registry) the product runs and the reports render unstyled; the
 # next set-up tries again (no stamp).
 $(DATADOCS_ASSETS)/.fetched: jobs/market_spread/orchestration/datadocs_assets.py $(VENV)/.installed
@@ -69,7 +89,7 @@ $(DATADOCS_ASSETS)/.fetched: jobs/market_spread/orchestration/datadocs_assets.py
 # Run at every set-up, not behind a stamp: it returns at once when the archive for this Java, Spark
 # and JARs is there, and writes it again when it is not (new JARs, or one set aside as damaged).
 # Never fatal: without the archive every command still runs, only its JVM starts slower.
-jvm-archive: $(VENV)/.installed $(JARS)/.fetched
+jvm-archive: $(VENV)/.installed $(JARS)/.fetched $(S3_JARS)/.fetched
 	-@$(PY) -m market_spread_tools.jvm_archive
 
 run: setup

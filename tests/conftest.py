@@ -31,6 +31,16 @@ def spark():
 
 
 @pytest.fixture(scope="session")
+def object_store(tmp_path_factory):
+    """A real S3 server (`market-spread object-store`) for the run: tests/helpers/s3.py's ObjectStore
+    (`.endpoint`, `.env`, `.bucket`, `.uri(prefix)`, `.environ()`)."""
+    from tests.helpers.s3 import object_store as running
+
+    with running(tmp_path_factory) as store:
+        yield store
+
+
+@pytest.fixture(scope="session")
 def wallaroo_dir() -> Path:
     path = Path(os.environ.get("MARKET_SPREAD_WALLAROO_DATA", SHARED / "wallaroo"))
     if not path.is_dir():

@@ -7,12 +7,12 @@ import subprocess
 import pytest
 
 from market_spread.runtime.jvm_archive import archive_path
-from market_spread.runtime.spark import delta_jars
+from market_spread.runtime.spark import session_jars
 from tests.helpers.cli import market_spread
 
 
 def test_the_driver_jvm_maps_the_class_archive_setup_wrote(spark):
-    archive = archive_path(delta_jars())
+    archive = archive_path(session_jars())
     if archive is None or not archive.is_file():
         pytest.skip("no class archive (make setup writes it; MARKET_SPREAD_CDS_ARCHIVE=off disables it)")
     jvm = spark.sparkContext._jvm
@@ -49,7 +49,7 @@ def test_a_damaged_class_archive_is_set_aside_and_the_command_still_runs(tmp_pat
     without it, with a warning, instead of failing."""
     import os
 
-    good = archive_path(delta_jars())
+    good = archive_path(session_jars())
     damaged = tmp_path / "driver.jsa"
     damaged.write_bytes((good.read_bytes()[:50_000_000]) if good and good.is_file() else b"\0" * 4096)
     env = {**os.environ, "MARKET_SPREAD_CDS_ARCHIVE": str(damaged)}

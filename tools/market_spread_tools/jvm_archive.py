@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from market_spread.runtime.jvm_archive import DUMP_VARIABLE, archive_path
-from market_spread.runtime.spark import delta_jars
+from market_spread.runtime.spark import session_jars
 
 
 def _cli(*args: str, env: dict[str, str]) -> None:
@@ -28,7 +28,7 @@ def _cli(*args: str, env: dict[str, str]) -> None:
 
 
 def main() -> int:
-    target = archive_path(delta_jars())
+    target = archive_path(session_jars())
     if target is None:
         print("jvm archive: disabled (MARKET_SPREAD_CDS_ARCHIVE=off)")
         return 0

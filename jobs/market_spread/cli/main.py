@@ -42,6 +42,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "maintain": ("market_spread.cli.commands.maintain", "compact and vacuum the lake's tables"),
     "bench": ("market_spread_tools.bench_command", "measure throughput, latency and scaling"),
     "broker": ("market_spread.cli.commands.broker", "run a single-node Kafka broker (KRaft) on 127.0.0.1 in the foreground"),
+    "object-store": ("market_spread.cli.commands.object_store",
+                     "run an S3-compatible server (s3proxy) on 127.0.0.1 in the foreground"),
 }
 
 

@@ -44,6 +44,11 @@ declare(P + "KAFKA_JARS", path, None, "Folder of Spark's Kafka connector JARs.",
         shown_default="`.cache/kafka-jars` in the project home", to_jobs=True)
 declare(P + "BROKER_JARS", path, None, "Folder of the Kafka broker's JARs.", ("broker",),
         shown_default="`.cache/broker-jars` in the project home", to_jobs=True)
+declare(P + "S3_JARS", path, None, "Folder of Spark's S3A connector JARs (hadoop-aws and the AWS SDK modules it "
+        "needs); every Spark session loads them when they are there.", (SPARK,),
+        shown_default="`.cache/s3-jars` in the project home", to_jobs=True)
+declare(P + "S3PROXY_JARS", path, None, "Folder of the S3-compatible server's JAR (s3proxy).", ("object-store",),
+        shown_default="`.cache/s3proxy` in the project home")
 declare(P + "RUN_ID", text, None, "Set by `make run` in every process it starts, so that its final sweep finds "
         "them all; passed on to the jobs.", ("make run", AIRFLOW), to_jobs=True)
 

@@ -1,4 +1,4 @@
-"""SparkSession construction with Delta from JARs fetched once into a local folder."""
+"""SparkSession construction with Delta (and S3A, when fetched) from JARs fetched once into local folders."""
 from __future__ import annotations
 
 import glob
@@ -40,6 +40,23 @@ def cached_jars(variable: str, subdir: str, marker: str, what: str) -> list[str]
 def delta_jars() -> list[str]:
     """The Delta JARs `make setup` fetched; MissingJars (a UsageError) says what to do if they are missing."""
     return cached_jars("MARKET_SPREAD_JARS", "jars", "delta-spark_", "Delta")
+
+
+def s3_jars() -> list[str]:
+    """Spark's S3A connector JARs `make setup` fetched (hadoop-aws and the AWS SDK modules it loads);
+    MissingJars says what to do if they are missing. A caller given an s3:// path asks for them."""
+    return cached_jars("MARKET_SPREAD_S3_JARS", "s3-jars", "hadoop-aws-", "S3A connector (hadoop-aws)")
+
+
+def session_jars() -> list[str]:
+    """Every session's JARs: Delta's, and the S3A connector's when they are there (a lake on local
+    disk never needs them, so their absence is no error here). The driver's class archive is keyed
+    by this list: whatever builds a session or the archive takes it from here."""
+    try:
+        extra = s3_jars()
+    except MissingJars:
+        extra = []
+    return delta_jars() + extra
 
 
 # C1 only, with room for its larger code: a cold JVM spends much of its first minute compiling with
@@ -176,12 +193,14 @@ def build_session(
     if shuffle_partitions is None:
         # Micro-batches are small: a few partitions per core beats the default 200 by far.
         shuffle_partitions = value("MARKET_SPREAD_SHUFFLE_PARTITIONS")
-    jars = delta_jars()
+    jars = session_jars()
     driver_options = f"-Duser.timezone=UTC {jit_options(long_running)}".strip()
     conf = {
         **delta_conf(jars, shuffle_partitions),
         **core_conf(shuffle_partitions),
         **jvm_conf(jars, driver_options),
+        # S3A's endpoint and keys from the AWS variables: inert until a path is s3a:// (or s3://).
+        **S3Config.from_env().hadoop_conf(),
         # A local driver on loopback only; a cluster's driver with Spark's RPC authentication.
         **driver_conf(master),
         # Cluster-only settings from the environment (driver address, executor sizes, event log):

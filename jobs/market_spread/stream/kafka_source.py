@@ -101,13 +101,13 @@ def kafka_jars() -> list[str]:
 
 
 def session_conf() -> dict[str, str]:
-    """Extra SparkSession settings for a Kafka stream: the Delta JARs plus the connector's.
+    """Extra SparkSession settings for a Kafka stream: the session's JARs plus the connector's.
 
     Only a Kafka stream pays for the connector's JARs; file streams start exactly as before.
     """
-    from market_spread.runtime.spark import delta_jars  # here: it loads pyspark
+    from market_spread.runtime.spark import session_jars  # here: it loads pyspark
 
-    return {"spark.jars": ",".join(delta_jars() + kafka_jars())}
+    return {"spark.jars": ",".join(session_jars() + kafka_jars())}
 
 
 def missing_topics(settings: KafkaSettings, timeout: float = 30.0) -> list[str]:
