@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from market_spread.feeds.broker import free_port
-from market_spread.runtime.storage import S3Config, _client
+from market_spread.runtime.storage import S3Config, client
 from tests.helpers.paths import ROOT
 from tests.helpers.processes import stop
 
@@ -50,7 +50,7 @@ class ObjectStore:
 
     def client(self) -> Any:
         """A boto3 S3 client of this server (the product's own, runtime.storage)."""
-        return _client(self.config)
+        return client(self.config)
 
     def uri(self, prefix: str = "t") -> str:
         """`s3://BUCKET/PREFIX-XXXXXXXX`: a prefix no test has used yet on this server."""

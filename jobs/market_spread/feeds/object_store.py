@@ -85,9 +85,9 @@ def write_private(folder: Path, name: str, text: str) -> Path:
 
 def create_buckets(endpoint: str, access_key: str, secret_key: str, buckets: tuple[str, ...]) -> None:
     """Each bucket, unless this server already has it (a restart on the same data folder)."""
-    from market_spread.runtime.storage import S3Config, _client
+    from market_spread.runtime.storage import S3Config, client
 
-    s3 = _client(S3Config(endpoint, access_key, secret_key, value("AWS_REGION")))
+    s3 = client(S3Config(endpoint, access_key, secret_key, value("AWS_REGION")))
     for bucket in buckets:
         try:
             s3.create_bucket(Bucket=bucket)

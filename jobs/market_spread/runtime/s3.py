@@ -71,9 +71,9 @@ def _client(config: S3Config) -> Any:
                         aws_access_key_id=config.access_key, aws_secret_access_key=config.secret_key, config=options)
 
 
-def client() -> Any:
-    """The boto3 S3 client of the AWS variables (one per configuration)."""
-    return _client(S3Config.from_env())
+def client(config: "S3Config | None" = None) -> Any:
+    """The boto3 S3 client of `config` (default: the AWS variables); one per configuration."""
+    return _client(config or S3Config.from_env())
 
 
 @dataclass(frozen=True)
