@@ -485,6 +485,8 @@ def main() -> int:
         say(f"error: {exc}")
         return 1
     os.umask(0o077)  # everything written below (.airflow, data/) is readable by its owner only
+    # As every job gets it (airflow_env): the banner and the lake check then name the jobs' paths.
+    os.environ["MARKET_SPREAD_HOME"] = str(PROJECT_ROOT)  # registry: product
     settings = preflight(launch)
     if settings is None:
         return 1
