@@ -7,6 +7,8 @@ JARS := .cache/jars
 PORT ?= 8080
 # make run SOURCE=kafka: a Kafka broker beside Airflow; the stream and the feed use its topics.
 SOURCE ?= files
+# make run STORAGE=s3: an S3 server (market-spread object-store) beside Airflow holds landing and lake.
+STORAGE ?= local
 # Only the JARs Spark does not already ship: the rest (Hadoop, Jackson, Parquet, Scala) would clash.
 JAR_GROUPS := io.delta,io.unitycatalog,com.fasterxml.jackson.datatype,javax.annotation,commons-logging
 # Spark's Kafka source (stream --source kafka): the connector and what pyspark/jars lacks.
@@ -93,7 +95,7 @@ jvm-archive: $(VENV)/.installed $(JARS)/.fetched $(S3_JARS)/.fetched
 	-@$(PY) -m market_spread_tools.jvm_archive
 
 run: setup
-	PORT=$(PORT) SOURCE=$(SOURCE) $(VENV)/bin/market-spread-run
+	PORT=$(PORT) SOURCE=$(SOURCE) STORAGE=$(STORAGE) $(VENV)/bin/market-spread-run
 
 # Two pytest workers, a test file each at a time, the longest files first (tests/conftest.py): most
 # tests wait on child JVMs, brokers and Airflow, so on 2 cores the suite takes about a fifth less (docs/operations.md, Tests).

@@ -1,8 +1,9 @@
 """`stream --master spark://…` on a real Spark standalone cluster (a master and two workers on
 127.0.0.1, from the pip-installed Spark): the same tables as a local run, also when a worker dies
-mid-run (issue 8)."""
+mid-run (issue 8), and with landing, lake and checkpoint only on an S3 server (issue 41)."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -14,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from market_spread.lake.tables import TABLES, table_path
 from market_spread.runtime.cluster_conf import is_local, session_conf
 from market_spread_tools.cluster import LocalCluster
 from market_spread.feeds.generate import Generator, write_backlog
 from market_spread_tools.spark_auth import secret_of
 from tests.helpers.cli import CLI
-from tests.helpers.lake import comparable_tables, metrics_totals, stream
+from tests.helpers.lake import PROCESSING_COLUMNS, comparable_tables, metrics_totals, stream
 from tests.helpers.landing import land, land_pair
 from tests.helpers.net import not_loopback, tree
 from tests.helpers.records import order, quote
@@ -147,8 +149,9 @@ def _group_alive(pgid: int) -> bool:
         return False
 
 
-def _stream(cluster: LocalCluster, landing: Path, lake: Path, symbols: Path, python: Path, *mode: str) -> Stream:
-    env = dict(os.environ)
+def _stream(cluster: LocalCluster, landing: Path | str, lake: Path | str, symbols: Path, python: Path, *mode: str,
+            extra_env: dict[str, str] | None = None) -> Stream:
+    env = dict(os.environ, **(extra_env or {}))
     env.update({
         "PYSPARK_PYTHON": str(python),
         # Executors reach the driver on the loopback, like the workers (cluster.session_conf).
@@ -332,3 +335,78 @@ def test_a_cluster_stream_listens_on_loopback_only_with_authentication(tmp_path,
         assert run.finish(timeout=600) == 0, run.output[-6000:]
     finally:
         run.kill()
+
+
+def _delta_rows(table) -> list[dict]:
+    """A table's rows read with delta-rs (no Spark), as comparable_tables gives them: processing-time
+    columns left out, the quarantine's source file by name, in a stable order."""
+    from market_spread.runtime.storage import open_delta
+
+    found = open_delta(table).to_pyarrow_table().to_pylist()
+    out = [{k: v for k, v in r.items() if k not in PROCESSING_COLUMNS} for r in found]
+    if "source_file" in (found[0] if found else {}):
+        out = [{k: v for k, v in r.items() if k != "source_file"} | {"file": r["source_file"].rsplit("/", 1)[-1]} for r in out]
+    return sorted(out, key=lambda d: json.dumps(d, default=str, sort_keys=True))
+
+
+def _delta_tables(lake) -> dict[str, list[dict]]:
+    return {t: _delta_rows(table_path(lake, t)) for t in TABLES if t != "batch_metrics"}
+
+
+def _delta_counts(lake) -> dict[str, int]:
+    from market_spread.runtime.storage import open_delta
+
+    metrics = open_delta(table_path(lake, "batch_metrics")).to_pyarrow_table().to_pylist()
+    return {k: sum(r[k] or 0 for r in metrics) for k in ("quotes", "orders", "alerts", "quarantined")}
+
+
+def _land_with_an_s3_client(store, source: Path, landing: str) -> int:
+    """Each generated landing file as one object (a PUT is atomic: no half-written file is listed)."""
+    s3, prefix = store.client(), landing.split("/", 3)[3]
+    files = sorted(source.rglob("*.jsonl"))
+    for path in files:
+        s3.put_object(Bucket=store.bucket, Key=f"{prefix}/{path.relative_to(source).as_posix()}", Body=path.read_bytes())
+    return len(files)
+
+
+@pytest.mark.slow
+def test_a_cluster_stream_with_landing_lake_and_checkpoint_only_on_s3(tmp_path, data, two_workers, executor_python,
+                                                                      object_store):
+    """No shared disk: the driver and both workers' executors reach landing, lake and checkpoint on the
+    S3 server only. The workers were started without any AWS variable: the executors get the S3
+    settings from the driver (spark.hadoop.fs.s3a.*), like the Delta JARs (spark.jars)."""
+    import psutil
+
+    from market_spread.runtime.storage import location
+
+    cluster = two_workers
+    for name in cluster.running_workers():
+        worker_env = psutil.Process(cluster.procs[name].pid).environ()
+        assert worker_env.get("AWS_ENDPOINT_URL") != object_store.endpoint, f"{name} knows the S3 server by itself"
+    landing, lake = object_store.uri("cluster-landing"), object_store.uri("cluster-lake")
+    assert _land_with_an_s3_client(object_store, data["source"], landing) == 2 * PAIRS + 2
+    before = _app_dirs(cluster)
+    run = _stream(cluster, landing, lake, data["symbols"], executor_python["python"], "--available-now",
+                  extra_env=object_store.env)
+    rc = run.finish(timeout=900)
+    assert rc == 0, run.output[-6000:]
+
+    with object_store.environ():
+        # Read back with delta-rs and compared to the local run's lake (the oracle), read the same way.
+        reference = data["root"] / "reference-lake"
+        assert _delta_tables(lake) == _delta_tables(reference)
+        assert _delta_counts(lake) == _counts(data["totals"])
+        assert any((location(lake) / "_checkpoints" / "stream" / "commits").iterdir()), "checkpoint not on S3"
+    # Both workers ran executors of this application, which fetched the S3A connector from the driver.
+    new = {name: apps - before.get(name, set()) for name, apps in _app_dirs(cluster).items()}
+    ran = [name for name, apps in new.items() if apps]
+    assert len(ran) == 2, f"executors ran on {ran} only"
+    for name in ran:
+        (app,) = new[name]
+        logs = "".join(p.read_text(errors="replace") for p in (cluster.worker_dirs[name] / app).glob("*/stderr"))
+        assert "hadoop-aws-" in logs and "Fetching spark://" in logs, f"{name}: the S3A connector was not fetched"
+    assert not executor_python["mark"].exists(), "an executor started a Python worker"
+    # Nothing of the lake, its checkpoint or the landing is a local file: not here, not in the cluster's folders.
+    for root in (tmp_path, cluster.workdir):
+        local = [p for p in root.rglob("*") if p.name in ("_delta_log", "_checkpoints", "_stream_lease", "quotes", "orders")]
+        assert local == [], local

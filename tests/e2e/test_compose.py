@@ -1,6 +1,7 @@
 """docker-compose.yaml checked without a Docker engine (none runs on these machines): its structure,
-pinned images, health checks, the shared volume, the DAG configuration, no secrets; and a real
-compose validator when one is installed (`docker compose` or `docker-compose`)."""
+pinned images, health checks, landing and lake on the S3 server (no shared data volume), the DAG
+configuration, no secrets; and a real compose validator when one is installed (`docker compose` or
+`docker-compose`)."""
 from __future__ import annotations
 
 import os
@@ -24,7 +25,9 @@ SPARK_SERVICES = ["spark-master", "spark-worker"]
 ONE_SHOT = {"airflow-init", "kafka-init"}
 KAFKA_IMAGE = "apache/kafka:4.1.1"
 MASTER_URL = "spark://spark-master:7077"
-SHARED_MOUNT = "/data"
+STORE = "object-store"
+STORE_ENDPOINT = "http://object-store:9000"
+LAKE, LANDING = "s3://market-spread/lake", "s3://market-spread/landing"
 VAR = re.compile(r"(?<!\$)\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])[^}]*)?\}")
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|FERNET|TOKEN|PRIVATE|_KEY$")
 
@@ -82,7 +85,7 @@ def _is_pinned(image: str) -> bool:
 
 
 def test_every_service_is_there(services):
-    for name in ["postgres", *AIRFLOW_SERVICES, *SPARK_SERVICES]:
+    for name in ["postgres", *AIRFLOW_SERVICES, *SPARK_SERVICES, STORE]:
         assert name in services, f"missing service {name}"
     commands = {name: services[name].get("command") for name in AIRFLOW_SERVICES[1:]}
     assert commands == {"airflow-api-server": "api-server", "airflow-scheduler": "scheduler",
@@ -144,6 +147,10 @@ def test_long_running_services_have_health_checks_and_start_in_order(services):
         assert depends["airflow-init"]["condition"] == "service_completed_successfully"
     assert services["spark-worker"]["depends_on"]["spark-master"]["condition"] == "service_healthy"
     assert services["airflow-scheduler"]["depends_on"]["spark-master"]["condition"] == "service_healthy"
+    # Nothing that reads or writes the lake starts before the S3 server answers with its bucket.
+    for name in [*AIRFLOW_SERVICES[1:], "spark-worker"]:
+        assert services[name]["depends_on"][STORE]["condition"] == "service_healthy", name
+    assert "head_bucket(Bucket='market-spread')" in services[STORE]["healthcheck"]["test"][-1]
 
 
 def test_workers_scale_freely(services):
@@ -152,15 +159,46 @@ def test_workers_scale_freely(services):
     assert worker["command"][2] == MASTER_URL
 
 
-def test_landing_and_lake_share_one_volume_at_the_same_path(compose, services):
-    sources = set()
-    for name in [*AIRFLOW_SERVICES, "spark-worker"]:
-        mounts = _mounts(services[name])
-        assert SHARED_MOUNT in mounts, f"{name}: the shared volume is not mounted at {SHARED_MOUNT}"
-        sources.add(mounts[SHARED_MOUNT])
-    assert len(sources) == 1
-    (volume,) = sources
+def test_an_s3_server_holds_landing_and_lake(compose, services):
+    """Issue 41: no disk shared between containers for the data: the object-store service runs the
+    product's S3 server on the container's interface, with a volume of its own."""
+    store = services[STORE]
+    assert store["build"] == services["airflow-scheduler"]["build"], "the product image: its JAR and its command"
+    command = store["command"]
+    assert command[:2] == ["market-spread", "object-store"]
+    option = {command[i]: command[i + 1] for i in range(2, len(command) - 1, 2)}
+    assert option["--host"] == "0.0.0.0", "reachable by the other containers, not only its own loopback"
+    assert f"http://{STORE}:{option['--port']}" == STORE_ENDPOINT and option["--bucket"] == "market-spread"
+    assert "ports" not in store, "the store stays inside the compose network"
+    volume = _mounts(store)[option["--data"]]
     assert volume in (compose.get("volumes") or {}), "a named volume, not a host folder"
+    env = _env(store)
+    assert VAR.fullmatch(env["AWS_SECRET_ACCESS_KEY"]) and VAR.fullmatch(env["AWS_ACCESS_KEY_ID"])
+    # Its data volume is its own, and no other service mounts a data volume for landing or lake.
+    users: dict[str, set[str]] = {}
+    for name, service in services.items():
+        for target, source in _mounts(service).items():
+            users.setdefault(source, set()).add(name)
+            assert not target.startswith(("/data/lake", "/data/landing")) and target != "/data", f"{name}: {target}"
+    assert users[volume] == {STORE}
+    shared = {source for source, names in users.items() if len(names) > 1}
+    assert shared <= {"quality-docs", "airflow-logs", "spark-auth"}, shared
+
+
+def test_every_spark_and_airflow_service_reaches_the_s3_server(services):
+    store_env = _env(services[STORE])
+    for name in [*AIRFLOW_SERVICES, *SPARK_SERVICES]:
+        env = _env(services[name])
+        assert env["AWS_ENDPOINT_URL"] == STORE_ENDPOINT, name
+        # The same keys the store accepts, from .env.
+        assert env["AWS_ACCESS_KEY_ID"] == store_env["AWS_ACCESS_KEY_ID"], name
+        assert env["AWS_SECRET_ACCESS_KEY"] == store_env["AWS_SECRET_ACCESS_KEY"], name
+        assert (env["MARKET_SPREAD_LAKE"], env["MARKET_SPREAD_LANDING"]) == (LAKE, LANDING), name
+    # The Data Docs stay on a volume: the Airflow UI's plugin (api-server) serves what validate
+    # (in the scheduler) writes.
+    for name in ("airflow-api-server", "airflow-scheduler"):
+        docs = _env(services[name])["MARKET_SPREAD_DOCS"]
+        assert _mounts(services[name])[docs] == "quality-docs", name
 
 
 def test_dags_point_at_the_cluster_through_configuration(services, monkeypatch):
@@ -172,7 +210,7 @@ def test_dags_point_at_the_cluster_through_configuration(services, monkeypatch):
         env = _env(services[name])
         assert env["MARKET_SPREAD_MASTER"] == MASTER_URL
         for key in ("MARKET_SPREAD_LAKE", "MARKET_SPREAD_LANDING"):
-            assert env[key].startswith(SHARED_MOUNT + "/"), f"{name}: {key} is not on the shared volume"
+            assert env[key].startswith("s3://market-spread/"), f"{name}: {key} is not on the S3 server"
         assert env["AIRFLOW__CORE__DAGS_FOLDER"] == "/opt/market-spread/dags"
     # The names are the ones the DAGs read: resolve the settings as a task would.
     env = _env(services["airflow-scheduler"])
@@ -184,7 +222,8 @@ def test_dags_point_at_the_cluster_through_configuration(services, monkeypatch):
             monkeypatch.setenv(key, value)
     settings = resolve_settings(lambda _name: None)
     assert settings.master == MASTER_URL
-    assert settings.lake == Path("/data/lake") and settings.landing == Path("/data/landing")
+    assert settings.lake.uri("s3") == LAKE and settings.landing.uri("s3") == LANDING
+    assert settings.docs == Path("/data/quality")
     assert "--master" in stream_argv(settings)
     # The master the DAGs name is the one the spark-master service runs.
     master = services["spark-master"]["command"]
@@ -204,7 +243,7 @@ def test_no_secrets_in_the_compose_file(services):
     # Required secrets fail loudly when .env lacks them, instead of running with an empty password:
     # interpolated ones through ${VAR:?...}, file secrets through airflow-init's check of every file.
     text = COMPOSE.read_text()
-    for var in ("AIRFLOW_JWT_SECRET", "AIRFLOW_API_SECRET_KEY"):
+    for var in ("AIRFLOW_JWT_SECRET", "AIRFLOW_API_SECRET_KEY", "OBJECT_STORE_SECRET_ACCESS_KEY"):
         uses = [m for m in VAR.finditer(text) if m.group(1) == var]
         assert uses and all(m.group(2) == ":?" for m in uses), f"{var} must be required (${{{var}:?…}})"
     assert '[ -s "$$secret" ] ||' in services["airflow-init"]["command"][1]
@@ -351,3 +390,14 @@ def test_dockerfile_fetches_the_kafka_connector_like_make_setup():
     text = DOCKERFILE.read_text()
     assert "COPY jobs/maven/kafka-connector-pom.xml" in text and f"-DincludeArtifactIds={ids}" in text
     assert "MARKET_SPREAD_KAFKA_JARS=/opt/market-spread/.cache/kafka-jars" in text
+
+
+def test_dockerfile_fetches_the_s3_pieces_like_make_setup():
+    """Spark's S3A connector (every container's Spark reads s3a:// lakes) and the S3 server's JAR."""
+    makefile = (ROOT / "Makefile").read_text()
+    groups = re.search(r"^S3_JAR_GROUPS := (\S+)$", makefile, re.M).group(1)
+    text = DOCKERFILE.read_text()
+    assert "COPY jobs/maven/s3-pom.xml" in text and f"-DincludeGroupIds={groups}" in text
+    assert "COPY jobs/maven/s3proxy-pom.xml" in text and "s3proxy-*-jar-with-dependencies.jar" in text
+    assert "MARKET_SPREAD_S3_JARS=/opt/market-spread/.cache/s3-jars" in text
+    assert "MARKET_SPREAD_S3PROXY_JARS=/opt/market-spread/.cache/s3proxy" in text

@@ -114,11 +114,11 @@ def test_the_launch_is_read_from_the_environment_through_the_settings_registry(t
 
     assert {"PORT", "SOURCE", "KAFKA_PORT", "MARKET_SPREAD_AIRFLOW_HOME", "MARKET_SPREAD_START_PAUSED"} <= set(SETTINGS)
     for name in ("PORT", "SOURCE", "KAFKA_PORT", "MARKET_SPREAD_AIRFLOW_HOME", "MARKET_SPREAD_START_PAUSED",
-                 "MARKET_SPREAD_SOURCE"):
+                 "MARKET_SPREAD_SOURCE", "STORAGE", "S3_PORT"):
         monkeypatch.delenv(name, raising=False)
     default = launcher.Launch.from_environment()
-    assert (default.port, default.home, default.start_paused, default.kafka) == (
-        8080, launcher.PROJECT_ROOT / ".airflow", False, False)
+    assert (default.port, default.home, default.start_paused, default.kafka, default.store) == (
+        8080, launcher.PROJECT_ROOT / ".airflow", False, False, None)
     monkeypatch.setenv("PORT", "8089")
     monkeypatch.setenv("MARKET_SPREAD_AIRFLOW_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("MARKET_SPREAD_START_PAUSED", "yes")
@@ -127,11 +127,16 @@ def test_the_launch_is_read_from_the_environment_through_the_settings_registry(t
     assert (chosen.port, chosen.home, chosen.start_paused, chosen.kafka) == (8089, tmp_path / "home", True, True)
     monkeypatch.setenv("SOURCE", "files")  # `make run SOURCE=...` wins over MARKET_SPREAD_SOURCE
     assert not launcher.Launch.from_environment().kafka
-    for name, bad in (("PORT", "eighty"), ("SOURCE", "s3"), ("MARKET_SPREAD_START_PAUSED", "maybe")):
+    for name, bad in (("PORT", "eighty"), ("SOURCE", "s3"), ("MARKET_SPREAD_START_PAUSED", "maybe"),
+                      ("STORAGE", "nfs")):
         monkeypatch.setenv(name, bad)
         with pytest.raises(SettingError, match=name):
             launcher.Launch.from_environment()
         monkeypatch.delenv(name)
+    monkeypatch.setenv("STORAGE", "s3")  # S3_PORT is read for STORAGE=s3 only
+    monkeypatch.setenv("S3_PORT", "0")
+    with pytest.raises(SettingError, match="S3_PORT"):
+        launcher.Launch.from_environment()
 
 
 class _FakeAirflow:
@@ -252,3 +257,74 @@ def test_the_pool_is_created_with_the_cli_before_standalone_starts(tmp_path, mon
     launch = launcher.Launch(port=8099, home=tmp_path / "home", start_paused=False, kafka=False)
     assert launcher.start_run(launch) is None and started == []
     assert "error: `airflow pools set` exited with code 3" in capsys.readouterr().out
+
+
+def test_storage_s3_points_the_run_at_its_own_s3_server(tmp_path, monkeypatch) -> None:
+    """`make run STORAGE=s3`: a server on a free loopback port (or S3_PORT) with its data in
+    data/object-store; Airflow and its jobs get its AWS variables (its own keys, never a real
+    account's) and landing and lake on it; the Data Docs stay local."""
+    import os
+
+    from market_spread.feeds.object_store import DEFAULT_ACCESS_KEY, DEFAULT_SECRET_KEY
+    from market_spread.orchestration.settings import resolve_settings
+    from market_spread.runtime.paths import project_home
+    from market_spread.runtime.storage import S3Path
+    from market_spread_tools import launcher
+
+    for name in ("S3_PORT", "MARKET_SPREAD_DOCS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("STORAGE", "S3")
+    plan = launcher.Launch.from_environment().store
+    assert plan is not None and launcher.port_free(plan.port)
+    assert (plan.data, plan.log) == (launcher.PROJECT_ROOT / "data" / "object-store",
+                                     launcher.PROJECT_ROOT / "data" / "object-store.out")
+    monkeypatch.setenv("S3_PORT", "9123")
+    plan = launcher.Launch.from_environment().store
+    assert plan.endpoint == "http://127.0.0.1:9123"
+
+    # A real account's variables in the caller's environment reach neither the server nor the jobs.
+    env = {"AWS_ACCESS_KEY_ID": "AKIAREAL", "AWS_SECRET_ACCESS_KEY": "real", "AWS_SESSION_TOKEN": "t",
+           "AWS_PROFILE": "prod", "MARKET_SPREAD_LAKE": "/elsewhere/lake", "PATH": "/usr/bin"}
+    plan.apply(env)
+    assert env == {"AWS_ENDPOINT_URL": "http://127.0.0.1:9123", "AWS_ACCESS_KEY_ID": DEFAULT_ACCESS_KEY,
+                   "AWS_SECRET_ACCESS_KEY": DEFAULT_SECRET_KEY, "AWS_REGION": "us-east-1",
+                   "MARKET_SPREAD_LAKE": "s3://market-spread/lake", "MARKET_SPREAD_LANDING": "s3://market-spread/landing",
+                   "PATH": "/usr/bin"}
+    # The DAGs read them so: landing and lake on the server, the Data Docs in data/quality.
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    settings = resolve_settings(lambda _name: None)
+    assert isinstance(settings.lake, S3Path) and settings.lake.uri("s3") == "s3://market-spread/lake"
+    assert settings.landing.uri("s3") == "s3://market-spread/landing"
+    assert settings.docs == project_home() / "data" / "quality"
+    # The banner says where things are and how to query the lake with the server's variables.
+    launch = launcher.Launch(port=8099, home=tmp_path / "home", start_paused=False, kafka=False, store=plan)
+    text = launcher.banner(launch, "pw", settings, env, None, 42.0)
+    assert "  lake        s3://market-spread/lake" in text and "  landing     s3://market-spread/landing" in text
+    assert f"  S3 server   http://127.0.0.1:9123 (bucket market-spread; data {plan.data}; log {plan.log})" in text
+    assert (f"AWS_ENDPOINT_URL=http://127.0.0.1:9123 AWS_ACCESS_KEY_ID={DEFAULT_ACCESS_KEY} "
+            f"AWS_SECRET_ACCESS_KEY={DEFAULT_SECRET_KEY} .venv/bin/market-spread sql --lake s3://market-spread/lake") in text
+    assert os.environ.get("STORAGE") == "S3"
+
+
+def test_the_s3_server_of_a_run_starts_and_is_stopped_last_not_as_a_job(tmp_path) -> None:
+    """The server the launcher starts reports ready; the job stopper (which stops the CLI jobs first,
+    while the stream finishes its batch on this server) does not take it for a job."""
+    import psutil
+
+    from market_spread.feeds.broker import free_port, port_open
+    from market_spread_tools import reaper, store_run
+
+    plan = store_run.StorePlan(free_port(), tmp_path / "data", tmp_path / "store.out")
+    env = {**__import__("os").environ, reaper.RUN_MARKER: "test-store"}
+    began = time.monotonic()
+    store = store_run.start_store(plan, env)
+    try:
+        assert port_open(plan.port) and (plan.data / "market-spread").is_dir()
+        tree = [psutil.Process(store.pid), *psutil.Process(store.pid).children(recursive=True)]
+        assert not any(reaper._is_cli(p) for p in tree), [p.cmdline() for p in tree]
+        assert store_run.READY + plan.endpoint in plan.log.read_text()
+    finally:
+        store_run.stop_store(store)
+    assert store.returncode == 0 and not port_open(plan.port)
+    assert time.monotonic() - began < 60

@@ -60,6 +60,7 @@ from market_spread_tools.reaper import (
     wait_gone,
 )
 from market_spread_tools.settings import source, value
+from market_spread_tools.store_run import StorePlan, start_store, stop_store, storage_is_s3
 
 # A checkout tool: the project is the checkout this file sits in (tools/market_spread_tools/).
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -269,12 +270,14 @@ class Launch:
     start_paused: bool
     kafka: bool
     dags: Path = PROJECT_ROOT / "dags"
+    store: StorePlan | None = None  # STORAGE=s3: the S3 server that holds landing and lake
 
     @classmethod
     def from_environment(cls) -> "Launch":
         home = value("MARKET_SPREAD_AIRFLOW_HOME") or PROJECT_ROOT / ".airflow"
+        store = StorePlan.for_project(PROJECT_ROOT) if storage_is_s3() else None
         return cls(port=value("PORT"), home=Path(home).resolve(), start_paused=value("MARKET_SPREAD_START_PAUSED"),
-                   kafka=source_is_kafka())
+                   kafka=source_is_kafka(), store=store)
 
     @property
     def log_path(self) -> Path:
@@ -282,17 +285,26 @@ class Launch:
 
 
 def preflight(launch: Launch) -> Settings | None:
-    """Stop what a dead run left, refuse a taken port or a stream already running; None: refused."""
+    """Stop what a dead run left, refuse a taken port or a stream already running; None: refused.
+    With STORAGE=s3 this process's environment (which Airflow and the jobs inherit) points at the
+    S3 server, and its lake is checked once the server runs (start_run)."""
     stop_leftovers_of_dead_runs(launch.home)
     if not port_free(launch.port):
         say(f"error: port {launch.port} on 127.0.0.1 is in use: stop what holds it or run `make run PORT=8081`")
         return None
+    if launch.store is not None:
+        launch.store.apply(os.environ)
+        return resolve_settings()
     settings = resolve_settings()
+    return None if stream_running(settings) else settings
+
+
+def stream_running(settings: Settings) -> bool:
+    """True (said) when a stream already writes the lake."""
     holder = live_stream(settings.lake)
     if holder:
         say(f"error: a stream is already running on {settings.lake} (pid {holder.get('pid')}): stop it first")
-        return None
-    return settings
+    return bool(holder)
 
 
 def count_signals() -> dict[str, int]:
@@ -313,16 +325,21 @@ def banner(launch: Launch, password: str, settings: Settings, env: dict[str, str
     """What a person needs once Airflow is up: the login, the DAGs, where the data goes."""
     paused = " (paused: MARKET_SPREAD_START_PAUSED)" if launch.start_paused else " (unpaused)"
     source_line = (f"  kafka       {env['MARKET_SPREAD_BOOTSTRAP_SERVERS']} (topics quotes, orders; data {broker.data})"
-                   if broker else f"  landing     {settings.landing}")
+                   if broker else f"  landing     {settings.landing.uri('s3') if launch.store else settings.landing}")
+    store = launch.store
+    store_lines = [f"  S3 server   {store.endpoint} (bucket {store.bucket}; data {store.data}; log {store.log})",
+                   f"  data docs   {settings.docs}"] if store else []
+    alerts = (store.sql_hint() if store else f".venv/bin/market-spread sql --lake {settings.lake} "
+              "\"SELECT reason, count(*) FROM alerts GROUP BY reason\"")
     return "\n".join([
         "",
         f"  Airflow UI  http://127.0.0.1:{launch.port}   login: {USER} / {password}",
         f"              (password kept in {launch.home / PASSWORD_FILE}, mode 0600)",
         f"  DAGs        {', '.join(our_dag_ids(launch.dags))}{paused}",
-        f"  lake        {settings.lake}",
+        f"  lake        {store.lake if store else settings.lake}",
         source_line,
-        f"  alerts      .venv/bin/market-spread sql --lake {settings.lake} "
-        "\"SELECT reason, count(*) FROM alerts GROUP BY reason\"",
+        *store_lines,
+        f"  alerts      {alerts}",
         f"  ready after {seconds:.0f}s; Ctrl-C stops everything",
         "",
     ])
@@ -365,11 +382,12 @@ def prepare_airflow(env: dict[str, str]) -> str | None:
 @dataclass(frozen=True)
 class Running:
     """What `start_run` started: Airflow standalone, its environment (every process of the run
-    inherits it, RUN_MARKER included) and the broker of SOURCE=kafka."""
+    inherits it, RUN_MARKER included), the broker of SOURCE=kafka and the S3 server of STORAGE=s3."""
 
     proc: subprocess.Popen
     env: dict[str, str]
     broker: object | None
+    store: subprocess.Popen | None = None
 
     @property
     def run_id(self) -> str:
@@ -386,17 +404,40 @@ def start_run(launch: Launch) -> Running | None:
     if error is not None:
         say(f"error: {error}")
         return None
+    store = start_s3(launch, env)
+    if launch.store is not None and store is None:
+        return None
     broker = None
     if launch.kafka:
         try:
             broker = start_kafka(env)
         except (RuntimeError, ConnectionError, SettingError) as exc:  # SettingError: KAFKA_PORT
             say(f"error: {exc}")
+            if store is not None:
+                stop_store(store)
             return None
     if launch.start_paused:
         env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] = "True"
     say(f"starting Airflow standalone on http://127.0.0.1:{launch.port} (AIRFLOW_HOME={launch.home}; log {launch.log_path})")
-    return Running(start_standalone(env, launch.log_path), env, broker)
+    return Running(start_standalone(env, launch.log_path), env, broker, store)
+
+
+def start_s3(launch: Launch, env: dict[str, str]) -> subprocess.Popen | None:
+    """STORAGE=s3: the S3 server (data kept in data/object-store), then the check that no stream
+    already writes its lake; None (said, nothing left running) when either fails, or without STORAGE=s3."""
+    plan = launch.store
+    if plan is None:
+        return None
+    say(f"starting the S3 server on {plan.endpoint} (data {plan.data}; log {plan.log})")
+    try:
+        store = start_store(plan, env)
+    except RuntimeError as exc:
+        say(f"error: {exc}")
+        return None
+    if stream_running(resolve_settings()):
+        stop_store(store)
+        return None
+    return store
 
 
 def wait_for_stop(launch: Launch, run: Running, password: str, settings: Settings, stopping: dict[str, int]) -> int:
@@ -427,6 +468,9 @@ def stop_run(run: Running, stopping: dict[str, int]) -> bool:
     if run.broker is not None and run.broker.alive():  # normally already stopped by the final sweep
         say("stopping the Kafka broker")
         run.broker.stop()
+    if run.store is not None and run.store.poll() is None:  # likewise
+        say("stopping the S3 server")
+        stop_store(run.store)
     if left:
         say(f"error: still running: {[p.pid for p in left]}")
         return False
@@ -441,6 +485,8 @@ def main() -> int:
         say(f"error: {exc}")
         return 1
     os.umask(0o077)  # everything written below (.airflow, data/) is readable by its owner only
+    # As every job gets it (airflow_env): the banner and the lake check then name the jobs' paths.
+    os.environ["MARKET_SPREAD_HOME"] = str(PROJECT_ROOT)  # registry: product
     settings = preflight(launch)
     if settings is None:
         return 1

@@ -13,10 +13,11 @@ from pathlib import Path
 from market_spread.runtime.env import FALSE_WORDS, TRUE_WORDS
 from market_spread.runtime.settings import declare, value
 
-__all__ = ["value", "SOURCES", "source"]
+__all__ = ["value", "SOURCES", "source", "STORAGES", "storage"]
 
 RUN = ("market-spread-run",)
 SOURCES = ("files", "kafka")
+STORAGES = ("local", "s3")
 
 
 def port(text: str) -> int:
@@ -43,12 +44,25 @@ def source(text: str) -> str:
     return word
 
 
+def storage(text: str) -> str:
+    word = text.strip().lower()
+    if word not in STORAGES:
+        raise ValueError(f"must be local or s3, got {word!r}")
+    return word
+
+
 declare("PORT", port, 8080, "Port of the Airflow UI and API of `make run`, on 127.0.0.1.", RUN)
 declare("SOURCE", source, None,
         "`make run SOURCE=kafka`: run a Kafka broker beside Airflow and point the stream and feed DAGs at it "
         "(files or kafka; unset: MARKET_SPREAD_SOURCE, then files).", RUN)
 declare("KAFKA_PORT", port, 9092,
         "Port of the broker `make run SOURCE=kafka` starts on 127.0.0.1 (its controller takes this port + 1000).", RUN)
+declare("STORAGE", storage, "local",
+        "local or s3. `make run STORAGE=s3`: run an S3 server (`market-spread object-store`, data in "
+        "data/object-store) beside Airflow and keep landing and lake on it (s3://market-spread/landing, "
+        "s3://market-spread/lake); Data Docs stay in data/quality.", RUN)
+declare("S3_PORT", port, None,
+        "Port of the S3 server `make run STORAGE=s3` starts on 127.0.0.1.", RUN, shown_default="a free port")
 declare("MARKET_SPREAD_AIRFLOW_HOME", Path, None,
         "AIRFLOW_HOME of `make run` (unset: .airflow in the checkout); lets tests run a private instance "
         "beside a real one.", RUN)

@@ -1,4 +1,5 @@
-"""`market-spread object-store`: an S3-compatible server on 127.0.0.1, in the foreground (contract 3c).
+"""`market-spread object-store`: an S3-compatible server on 127.0.0.1 (or `--host`), in the foreground
+(contract 3c).
 
 s3proxy (`org.gaul:s3proxy`, its `jar-with-dependencies` build, fetched by `make setup` into
 .cache/s3proxy) with its filesystem backend: the top folders of the data folder are the buckets, the
@@ -35,13 +36,25 @@ BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 @dataclass(frozen=True)
 class ObjectStoreSpec:
-    """One server: its data folder (the buckets are its top folders), its port on 127.0.0.1."""
+    """One server: its data folder (the buckets are its top folders), its address and port."""
 
     data: Path = Path("data/s3")
     port: int = 9000
     buckets: tuple[str, ...] = field(default=(DEFAULT_BUCKET,))
     heap: str = "256m"
     ready_timeout: float = 60.0  # seconds to wait for the server to answer and the buckets to exist
+    # The address it listens on: the loopback unless told otherwise (0.0.0.0 in a container, where
+    # the other services reach it by its service name: that exposes the store to the network).
+    host: str = "127.0.0.1"
+
+    @property
+    def local_endpoint(self) -> str:
+        """Where this machine reaches it: a wildcard address is reached on the loopback."""
+        return f"http://{_reachable(self.host)}:{self.port}"
+
+
+def _reachable(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
 
 
 def credentials() -> tuple[str, str]:
@@ -104,7 +117,7 @@ def wait_ready(spec: ObjectStoreSpec, endpoint: str, keys: tuple[str, str], proc
     while time.monotonic() < deadline:
         if process.poll() is not None:
             return f"s3proxy exited with code {process.returncode}"
-        if port_open(spec.port):
+        if port_open(spec.port, _reachable(spec.host)):
             try:
                 create_buckets(endpoint, *keys, spec.buckets)
                 return None
@@ -137,11 +150,12 @@ def run_object_store(spec: ObjectStoreSpec) -> int:
         print(f"{PROG}: error: java not found: install a JDK 17 (apt-get install openjdk-17-jdk-headless)",
               file=sys.stderr)
         return 1
-    if port_open(spec.port):
-        print(f"{PROG}: error: port {spec.port} on 127.0.0.1 is already in use", file=sys.stderr)
+    if port_open(spec.port, _reachable(spec.host)):
+        print(f"{PROG}: error: port {spec.port} on {spec.host} is already in use", file=sys.stderr)
         return 1
     spec.data.mkdir(parents=True, exist_ok=True)
-    endpoint = f"http://127.0.0.1:{spec.port}"
+    # s3proxy listens on the endpoint's address; the buckets are made through the reachable one.
+    endpoint = f"http://{spec.host}:{spec.port}"
     keys = credentials()
     # The configuration holds the secret: in a private folder, never in the data folder (whose
     # top folders are buckets).
@@ -174,7 +188,7 @@ def _serve(spec: ObjectStoreSpec, endpoint: str, keys: tuple[str, str], command:
     shown = f"AWS_ACCESS_KEY_ID={keys[0]}, AWS_SECRET_ACCESS_KEY={keys[1]}"
     defaults = " (defaults: the variables are unset)" if not value("AWS_ACCESS_KEY_ID") else ""
     print(f"{PROG}: starting s3proxy on {endpoint} (data {spec.data}; {shown}{defaults})", flush=True)
-    problem = wait_ready(spec, endpoint, keys, process)
+    problem = wait_ready(spec, spec.local_endpoint, keys, process)
     if problem is None:
         print(f"{PROG}: ready on {endpoint} (buckets {', '.join(spec.buckets)}; {shown})", flush=True)
     elif process.poll() is None and not stopping:
