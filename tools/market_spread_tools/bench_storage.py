@@ -1,6 +1,6 @@
 """The benchmark's storage comparison (part `s3`): the same figures on local disk and on the local
 S3 server, in one run and one Spark session, so that their ratio is that of the storage alone:
-- the median 2,000-event micro-batch (one file pair per batch, the first batch left out);
+- the median 2,000-event micro-batch (one file pair per batch; local, S3, S3, local);
 - latency at 1,000 events/s (bench_latency): a file pair lands when its second PUT has completed;
 - the throughput of `stream --available-now` over the plan's backlog (2M events in the full plan:
   the longest part on S3, hence its progress lines).
@@ -8,7 +8,8 @@ S3 server, in one run and one Spark session, so that their ratio is that of the 
 The server is `market-spread object-store` (s3proxy, filesystem backend) on a free loopback port,
 its data in the work folder; the S3 runs write under s3://BUCKET/bench-XXXXXXXX/, their lakes
 under the lease the stream command takes on S3. The local and the S3 run of each figure follow
-each other, so that other load on the machine falls on both alike.
+each other (the median batch's in the order local, S3, S3, local), so that other load on the
+machine falls on both alike.
 """
 from __future__ import annotations
 
@@ -137,17 +138,27 @@ def heartbeat(label: str, every: float = 30.0) -> Iterator[None]:
         thread.join()
 
 
-def median_batch(spark, base: Location, batches: int, symbols: list[str], label: str) -> dict:
-    """The median time of `batches` batches of one 2,000-event file pair each, the first left out
-    (it creates the tables); as the growth run's median, over fewer batches."""
-    landing, lake = base / "batches" / "landing", base / "batches" / "lake"
+def batch_times(spark, base: Location, batches: int, symbols: list[str]) -> list[float]:
+    """The times of `batches` batches of one 2,000-event file pair each, the first left out (the
+    query's start; in a new lake it also creates the tables), as the growth run measures them."""
+    landing, lake = base / "landing", base / "lake"
     write_backlog(landing, Generator(symbols, seed=7, profile="wallaroo", wide_share=0.05),
                   1_000 * batches, 1_000 * batches, batches, "b")
     durations: list[float] = []
     run_stream(spark, landing, lake, symbols, on_batch=lambda r: durations.append(r.seconds), max_files_per_batch=1)
-    median = round(statistics.median(durations[1:] or durations), 3)
-    say(f"{label}: median 2,000-event batch {median} s over {len(durations)} batches")
-    return {"median_batch_seconds": median, "batches": len(durations)}
+    return durations[1:]
+
+
+def median_batches(spark, places: dict[str, Location], batches: int, symbols: list[str]) -> dict[str, dict]:
+    """The median batch of each storage, measured in the order local, S3, S3, local (half the
+    batches each): load that drifts during the run falls on both alike, not on the one measured first."""
+    times: dict[str, list[float]] = {name: [] for name in places}
+    for i, name in enumerate(list(places) + list(places)[::-1]):
+        times[name] += batch_times(spark, places[name] / f"batches-{i}", max(2, batches // 2 + 1), symbols)
+    out = {name: {"median_batch_seconds": round(statistics.median(t), 3), "batches": len(t)} for name, t in times.items()}
+    for name, figures in out.items():
+        say(f"{name}: median 2,000-event batch {figures['median_batch_seconds']} s over {figures['batches']} batches")
+    return out
 
 
 def latency_at_rate(spark, base: Location, plan: Plan, symbols: list[str], label: str) -> dict:
@@ -202,10 +213,8 @@ def storage_comparison(spark, work: Path, plan: Plan, bucket: str = BUCKET, warm
         say(f"s3: server {config.endpoint}; local disk under {places['local']}, S3 under {prefix}")
         if warm_batches:
             say(f"s3: warm-up on local disk ({warm_batches} batches, not measured)")
-            median_batch(spark, work / "storage-warm", warm_batches, symbols, "warm-up")
-        out: dict[str, dict] = {name: {} for name in places}
-        for name, base in places.items():
-            out[name].update(median_batch(spark, base, plan.storage_batches, symbols, name))
+            batch_times(spark, work / "storage-warm", warm_batches, symbols)
+        out = median_batches(spark, places, plan.storage_batches, symbols)
         for name, base in places.items():
             out[name]["latency"] = latency_at_rate(spark, base, plan, symbols, name)
         for name, base in places.items():
