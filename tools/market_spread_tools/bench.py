@@ -76,10 +76,12 @@ def measure(spark, work: Path, plan: Plan, parts: set[str], kafka_skipped: str |
     return results
 
 
-def reproduce_command(quick: bool, growth_batches: int | None) -> str:
+def reproduce_command(quick: bool, growth_batches: int | None, only: str | None = None) -> str:
     """The command that repeats this run, for the summary."""
-    if growth_batches is not None:
-        return f"market-spread bench{' --quick' if quick else ''} --growth-batches {growth_batches}"
+    if growth_batches is not None or only:
+        return (f"market-spread bench{' --quick' if quick else ''}"
+                + (f" --growth-batches {growth_batches}" if growth_batches is not None else "")
+                + (f" --only {only}" if only else ""))
     return "market-spread bench --quick" if quick else "make bench"
 
 
@@ -110,5 +112,5 @@ def run(args: argparse.Namespace) -> int:
         shutil.rmtree(work, ignore_errors=True)
     results["seconds"] = round(time.perf_counter() - began, 1)
     results["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    write_results(results, out, reproduce_command(args.quick, growth_batches))
+    write_results(results, out, reproduce_command(args.quick, growth_batches, args.only))
     return 0
