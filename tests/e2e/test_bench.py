@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import uuid
 
 import pytest
 
-from market_spread_tools import bench, bench_measure, bench_plans, bench_plots, bench_report
+from market_spread_tools import bench, bench_measure, bench_plans, bench_plots, bench_report, bench_storage
 from market_spread.errors import UsageError
 
 TINY = bench_plans.Plan(events=4_000, files=2, files_per_batch=1, rates=(200,), rate_seconds=2, past_batches=(2, 4),
@@ -85,3 +86,26 @@ def test_growth_batches_cut_the_growth_run_and_keep_its_earlier_checkpoints():
     assert bench_plans.with_growth_batches(bench_plans.FULL, 50).past_batches == (25, 50)
     with pytest.raises(ValueError, match="at least 20"):
         bench_plans.with_growth_batches(bench_plans.FULL, 10)
+
+
+def test_s3_comparison_measures_both_storages_and_reports_them(spark, tmp_path):
+    """A tiny run of part `s3`: its own object store, every figure on both storages, the report's rows."""
+    if bench_storage.s3_unavailable():
+        pytest.skip(bench_storage.s3_unavailable())
+    plan = bench_plans.Plan(events=2_000, files=1, files_per_batch=None, rates=(), rate_seconds=1, past_batches=(2,),
+                            symbol_counts=(), reference_events=0, storage_batches=2)
+    # A bucket of its own: Hadoop caches an S3A client per bucket, and the session is the whole run's.
+    st = bench_storage.storage_comparison(spark, tmp_path, plan, bucket=f"bench-{uuid.uuid4().hex[:8]}",
+                                          warm_batches=0)
+    assert st["prefix"].startswith("s3://bench-")
+    for name in ("local", "s3"):
+        assert st[name]["batches"] == 2 and st[name]["median_batch_seconds"] > 0, st[name]
+        assert st[name]["latency"]["file_pairs"] > 0 and st[name]["latency"]["p99"] is not None, st[name]
+        assert st[name]["throughput"]["events"] == plan.events, st[name]
+    assert all(st["ratios"][k] > 0 for k in ("median_batch", "p99", "throughput")), st["ratios"]
+    results = {"storage": st}
+    assert [name for name, _, _ in bench_report.targets(results)] == [
+        "S3: median 2,000-event batch <= 1.5x local disk's", "S3: p99 latency <= 2 s at 1,000 events/s"]
+    lines = "\n".join(bench_report.storage_lines(results))
+    assert "| median 2,000-event batch (s, over 2 batches) |" in lines and "| throughput, 2,000 events" in lines
+    assert bench_plots.plots(results, tmp_path) == ["storage.png"]

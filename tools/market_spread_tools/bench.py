@@ -8,11 +8,13 @@ Measures on this machine, in one run:
   without state table, streaming or Delta commits per batch;
 - latency in continuous mode at fixed input rates: file landed -> its alerts committed;
 - batch time against the number of past batches and against the number of symbols;
-- where the time of a micro-batch goes (parse, as-of check, appends, MERGE).
+- where the time of a micro-batch goes (parse, as-of check, appends, MERGE);
+- the median 2,000-event batch, p99 at 1,000 events/s and the backlog's throughput on the local S3
+  server (`market-spread object-store`, started for the run) beside local disk (part `s3`).
 Writes latest.json, PNG plots and summary.md into bench/results/quick or bench/results/full (--out).
 
 This module runs the parts and writes the files; the work is in bench_plans (how much),
-bench_measure, bench_latency and bench_kafka (measuring), bench_plots and bench_report.
+bench_measure, bench_latency, bench_kafka and bench_storage (measuring), bench_plots and bench_report.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from market_spread_tools.bench_measure import bench_symbols, growth, machine, pe
 from market_spread_tools.bench_plans import Plan, chosen_parts, plan_for
 from market_spread_tools.bench_plots import plots
 from market_spread_tools.bench_report import summary_markdown
+from market_spread_tools.bench_storage import s3_unavailable, storage_comparison
 
 
 def _session(with_kafka: bool):
@@ -39,7 +42,8 @@ def _session(with_kafka: bool):
     return build_session("market-spread-bench", shuffle_partitions=4, extra_conf=extra, long_running=True)
 
 
-def measure(spark, work: Path, plan: Plan, parts: set[str], kafka_skipped: str | None) -> dict:
+def measure(spark, work: Path, plan: Plan, parts: set[str], kafka_skipped: str | None,
+            s3_skipped: str | None = None) -> dict:
     """The figures of every part asked for, under the keys latest.json has always used."""
     results: dict = {}
     if "throughput" in parts:
@@ -62,14 +66,22 @@ def measure(spark, work: Path, plan: Plan, parts: set[str], kafka_skipped: str |
             # The file source's rates up to 10,000 events/s, for the row beside its own.
             rates = tuple(r for r in plan.rates if r <= 10_000)
             results["kafka_latency_ms"] = kafka_latency(spark, work, rates, plan.rate_seconds, bench_symbols(3_000))
+    if "s3" in parts:
+        if s3_skipped:
+            say(f"s3 comparison: skipped: {s3_skipped}")
+            results["storage_skipped"] = s3_skipped
+        else:
+            results["storage"] = storage_comparison(spark, work, plan)
     results["peak_memory_mb"] = peak_memory_mb(spark)
     return results
 
 
-def reproduce_command(quick: bool, growth_batches: int | None) -> str:
+def reproduce_command(quick: bool, growth_batches: int | None, only: str | None = None) -> str:
     """The command that repeats this run, for the summary."""
-    if growth_batches is not None:
-        return f"market-spread bench{' --quick' if quick else ''} --growth-batches {growth_batches}"
+    if growth_batches is not None or only:
+        return (f"market-spread bench{' --quick' if quick else ''}"
+                + (f" --growth-batches {growth_batches}" if growth_batches is not None else "")
+                + (f" --only {only}" if only else ""))
     return "market-spread bench --quick" if quick else "make bench"
 
 
@@ -89,15 +101,16 @@ def run(args: argparse.Namespace) -> int:
     shutil.rmtree(work, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     kafka_skipped = broker_available() if "kafka" in parts else None
+    s3_skipped = s3_unavailable() if "s3" in parts else None
     spark = _session("kafka" in parts and not kafka_skipped)
     results: dict = {"mode": "quick" if args.quick else "full", "machine": machine()}
     began = time.perf_counter()
     try:
-        results.update(measure(spark, work, plan, parts, kafka_skipped))
+        results.update(measure(spark, work, plan, parts, kafka_skipped, s3_skipped))
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
     results["seconds"] = round(time.perf_counter() - began, 1)
     results["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    write_results(results, out, reproduce_command(args.quick, growth_batches))
+    write_results(results, out, reproduce_command(args.quick, growth_batches, args.only))
     return 0

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from market_spread.feeds.generate import Generator, write_atomically
+from market_spread.runtime.storage import Location
 from market_spread_tools.bench_measure import bench_symbols, run_stream, say
 from market_spread_tools.bench_plans import Plan
 
@@ -49,18 +50,23 @@ def feed_ticks(send: Callable[[str, int], float], name: Callable[[int], str], ra
         time.sleep(max(0.0, began + n * TICK - time.monotonic()))
 
 
-def file_latency(spark, work: Path, rate: int, rate_seconds: float, symbols: list[str]) -> tuple[dict, list[float], int]:
-    """One rate from the file source: latency_figures over the file pairs landed after the warm-up."""
+def file_latency(spark, work: Location, rate: int, rate_seconds: float, symbols: list[str]) -> tuple[dict, list[float], int]:
+    """One rate from the file source: latency_figures over the file pairs landed after the warm-up.
+    `work` may be an S3 prefix: a file is then one PUT, landed when the PUT has completed."""
     landing, lake = work / f"lat{rate}" / "landing", work / f"lat{rate}" / "lake"
     landed: dict[str, float] = {}
     done: dict[str, float] = {}
+    feeds_through: dict[str, set[str]] = {}  # name -> the feeds (quotes, orders) whose file of it is through
     stop, warmed = threading.Event(), threading.Event()
     warmup = warmup_seconds(rate_seconds)
 
     def on_batch(result) -> None:
         # A landing is a quotes file and an orders file of one name: it is through when both are.
+        # (Path(...).name of an s3a:// URI is its object's name as well.)
         now = time.time()
-        done.update((Path(f).name, now) for f in result.files)
+        for file in map(Path, result.files):
+            done[file.name] = now
+            feeds_through.setdefault(file.name, set()).add(file.parent.name)
         warmed.set()
 
     def land(gen, name: str, count: int) -> float:
@@ -78,7 +84,10 @@ def file_latency(spark, work: Path, rate: int, rate_seconds: float, symbols: lis
             return
         feed_ticks(lambda name, count: land(gen, name, count), lambda n: f"lat-{n:06d}.jsonl", rate, warmup,
                    rate_seconds, landed)
-        time.sleep(8)  # let the last files through
+        # Let the last files through: up to 8 s, less once both files of every pair are (as bench_kafka's drain).
+        ends = time.monotonic() + 8
+        while time.monotonic() < ends and not all(len(feeds_through.get(name, ())) == 2 for name in landed):
+            time.sleep(0.2)
         stop.set()
 
     (landing / "quotes").mkdir(parents=True, exist_ok=True)

@@ -20,8 +20,10 @@ from pathlib import Path
 from market_spread.domain.rules import DEFAULT_THRESHOLDS
 from market_spread.feeds.generate import Generator, write_backlog
 from market_spread.runtime.paths import default_symbols
+from market_spread.runtime.storage import Location, S3Path
 from market_spread_tools import reference
 from market_spread_tools.bench_plans import Plan
+
 
 def say(text: str) -> None:
     print(f"bench: {text}", flush=True)
@@ -80,14 +82,26 @@ def _dist_version(name: str) -> str | None:
         return None
 
 
-def run_stream(spark, landing: Path, lake: Path, symbols: list[str], on_batch=None, stop: threading.Event | None = None,
-            **spec_fields) -> None:
-    """One stream over `landing`; `spec_fields` are further StreamSpec fields (trigger, files per batch)."""
+def run_stream(spark, landing: Location, lake: Location, symbols: list[str], on_batch=None,
+               stop: threading.Event | None = None, **spec_fields) -> None:
+    """One stream over `landing`; `spec_fields` are further StreamSpec fields (trigger, files per batch).
+
+    A lake on S3 is written under its lease, as the stream command does: the lease's renewals and
+    its check before each batch's commits are part of what S3 costs."""
+    from market_spread.lake.lock import LeaseLock
     from market_spread.stream.query import StreamSpec, start_query, supervise
 
-    spec = StreamSpec(lake=lake, symbols=symbols, landing=landing, **spec_fields)
-    query, busy = start_query(spark, spec, on_batch or (lambda r: None))
-    supervise(query, busy, stop or threading.Event())
+    lease = LeaseLock(lake) if isinstance(lake, S3Path) else None
+    if lease:
+        lease.acquire()
+        spec_fields["before_commit"] = lease.check
+    try:
+        spec = StreamSpec(lake=lake, symbols=symbols, landing=landing, **spec_fields)
+        query, busy = start_query(spark, spec, on_batch or (lambda r: None))
+        supervise(query, busy, stop or threading.Event())
+    finally:
+        if lease:
+            lease.release()
 
 
 # Phases of a micro-batch, in order. The appends and the MERGE run side by side: "writes (wall)"

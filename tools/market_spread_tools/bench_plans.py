@@ -8,7 +8,9 @@ from dataclasses import dataclass, replace
 
 from market_spread.errors import UsageError
 
-PARTS = ("throughput", "latency", "growth", "symbols", "kafka")
+# s3: the median 2,000-event batch, p99 at 1,000 events/s and the backlog's throughput on the
+# local S3 server beside local disk (bench_storage).
+PARTS = ("throughput", "latency", "growth", "symbols", "kafka", "s3")
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,8 @@ class Plan:
     past_batches: tuple[int, ...]  # checkpoints of the batch-growth run
     symbol_counts: tuple[int, ...]
     reference_events: int
+    # The storage comparison's median batch: this many batches of 2,000 events, on each storage.
+    storage_batches: int = 20
 
 
 # Quick: small enough for a few minutes; growth keeps 10 and 20 batches so that each window of
@@ -33,6 +37,7 @@ QUICK = Plan(
 FULL = Plan(
     events=2_000_000, files=40, files_per_batch=None, rates=(1_000, 10_000, 50_000), rate_seconds=60,
     past_batches=(100, 1_000, 10_000), symbol_counts=(350, 3_000, 30_000), reference_events=2_000_000,
+    storage_batches=100,
 )
 
 

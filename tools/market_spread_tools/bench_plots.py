@@ -67,6 +67,23 @@ def batch_growth(gr: dict, out: Path) -> str:
     return _save(fig, out, "batch_growth.png")
 
 
+def storage_bars(st: dict, out: Path) -> str:
+    """The storage comparison: each figure on local disk and on S3, side by side."""
+    figures = [("median 2,000-event batch (s)", st["local"]["median_batch_seconds"], st["s3"]["median_batch_seconds"]),
+               (f"p99 at {st.get('rate', 1000):,} events/s (ms)", st["local"]["latency"]["p99"], st["s3"]["latency"]["p99"]),
+               ("throughput (events/s)", st["local"]["throughput"]["events_per_s"], st["s3"]["throughput"]["events_per_s"])]
+    fig, axes = plt.subplots(1, 3, figsize=(9, 3.2))
+    for ax, (title, local, s3) in zip(axes, figures):
+        values = [local or 0, s3 or 0]
+        ax.bar(["local disk", "S3"], values, color=["#1f77b4", "#ff7f0e"])
+        for i, v in enumerate(values):
+            ax.text(i, v, f"{v:,}", ha="center", va="bottom", fontsize=8)
+        ax.set_ylim(0, max(values + [1]) * 1.15)
+        ax.set_title(title, fontsize=9)
+    fig.suptitle("Local disk against the local S3 server, same run")
+    return _save(fig, out, "storage.png")
+
+
 def plots(results: dict, out: Path) -> list[str]:
     """Every plot the results have figures for, in this order; the names of the files written."""
     made = []
@@ -77,4 +94,6 @@ def plots(results: dict, out: Path) -> list[str]:
         made.append(latency_cdf(results["latency_ms"], out))
     if results.get("growth"):
         made.append(batch_growth(results["growth"], out))
+    if results.get("storage"):
+        made.append(storage_bars(results["storage"], out))
     return made

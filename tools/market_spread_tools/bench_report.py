@@ -33,7 +33,42 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
     if g.get("growth_ratio") is not None:
         out.append((f"batch time after {g.get('last', 'the last')} batches <= 1.1x that after {g.get('first', 'the first')}",
                     f"{g['growth_ratio']}x", g["growth_ratio"] <= 1.1))
+    if results.get("storage"):
+        out += storage_targets(results["storage"])
     return out
+
+
+def storage_targets(st: dict) -> list[tuple[str, str, bool]]:
+    """The object storage issue's targets: S3's median batch against local disk's of the same run,
+    S3's p99 at 1,000 events/s."""
+    ratio, lat = st["ratios"]["median_batch"], st["s3"]["latency"]
+    p99, behind = lat.get("p99"), lat.get("files_behind", 0)
+    return [("S3: median 2,000-event batch <= 1.5x local disk's",
+             f"{ratio}x ({st['s3']['median_batch_seconds']} s / {st['local']['median_batch_seconds']} s)",
+             ratio is not None and ratio <= 1.5),
+            (f"S3: p99 latency <= 2 s at {st.get('rate', 1000):,} events/s",
+             f"{p99} ms" + (f", {behind} file pairs behind" if behind else ""),
+             p99 is not None and p99 <= 2000 and not behind)]
+
+
+def storage_lines(results: dict) -> list[str]:
+    """The table of the same figures on local disk and on the local S3 server, with their ratio."""
+    st = results.get("storage")
+    if not st:
+        skipped = results.get("storage_skipped")
+        return [f"S3 comparison: skipped ({skipped}).", ""] if skipped else []
+    local, s3, r, rate = st["local"], st["s3"], st["ratios"], st.get("rate", 1000)
+    behind = lambda d: d["latency"].get("files_behind", 0)  # noqa: E731
+    return [f"Local disk against the local S3 server (`market-spread object-store`; S3 landing and lake under "
+            f"{st['prefix']}), one after the other in this run:", "",
+            "| figure | local disk | S3 | S3 / local |", "| --- | --- | --- | --- |",
+            f"| median 2,000-event batch (s, over {s3['batches']} batches) | {local['median_batch_seconds']} | "
+            f"{s3['median_batch_seconds']} | {r['median_batch']}x |",
+            f"| p50 latency at {rate:,} events/s (ms) | {local['latency']['p50']} | {s3['latency']['p50']} | |",
+            f"| p99 latency at {rate:,} events/s (ms) | {local['latency']['p99']} | {s3['latency']['p99']} | {r['p99']}x |",
+            f"| file pairs behind at the end | {behind(local)} | {behind(s3)} | |",
+            f"| throughput, {s3['throughput']['events']:,} events (events/s) | {local['throughput']['events_per_s']:,} | "
+            f"{s3['throughput']['events_per_s']:,} | {r['throughput']}x |", ""]
 
 
 def limits(results: dict) -> list[str]:
@@ -57,6 +92,14 @@ def limits(results: dict) -> list[str]:
             f"{g.get('median_spark_jobs', '?')} Spark jobs each), mostly planning the parse and the as-of check "
             "and their jobs (the commits are delta-rs's, milliseconds each); a landed file "
             "waits for the batch in flight and then for its own, so p99 is several batch times.")
+    st = results.get("storage")
+    if st:
+        local, s3 = st["local"], st["s3"]
+        out.append(
+            f"S3: p99 at {st.get('rate', 1000):,} events/s {s3['latency']['p99']} ms against local disk's "
+            f"{local['latency']['p99']} ms in the same run, the median 2,000-event batch {s3['median_batch_seconds']} s "
+            f"against {local['median_batch_seconds']} s: what S3 adds is the difference; the rest is the batch time "
+            "local disk has as well.")
     return out
 
 
@@ -98,13 +141,14 @@ def summary_markdown(results: dict, command: str) -> str:
                   f"median 2,000-event batch {g.get('median_batch_seconds')} s, {g.get('median_spark_jobs')} Spark jobs.", ""]
     if results.get("symbols_scaling"):
         lines += [f"Batch time (s, 20k events) by number of symbols: {results['symbols_scaling']}.", ""]
+    lines += storage_lines(results)
     lines += [f"Peak memory of the job: {results['peak_memory_mb']} MB.", ""]
     checks = targets(results)
     if checks:
         lines += ["| target | measured | met |", "| --- | --- | --- |"]
         lines += [f"| {name} | {value} | {'yes' if ok else 'no'} |" for name, value, ok in checks]
         lines.append("")
-        if not all(ok for _, _, ok in checks):
+        if not all(ok for _, _, ok in checks) and limits(results):
             lines += ["## What limits it", ""] + [f"- {text}" for text in limits(results)]
             lines += ["", "More in docs/performance.md.", ""]
     lines += [f"![{p}]({p})" for p in results.get("plots", [])]
