@@ -40,6 +40,15 @@ def object_store(tmp_path_factory):
         yield store
 
 
+@pytest.fixture(params=["local", "s3"])
+def place(request, tmp_path, monkeypatch):
+    """Where a test keeps its data, once on local disk and once on the run's S3 server (started on
+    first use in this worker): tests/helpers/storage.py's Place (`place / "lake"`, `.s3`, `.tmp`)."""
+    from tests.helpers.storage import make_place
+
+    return make_place(request.param, tmp_path, request, monkeypatch)
+
+
 @pytest.fixture(scope="session")
 def wallaroo_dir() -> Path:
     path = Path(os.environ.get("MARKET_SPREAD_WALLAROO_DATA", SHARED / "wallaroo"))
