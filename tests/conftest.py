@@ -40,6 +40,15 @@ def object_store(tmp_path_factory):
         yield store
 
 
+@pytest.fixture(params=["local", "s3"])
+def place(request, tmp_path, monkeypatch):
+    """Where a test keeps its data, once on local disk and once on the run's S3 server (started on
+    first use in this worker): tests/helpers/storage.py's Place (`place / "lake"`, `.s3`, `.tmp`)."""
+    from tests.helpers.storage import make_place
+
+    return make_place(request.param, tmp_path, request, monkeypatch)
+
+
 @pytest.fixture(scope="session")
 def wallaroo_dir() -> Path:
     path = Path(os.environ.get("MARKET_SPREAD_WALLAROO_DATA", SHARED / "wallaroo"))
@@ -52,9 +61,9 @@ def wallaroo_dir() -> Path:
 # first: `make test` gives each of its two workers one file at a time in collection order, so these
 # start at once instead of leaving a lone multi-minute campaign at the end of the run.
 LONGEST_FIRST = (
-    "tests/e2e/test_cluster.py",  # with the authentication tests, the longest file (a refused driver waits ~80 s)
+    "tests/reliability/test_crash_campaign.py",  # 5 kills on local disk, then 8 on S3
+    "tests/e2e/test_cluster.py",  # with the authentication tests, a long file (a refused driver waits ~80 s)
     "tests/stream/test_kafka.py",
-    "tests/reliability/test_crash_campaign.py",
     "tests/stream/test_pipeline.py",
     "tests/e2e/test_airflow_e2e.py",
     "tests/e2e/test_data_docs_ui.py",

@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 
 from market_spread.feeds.generate import Generator, write_atomically, write_backlog
+from market_spread.runtime.storage import Location, S3Path, list_names, location, open_delta
 
 from tests.helpers.cli import CLI
 from tests.helpers.landing import land_file
@@ -51,9 +52,10 @@ def make_source(source: Path, symbols: list[str], seed: int, quotes: int, orders
 
 
 class Lander:
-    """Lands pre-generated files into a landing folder atomically (copied aside, renamed in)."""
+    """Lands pre-generated files into a landing folder atomically (copied aside, renamed in; on S3
+    one PUT each)."""
 
-    def __init__(self, files: list[tuple[str, Path]], landing: Path):
+    def __init__(self, files: list[tuple[str, Path]], landing: Location):
         self.pending = list(files)
         self.landing = landing
         self.lines = 0
@@ -144,16 +146,15 @@ class Job:
         return self.log.read_bytes()[-chars:].decode("utf-8", "replace")
 
 
-def wait_for_lock(job: Job, lake: Path, timeout: float = 120) -> None:
-    """Wait until the stream holds the lake's writer lock (taken before Spark starts)."""
+def wait_for_lock(job: Job, lake: Location, timeout: float = 120) -> None:
+    """Wait until the stream holds the lake's writer lock (on S3 its lease; taken before Spark starts)."""
+    from market_spread.orchestration.probes import read_stream_lock
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and job.alive():
-        try:
-            if json.loads((lake / "_stream.lock").read_text() or "{}").get("pid") == job.proc.pid:
-                return
-        except (FileNotFoundError, ValueError):
-            pass
-        time.sleep(0.005)
+        if read_stream_lock(location(lake)).get("pid") == job.proc.pid:
+            return
+        time.sleep(0.05 if isinstance(lake, S3Path) else 0.005)
     raise AssertionError(f"the stream did not take the lake's lock:\n{job.tail()}")
 
 
@@ -168,14 +169,11 @@ def group_members(pgid: int) -> list[int]:
     return out
 
 
-def _entries(folder: Path) -> set[str]:
-    try:
-        return set(os.listdir(folder))
-    except FileNotFoundError:
-        return set()
+def _entries(folder: Location) -> set[str]:
+    return set(list_names(folder) or ())
 
 
-def kill_when_new_file(job: Job, folder: Path, committed_only: bool, timeout: float, poll: float = 0.005,
+def kill_when_new_file(job: Job, folder: Location, committed_only: bool, timeout: float, poll: float = 0.005,
                        kill: bool = True) -> str | None:
     """Poll `folder` every `poll` s; SIGKILL the job's group the moment a new entry appears in it
     (`committed_only`: a log version `N.json` or a checkpoint file `N`, i.e. just after a commit;
@@ -199,11 +197,11 @@ def kill_when_new_file(job: Job, folder: Path, committed_only: bool, timeout: fl
     raise AssertionError(f"no new file in {folder} within {timeout}s\n{job.tail()}")
 
 
-def batch_ids(folder: Path) -> set[int]:
+def batch_ids(folder: Location) -> set[int]:
     return {int(n) for n in _entries(folder) if n.isdigit()}
 
 
-def tagged_batches(table: Path) -> set[int]:
+def tagged_batches(table: Location) -> set[int]:
     """The micro-batch ids recorded in the commits of the stream (commitInfo.userMetadata)."""
     from market_spread.lake.tables import tagged_batch
 
@@ -217,7 +215,7 @@ def tagged_batches(table: Path) -> set[int]:
     return out
 
 
-def in_flight(lake: Path) -> tuple[int | None, list[str]]:
+def in_flight(lake: Location) -> tuple[int | None, list[str]]:
     """After a kill: the batch started (offsets/N) but not committed (no commits/N), if any, and
     the tables that had already committed their part of it. That batch is run again on restart."""
     checkpoint = lake / "_checkpoints" / "stream"
@@ -230,11 +228,9 @@ def in_flight(lake: Path) -> tuple[int | None, list[str]]:
     return batch, written
 
 
-def readable_with_delta_rs(lake: Path) -> dict[str, int]:
+def readable_with_delta_rs(lake: Location) -> dict[str, int]:
     """Row counts read without Spark (delta-rs): the tables stay readable after every kill."""
-    from deltalake import DeltaTable
-
-    return {t: DeltaTable(str(lake / t)).to_pyarrow_table().num_rows for t in TABLES_WITH_LOGS if (lake / t / "_delta_log").is_dir()}
+    return {t: open_delta(lake / t).to_pyarrow_table().num_rows for t in TABLES_WITH_LOGS if (lake / t / "_delta_log").is_dir()}
 
 
 def diff_rows(got: list[dict], want: list[dict]) -> tuple[int, int]:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from market_spread.domain.rules import Thresholds
 from market_spread.lake import tables as lake_mod
+from market_spread.runtime.storage import location
 from market_spread.stream.query import StreamSpec, run_query
 
 from tests.helpers.symbols import SYMBOLS
@@ -16,8 +17,9 @@ PROCESSING_COLUMNS = ("detected_at", "updated_at", "batch_id", "started_at", "fi
 
 
 def stream(spark, landing: Path, lake: Path, symbols=SYMBOLS, max_spread="0.05", max_spread_ratio="0.05") -> int:
-    """Run the file stream over `landing` into `lake` until no file is left (available-now)."""
-    spec = StreamSpec(lake=Path(lake), symbols=list(symbols), landing=Path(landing),
+    """Run the file stream over `landing` into `lake` until no file is left (available-now); either
+    may be local or on S3 (runtime.storage.location)."""
+    spec = StreamSpec(lake=location(lake), symbols=list(symbols), landing=location(landing),
                       thresholds=Thresholds(Decimal(max_spread), Decimal(max_spread_ratio)))
     return run_query(spark, spec)
 

@@ -7,31 +7,32 @@ from tests.helpers.cli import market_spread
 from tests.helpers.lake import read_table, stream
 from tests.helpers.landing import land
 from tests.helpers.records import order, quote
+from tests.helpers.storage import arg
 
 
-def test_sql_queries_tables_by_name_in_every_format(spark, tmp_path):
-    landing, lake = tmp_path / "landing", tmp_path / "lake"
+def test_sql_queries_tables_by_name_in_every_format(spark, place):
+    landing, lake = place / "landing", place / "lake"
     land(landing, "quotes", [quote("AAPL", "2026-11-23T14:30:01.000Z", "1.10", "1.15")])
     land(landing, "orders", [order("O-1", "AAPL", "2026-11-23T14:30:02.000Z"), order("O-2", "GOOG", "2026-11-23T14:30:02.000Z")])
     assert stream(spark, landing, lake) == 0
 
     query = "SELECT order_id, reason, offer FROM alerts ORDER BY order_id"
-    done = market_spread("sql", "--lake", str(lake), "--format", "json", query, timeout=300)
+    done = market_spread("sql", "--lake", arg(lake), "--format", "json", query, timeout=300)
     assert done.returncode == 0, done.stderr
     assert [json.loads(l) for l in done.stdout.splitlines()] == [
         {"order_id": "O-1", "reason": "wide_spread", "offer": "1.15000000"},  # decimals stay exact text
         {"order_id": "O-2", "reason": "no_market_data", "offer": None},
     ]
-    done = market_spread("sql", "--lake", str(lake), "--format", "csv",
+    done = market_spread("sql", "--lake", arg(lake), "--format", "csv",
                          "SELECT s.symbol, s.should_reject_trades, m.quotes FROM symbol_state s CROSS JOIN batch_metrics m",
                          timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["symbol,should_reject_trades,quotes", "AAPL,True,1"]
 
-    bad = market_spread("sql", "--lake", str(lake), "SELECT * FROM no_such_table", timeout=300)
+    bad = market_spread("sql", "--lake", arg(lake), "SELECT * FROM no_such_table", timeout=300)
     last = bad.stderr.strip().splitlines()[-1]  # Spark's own start-up lines come first
     assert bad.returncode == 1 and last.startswith("market-spread sql: error:") and "no_such_table" in last
-    missing = market_spread("sql", "--lake", str(tmp_path / "nowhere"), "SELECT 1", timeout=60)
+    missing = market_spread("sql", "--lake", arg(place / "nowhere"), "SELECT 1", timeout=60)
     assert missing.returncode == 2 and "no Delta tables" in missing.stderr
 
 
@@ -70,12 +71,12 @@ def _lake_state(spark, lake):
     return out
 
 
-def test_sql_is_read_only_decided_from_the_parsed_plan(spark, tmp_path):
+def test_sql_is_read_only_decided_from_the_parsed_plan(spark, place):
     import io
 
     from market_spread.lake.query import execute
 
-    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    landing, lake = place / "landing", place / "lake"
     land(landing, "quotes", [quote("AAPL", "2026-11-23T14:30:01.000Z", "1.10", "1.15")])
     land(landing, "orders", [order("O-1", "AAPL", "2026-11-23T14:30:02.000Z"), order("O-2", "GOOG", "2026-11-23T14:30:02.000Z")])
     assert stream(spark, landing, lake) == 0
@@ -103,7 +104,7 @@ def test_sql_is_read_only_decided_from_the_parsed_plan(spark, tmp_path):
     assert _lake_state(spark, lake) == before
 
     # Through the command itself: one line, exit 2, nothing deleted.
-    done = market_spread("sql", "--lake", str(lake), "DELETE FROM alerts WHERE reason = 'wide_spread'", timeout=300)
+    done = market_spread("sql", "--lake", arg(lake), "DELETE FROM alerts WHERE reason = 'wide_spread'", timeout=300)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("market-spread sql: error: sql is read-only")
     assert _lake_state(spark, lake) == before

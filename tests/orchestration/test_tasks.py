@@ -128,13 +128,15 @@ def test_maintain_beside_a_live_stream_only_vacuums(small_lake: Path) -> None:
         holder.wait(10)
 
 
-def test_maintain_applies_quote_retention_only_with_the_writer_lock(spark, tmp_path) -> None:
+def test_maintain_applies_quote_retention_only_with_the_writer_lock(spark, place) -> None:
+    """On local disk (the flock) and on S3 (the lease): the holder's lock keeps the retention out."""
     import datetime as dt
 
     from market_spread.lake import tables as lake_mod
     from market_spread.lake.maintenance import quote_cutoff
+    from tests.helpers.storage import arg
 
-    lake = tmp_path / "lake"
+    lake = place / "lake"
     lake_mod.ensure_tables(spark, lake)
     today = dt.datetime.now(dt.timezone.utc).date()
     days = [today - dt.timedelta(days=n) for n in (0, 2, 40, 400)]
@@ -149,14 +151,14 @@ def test_maintain_applies_quote_retention_only_with_the_writer_lock(spark, tmp_p
     def kept() -> list:
         return sorted(r[0] for r in read_table(spark, lake, "quotes").select("quote_date").collect())
 
-    argv = [*cli_argv("maintain"), "--lake", str(lake), "--tables", "quotes", "--master", "local[1]"]
+    argv = [*cli_argv("maintain"), "--lake", arg(lake), "--tables", "quotes", "--master", "local[1]"]
     env = dict(os.environ, MARKET_SPREAD_QUOTE_RETENTION_DAYS="30")  # from the environment, as the DAG may set it
     holder = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""
             import time
-            from pathlib import Path
-            from market_spread.lake.lock import WriterLock
-            lock = WriterLock(Path({str(lake)!r}) / "_stream.lock")
+            from market_spread.lake.lock import writer_lock
+            from market_spread.runtime.storage import location
+            lock = writer_lock(location({arg(lake)!r}))  # the flock, or the lease on S3
             lock.acquire()  # kept referenced: the flock lives as long as the handle
             print("locked", flush=True)
             time.sleep(600)

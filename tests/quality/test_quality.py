@@ -68,8 +68,11 @@ def metrics(batches: dict[int, int]) -> list[dict]:
                  quarantined=0) for b, n in batches.items()]
 
 
-def validate(lake: Path, docs: Path, symbols_file: Path, *extra: str, capsys=None) -> tuple[int, str]:
-    code = cli.main(["validate", "--lake", str(lake), "--docs", str(docs), "--symbols", str(symbols_file), *extra])
+def validate(lake, docs, symbols_file: Path, *extra: str, capsys=None) -> tuple[int, str]:
+    """`validate` in-process; `lake` and `docs` local paths or S3 locations (given as s3:// URIs)."""
+    from tests.helpers.storage import arg
+
+    code = cli.main(["validate", "--lake", arg(lake), "--docs", arg(docs), "--symbols", str(symbols_file), *extra])
     out = capsys.readouterr().out if capsys is not None else ""
     return code, out
 
@@ -232,12 +235,13 @@ def test_orphan_alerts_are_held_only_while_their_batch_can_finish(spark, first_r
     assert "orphan alerts: batch(es) [9]" in out
 
 
-def test_lake_from_the_pipeline_passes_and_thresholds_are_parameters(spark, symbols_file, tmp_path, capsys):
+def test_lake_from_the_pipeline_passes_and_thresholds_are_parameters(spark, place, symbols_file, capsys):
+    """On local disk and on S3 (lake and Data Docs both there: `--docs s3://...`)."""
     from tests.helpers.lake import stream  # the pipeline's own test helpers
     from tests.helpers.landing import land
     from tests.helpers.records import T, order, quote
 
-    landing, lake, docs = tmp_path / "landing", tmp_path / "lake", tmp_path / "docs"
+    landing, lake, docs = place / "landing", place / "lake", place / "docs"
     land(landing, "quotes", [
         quote("AAPL", T.format(1), "1.00", "1.10"),       # wide
         quote("MSFT", T.format(1), "10.00", "10.01"),     # tight
@@ -255,6 +259,8 @@ def test_lake_from_the_pipeline_passes_and_thresholds_are_parameters(spark, symb
     assert code == 0, out
     assert "suite alerts: PASSED, 26/26 expectations passed, 0 failed (3 alert(s) appended after the start" in out
     assert "suite symbol_state: PASSED, 10/10 expectations passed, 0 failed (3 row(s)" in out
+    assert "alerts" in (docs / "index.html").read_text(), "the Data Docs site is where --docs says"
+    assert len(place.open_delta(lake / "quality_results").to_pandas()) == 26 + 10, "read back with delta-rs"
 
     # The same lake judged with other thresholds: the reject rule no longer holds for O-1 and AAPL.
     code, out = validate(lake, docs, symbols_file, "--full", "--max-spread", "1", "--max-spread-ratio", "0.5",

@@ -7,23 +7,28 @@ trims them from its file source log at each start and every 3 batches. At the en
 equal an uninterrupted run over the same files: nothing lost, nothing doubled, batch_metrics adding
 up.
 
-N = 5 by default; MARKET_SPREAD_RELIABILITY=full runs 24 kills (every window three times) and more
-maintenance."""
+It runs on local disk and on the run's S3 server (the fixture `place`): landing, lake, checkpoint
+and archive all on S3 there, the uninterrupted reference on local disk.
+
+N = 5 by default locally, 8 on S3 (every window once: there a rename is a copy and a delete, and the
+lease replaces the flock); MARKET_SPREAD_RELIABILITY=full runs 24 kills (every window three times)
+and more maintenance on both."""
 from __future__ import annotations
 
 import random
 import shutil
 import time
 from collections import Counter
-from pathlib import Path
-
 import pytest
+
+from market_spread.runtime.storage import Location, location
 
 from tests.helpers.campaign import (
     FULL, Job, Lander, diff_rows, duplicates_by_key, in_flight, kill_when_new_file, make_source,
     readable_with_delta_rs, wait_for_lock,
 )
 from tests.helpers.lake import comparable_tables, metrics_totals, rows, stream
+from tests.helpers.storage import arg
 from tests.helpers.symbols import SYMBOLS, symbols_file
 
 TABLE_WINDOWS = ["quotes", "symbol_state", "alerts", "quarantine", "batch_metrics"]
@@ -42,26 +47,25 @@ def _plan(rng: random.Random, kills: int) -> list[str]:
     return plan[:kills]
 
 
-def _folder(lake: Path, window: str) -> Path:
+def _folder(lake: Location, window: str) -> Location:
     if window in CHECKPOINT_WINDOWS:
         return lake / "_checkpoints" / "stream" / window
     return lake / window / "_delta_log"
 
 
 @pytest.mark.slow
-def test_crash_campaign_loses_and_doubles_nothing(spark, tmp_path, monkeypatch):
+def test_crash_campaign_loses_and_doubles_nothing(spark, place, tmp_path, monkeypatch):
     began = time.monotonic()
-    kills = 24 if FULL else 5
+    kills = 24 if FULL else 8 if place.s3 else 5
     rng = random.Random(20261123)
     symbols = symbols_file(tmp_path, SYMBOLS)
     source = tmp_path / "source"
     files = make_source(source, SYMBOLS, seed=23, quotes=120 * (2 * kills + 4), orders=120 * (2 * kills + 4),
                         files=2 * kills + 4)
-    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    landing, lake, archive = place / "landing", place / "lake", place / "archive"
     lander = Lander(files, landing)
-    archive = tmp_path / "archive"
-    stream_args = ["stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols),
-                   "--archive", str(archive)]
+    stream_args = ["stream", "--landing", arg(landing), "--lake", arg(lake), "--symbols", str(symbols),
+                   "--archive", arg(archive)]
     monkeypatch.setenv("MARKET_SPREAD_SOURCE_LOG_TRIM_EVERY", "3")  # trims inside the batch, killed or not
     # Spark compacts that log every 10 batches; every 2 here, so that even the short campaign has
     # compact files to trim (spark-submit reads spark-defaults.conf from SPARK_CONF_DIR).
@@ -86,7 +90,7 @@ def test_crash_campaign_loses_and_doubles_nothing(spark, tmp_path, monkeypatch):
         side = None
         if i in beside:
             wait_for_lock(job, lake)
-            side = Job(["maintain", "--lake", str(lake), "--retain-hours", "1", "--master", "local[1]"],
+            side = Job(["maintain", "--lake", arg(lake), "--retain-hours", "1", "--master", "local[1]"],
                        tmp_path / f"maintain-beside-{i:02d}.log")
         if window == "random":
             # A random instant once the stream has started a batch: inside the writes or between batches.
@@ -115,7 +119,7 @@ def test_crash_campaign_loses_and_doubles_nothing(spark, tmp_path, monkeypatch):
             assert "compaction skipped" in side.tail(100_000), side.tail()  # it ran beside the live stream
             maintained.append("beside the live stream")
         if i in exclusive:
-            alone = Job(["maintain", "--lake", str(lake), "--retain-hours", "1", "--master", "local[1]"],
+            alone = Job(["maintain", "--lake", arg(lake), "--retain-hours", "1", "--master", "local[1]"],
                         tmp_path / f"maintain-alone-{i:02d}.log")
             assert alone.wait(600) == 0, alone.tail()
             assert "optimize:" in alone.tail(100_000), alone.tail()
@@ -152,7 +156,7 @@ def test_crash_campaign_loses_and_doubles_nothing(spark, tmp_path, monkeypatch):
     for key in ("quotes", "orders", "alerts", "quarantined"):
         assert totals[key] == clean_totals[key], key
     assert len(got["alerts"]) > 0 and len(got["quarantine"]) > 0, "the campaign must exercise every table"
-    archived = len(list(archive.rglob("*.jsonl")))
+    archived = len(list(location(archive).rglob("*.jsonl")))
     trims = sum(log.read_text(errors="replace").count("entries of archived files") for log in tmp_path.glob("*.log"))
     assert archived > 0, "--archive moved no file"
     if max(m["batch_id"] for m in metrics) >= 5:  # compact files old enough to trim
@@ -163,7 +167,7 @@ def test_crash_campaign_loses_and_doubles_nothing(spark, tmp_path, monkeypatch):
 
     partial = [f"{b}:{'+'.join(w)}" for b, w in replayed if w]
     report = "\n".join([
-        "crash campaign report",
+        f"crash campaign report ({place.kind}: {place.root})",
         f"  kills survived:       {kills} (SIGKILL of driver + JVM group, restarted each time)",
         "  kills by window:      " + ", ".join(f"{w} {n}" for w, n in sorted(by_window.items())),
         f"  batches replayed:     {len(replayed)} in flight at a kill, {len(partial)} of them with tables already "

@@ -15,7 +15,7 @@ from market_spread.runtime import spark as spark_mod
 from market_spread.stream import batch as pipeline
 from market_spread.feeds.generate import Generator, write_backlog
 from tests.helpers.lake import alerts_by_order, assert_same_tables, comparable_tables, metrics_totals, read_table, rows, stream
-from tests.helpers.landing import land
+from tests.helpers.landing import land, land_file
 from tests.helpers.records import BAD_ORDERS, BAD_QUOTES, T, order, quote
 from tests.helpers.symbols import SYMBOLS
 
@@ -28,8 +28,11 @@ def ts(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(dt.timezone.utc).replace(tzinfo=None)
 
 
-def test_orders_are_checked_as_of_their_time_within_a_batch(spark, tmp_path):
-    landing, lake = tmp_path / "landing", tmp_path / "lake"
+# The tests taking `place` run on local disk and on the run's S3 server (tests/helpers/storage.py).
+
+
+def test_orders_are_checked_as_of_their_time_within_a_batch(spark, place):
+    landing, lake = place / "landing", place / "lake"
     land(landing, "quotes", [
         quote("AAPL", T.format(1), "1.00", "1.10"),   # wide
         quote("AAPL", T.format(3), "1.00", "1.01"),   # tight
@@ -61,8 +64,8 @@ def state_reader(request, monkeypatch):
     return request.param
 
 
-def test_late_orders_are_checked_against_history_not_newer_state(spark, tmp_path, state_reader):
-    landing, lake = tmp_path / "landing", tmp_path / "lake"
+def test_late_orders_are_checked_against_history_not_newer_state(spark, place, state_reader):
+    landing, lake = place / "landing", place / "lake"
     land(landing, "quotes", [quote("MSFT", T.format(1), "10.00", "10.50"), quote("MSFT", T.format(3), "10.00", "10.01")])
     assert stream(spark, landing, lake) == 0
     land(landing, "orders", [order("late", "MSFT", T.format(2)), order("now", "MSFT", T.format(4))])
@@ -183,8 +186,8 @@ def test_orders_without_market_data_are_rejected(spark, tmp_path):
     assert (g["account"], g["side"], g["qty"], g["price"]) == (7, "BUY", D("100"), D("1.00"))
 
 
-def test_every_kind_of_bad_line_is_quarantined_once_and_every_line_is_accounted_for(spark, tmp_path):
-    landing, lake = tmp_path / "landing", tmp_path / "lake"
+def test_every_kind_of_bad_line_is_quarantined_once_and_every_line_is_accounted_for(spark, place):
+    landing, lake = place / "landing", place / "lake"
     good_quotes = [quote("AAPL", T.format(0), "1.00", "1.01"), quote("AAPL", T.format(1), "1.00", "1.01", seq=3)]
     good_orders = [order("ok", "AAPL", T.format(2), qty="1.5")]
     quote_lines = good_quotes + [l for ls in BAD_QUOTES.values() for l in ls] + ["", "   ", "\t"]
@@ -235,30 +238,28 @@ def test_prices_are_exact_decimals_from_the_text(spark, tmp_path):
     assert schema["price"] == "decimal(18,8)" and schema["order_time"] == "timestamp" and schema["batch_id"] == "bigint"
 
 
-def _generated(landing: Path, files: int, seed: int = 5, quotes: int = 600, orders: int = 600) -> None:
+def _generated(landing, files: int, seed: int = 5, quotes: int = 600, orders: int = 600) -> None:
     gen = Generator(SYMBOLS, seed=seed, wide_share=0.4)
     write_backlog(landing, gen, quotes, orders, files, f"cut{files}")
 
 
-def test_same_alerts_whatever_the_cutting_into_files_and_runs(spark, tmp_path):
-    one = tmp_path / "one"
+def test_same_alerts_whatever_the_cutting_into_files_and_runs(spark, place, tmp_path):
+    one = place / "one"
     _generated(one / "landing", files=1)
     assert stream(spark, one / "landing", one / "lake") == 0
     assert rows(spark, one / "lake", "alerts"), "the generated data must produce alerts for this test to mean anything"
 
-    many = tmp_path / "many"
+    many = place / "many"
     _generated(many / "landing", files=7)
     assert stream(spark, many / "landing", many / "lake") == 0
 
     # Several runs: land the files pair by pair, a run after every few pairs.
-    staged = tmp_path / "staged"
-    _generated(staged / "src", files=7)
+    staged, source = place / "staged", tmp_path / "src"
+    _generated(source, files=7)
     for i, chunk in enumerate([[0, 1], [2], [3, 4, 5], [6]]):
         for k in chunk:
             for feed in ("quotes", "orders"):
-                target = staged / "landing" / feed
-                target.mkdir(parents=True, exist_ok=True)
-                (staged / "src" / feed / f"cut7-{k:05d}.jsonl").rename(target / f"cut7-{k:05d}.jsonl")
+                land_file(source / feed / f"cut7-{k:05d}.jsonl", staged / "landing", feed)
         assert stream(spark, staged / "landing", staged / "lake") == 0
     for lake in (many / "lake", staged / "lake"):
         assert_same_tables(spark, lake, one / "lake")
@@ -309,8 +310,8 @@ def test_small_and_large_batches_give_the_same_tables_whoever_commits_them(spark
         assert comparable_tables(spark, lakes[name]) == want, name
 
 
-def test_a_batch_replayed_after_a_crash_between_its_writes_leaves_exact_tables(spark, tmp_path, monkeypatch):
-    clean, crashed = tmp_path / "clean", tmp_path / "crashed"
+def test_a_batch_replayed_after_a_crash_between_its_writes_leaves_exact_tables(spark, place, monkeypatch):
+    clean, crashed = place / "clean", place / "crashed"
     for root in (clean, crashed):
         _generated(root / "landing", files=2, seed=9)
         land(root / "landing", "quotes", ["garbage line"], name="zz-bad.jsonl")
@@ -336,17 +337,15 @@ def test_a_batch_replayed_after_a_crash_between_its_writes_leaves_exact_tables(s
     assert totals["quarantined"] == len(rows(spark, crashed / "lake", "quarantine")) == 1
 
 
-def test_tables_are_readable_without_spark_by_delta_rs(spark, tmp_path):
-    from deltalake import DeltaTable
-
-    landing, lake = tmp_path / "landing", tmp_path / "lake"
+def test_tables_are_readable_without_spark_by_delta_rs(spark, place):
+    landing, lake = place / "landing", place / "lake"
     _generated(landing, files=2, seed=3, quotes=100, orders=100)
     land(landing, "orders", ["oops"])
     assert stream(spark, landing, lake) == 0
     for table in ("symbol_state", "alerts", "quotes", "quarantine", "batch_metrics"):
-        arrow = DeltaTable(str(lake / table)).to_pyarrow_table()
+        arrow = place.open_delta(lake / table).to_pyarrow_table()
         assert arrow.num_rows == read_table(spark, lake, table).count() > 0, table
-    alerts = DeltaTable(str(lake / "alerts")).to_pyarrow_table()
+    alerts = place.open_delta(lake / "alerts").to_pyarrow_table()
     assert str(alerts.schema.field("price").type) == "decimal128(18, 8)"
 
 
@@ -528,7 +527,7 @@ def test_a_stream_compacting_every_two_commits_gives_the_same_tables(spark, tmp_
     one = tmp_path / "one"
     _generated(one / "landing", files=1)
     assert stream(spark, one / "landing", one / "lake") == 0
-    many = tmp_path / "many"
+    many = place / "many"
     _generated(many / "landing", files=6)
     monkeypatch.setenv("MARKET_SPREAD_COMPACT_EVERY", "2")
     spec = StreamSpec(lake=many / "lake", symbols=SYMBOLS, landing=many / "landing", max_files_per_batch=1,

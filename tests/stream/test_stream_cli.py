@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -12,14 +11,16 @@ from pathlib import Path
 import pytest
 
 from market_spread.feeds.generate import Generator, write_backlog
+from market_spread.runtime.storage import Location, location
 from tests.helpers.cli import CLI, market_spread
+from tests.helpers.storage import arg, remove
 from tests.helpers.symbols import SYMBOLS, symbols_file
 
 
-def _start(landing: Path, lake: Path, symbols: Path, *extra: str) -> subprocess.Popen:
+def _start(landing: Location, lake: Location, symbols: Path, *extra: str) -> subprocess.Popen:
     # A session of its own, so that killing the group takes the Spark JVM down with the driver.
     return subprocess.Popen(
-        CLI + ["stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols), *extra],
+        CLI + ["stream", "--landing", arg(landing), "--lake", arg(lake), "--symbols", str(symbols), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )
 
@@ -33,7 +34,7 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def _log_versions(folder: Path) -> int:
+def _log_versions(folder: Location) -> int:
     return len(list(folder.glob("*.json"))) if folder.is_dir() else 0
 
 
@@ -48,17 +49,20 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path):
     assert done.returncode == 2 and "symbol file not found" in done.stderr
 
 
-def test_one_writer_per_lake_graceful_stop_and_the_missing_checkpoint_guard(tmp_path):
-    landing, lake, symbols = tmp_path / "landing", tmp_path / "lake", symbols_file(tmp_path, SYMBOLS)
+def test_one_writer_per_lake_graceful_stop_and_the_missing_checkpoint_guard(place, tmp_path):
+    """On local disk (the flock) and on S3 (the lease, runtime.lease): the same refusals."""
+    landing, lake, symbols = place / "landing", place / "lake", symbols_file(tmp_path, SYMBOLS)
     write_backlog(landing, Generator(SYMBOLS, seed=2), 50, 50, 1, "a")
     first = _start(landing, lake, symbols, "--interval", "1")
     try:
         _wait_for(lambda: (lake / "batch_metrics" / "_delta_log" / f"{1:020d}.json").exists(), 300, "the first batch")
         started = time.monotonic()
-        second = market_spread("stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols),
+        second = market_spread("stream", "--landing", arg(landing), "--lake", arg(lake), "--symbols", str(symbols),
                                "--available-now", timeout=60)
         assert second.returncode == 3
-        assert "another stream is already writing this lake" in second.stderr
+        # The flock's words locally, the lease's on S3 (lake.lock; both name the holder).
+        busy = "another stream holds the lake's lease" if place.s3 else "another stream is already writing this lake"
+        assert busy in second.stderr, second.stderr
         assert time.monotonic() - started < 20, "refused at once, before starting Spark"
     finally:
         first.send_signal(signal.SIGTERM)
@@ -66,26 +70,25 @@ def test_one_writer_per_lake_graceful_stop_and_the_missing_checkpoint_guard(tmp_
     assert first.returncode == 0, out
     assert "stopping after the batch in flight" in out and "batch 0:" in out
 
-    shutil.rmtree(lake / "_checkpoints")
+    remove(lake / "_checkpoints")
     versions = _log_versions(lake / "batch_metrics" / "_delta_log")
-    refused = market_spread("stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols),
+    refused = market_spread("stream", "--landing", arg(landing), "--lake", arg(lake), "--symbols", str(symbols),
                             "--available-now", timeout=60)
     assert refused.returncode == 4
     assert "checkpoint" in refused.stderr and "emit every alert again" in refused.stderr
     assert _log_versions(lake / "batch_metrics" / "_delta_log") == versions, "the refused run wrote nothing"
 
 
-def test_checkpoint_guard_holds_after_delta_log_clean_up(spark, tmp_path):
+def test_checkpoint_guard_holds_after_delta_log_clean_up(spark, place, tmp_path):
     """Delta's clean-up deletes commit files older than a checkpoint: the guard must still see batches."""
-    from deltalake import DeltaTable
-
     from market_spread.lake import tables as lake_mod
     from market_spread.lake.deltalog import latest_version
+    from market_spread.runtime.storage import open_delta
     from tests.helpers.lake import stream
     from tests.helpers.landing import land
     from tests.helpers.records import order, quote
 
-    landing, lake, symbols = tmp_path / "landing", tmp_path / "lake", symbols_file(tmp_path, SYMBOLS)
+    landing, lake, symbols = place / "landing", place / "lake", symbols_file(tmp_path, SYMBOLS)
     for i in range(2):
         land(landing, "quotes", [quote("AAPL", f"2026-11-23T14:30:0{i}.000Z", "1.10", "1.15")])
         land(landing, "orders", [order(f"O-{i}", "AAPL", f"2026-11-23T14:30:0{i}.500Z")])
@@ -96,18 +99,19 @@ def test_checkpoint_guard_holds_after_delta_log_clean_up(spark, tmp_path):
             continue  # created, never written (quarantine: no bad line)
         # An interval of 1 makes this very commit write a checkpoint, as every tenth commit does.
         spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.checkpointInterval' = '1')")
-        log = Path(path) / "_delta_log"
+        log = location(path) / "_delta_log"
         checkpoint = max(int(p.name[:20]) for p in log.glob("*.checkpoint*.parquet"))
         assert checkpoint >= 2
         for old in log.iterdir():  # what the clean-up leaves: the checkpoint and later commits
             if old.name[:20].isdigit() and int(old.name[:20]) < checkpoint:
                 old.unlink()
         assert not (log / f"{1:020d}.json").exists()
-        assert latest_version(path) == DeltaTable(path).version() == checkpoint
-    assert not list(lake.glob(f"*/_delta_log/{1:020d}.json")), "the old guard's file is gone everywhere"
-    shutil.rmtree(lake / "_checkpoints")
+        assert latest_version(path) == open_delta(path).version() == checkpoint
+    assert not [t for t in lake.iterdir() if (t / "_delta_log" / f"{1:020d}.json").exists()], \
+        "the old guard's file is gone everywhere"
+    remove(lake / "_checkpoints")
 
-    refused = market_spread("stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols),
+    refused = market_spread("stream", "--landing", arg(landing), "--lake", arg(lake), "--symbols", str(symbols),
                             "--available-now", timeout=120)
     assert refused.returncode == 4, refused.stdout + refused.stderr
     assert "checkpoint" in refused.stderr and "emit every alert again" in refused.stderr

@@ -114,6 +114,12 @@ class S3Path:
     def __hash__(self) -> int:
         return hash((self.bucket, self.key))
 
+    def __lt__(self, other: "S3Path") -> bool:
+        # Ordered as Path is (callers sort folders: stream.source_log); by bucket, then key.
+        if not isinstance(other, S3Path):
+            return NotImplemented
+        return (self.bucket, self.key) < (other.bucket, other.key)
+
     def __truediv__(self, part: str) -> "S3Path":
         return S3Path(self.bucket, posixpath.join(self.key, str(part)) if self.key else str(part))
 
