@@ -185,6 +185,6 @@ class Lease:
 
 def _holder_text(record: dict[str, Any]) -> str:
     if not record:
-        return "holder unknown"
-    return (f"another stream holds the lake's lease: host {record.get('host')}, pid {record.get('pid')}, "
-            f"renewed {record.get('renewed_at')}, expires {record.get('expires_at')}")
+        return "another stream is already writing this lake (its lease: holder unknown)"
+    return (f"another stream is already writing this lake (its lease: host {record.get('host')}, "
+            f"pid {record.get('pid')}, renewed {record.get('renewed_at')}, expires {record.get('expires_at')})")
