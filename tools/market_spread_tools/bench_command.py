@@ -12,7 +12,7 @@ opt = options("bench")
 
 @env_command("bench")
 @opt("--quick", is_flag=True,
-     help="a smaller run: about 5 minutes on 2 cores (100k events, 2 rates, 20 batches, 2 symbol counts)")
+     help="a smaller run: about 10 minutes on 2 cores (120k events, 2 rates, 20 batches, 2 symbol counts, local disk and S3)")
 @opt("--out", default=None, help="results folder (default bench/results/quick or bench/results/full: the current runs)")
 @opt("--work", default=str(project_home() / "bench" / "work"), help="scratch folder (deleted)")
 @opt("--growth-batches", type=int, default=None,
