@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from market_spread.errors import UsageError
+from market_spread.feeds.foreground import forward_stop_signals
 
 # What BrokerProcess runs: `market-spread broker` by its module (see BrokerProcess.start).
 BROKER_MODULE = "market_spread.cli.commands.broker"
@@ -196,17 +197,7 @@ def run_broker(spec: BrokerSpec) -> int:
         return 1
     bootstrap = f"127.0.0.1:{spec.port}"
     process = subprocess.Popen(java_command(data, spec.heap, ["kafka.Kafka", str(config)]))
-    stopping: list[int] = []
-
-    def stop(signum, _frame):
-        if not stopping:
-            print(f"market-spread broker: {signal.Signals(signum).name}: shutting down", flush=True)
-        stopping.append(signum)
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, stop)
+    stopping = forward_stop_signals(process, "market-spread broker")
     print(f"market-spread broker: starting Kafka on {bootstrap} (data {data}, log {data / 'server.log'})", flush=True)
     if wait_ready(bootstrap, spec.ready_timeout, process):
         print(f"market-spread broker: ready on {bootstrap}", flush=True)

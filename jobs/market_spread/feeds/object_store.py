@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from market_spread.errors import UsageError
 from market_spread.feeds.broker import port_open
+from market_spread.feeds.foreground import forward_stop_signals
 from market_spread.runtime.settings import value
 
 PROG = "market-spread object-store"
@@ -174,17 +174,7 @@ def run_object_store(spec: ObjectStoreSpec) -> int:
 def _serve(spec: ObjectStoreSpec, endpoint: str, keys: tuple[str, str], command: list[str]) -> int:
     """Start s3proxy, report ready once the buckets exist, and wait for it or a signal."""
     process = subprocess.Popen(command, stdin=subprocess.DEVNULL)
-    stopping: list[int] = []
-
-    def stop(signum, _frame):
-        if not stopping:
-            print(f"{PROG}: {signal.Signals(signum).name}: shutting down", flush=True)
-        stopping.append(signum)
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, stop)
+    stopping = forward_stop_signals(process, PROG)
     shown = f"AWS_ACCESS_KEY_ID={keys[0]}, AWS_SECRET_ACCESS_KEY={keys[1]}"
     defaults = " (defaults: the variables are unset)" if not value("AWS_ACCESS_KEY_ID") else ""
     print(f"{PROG}: starting s3proxy on {endpoint} (data {spec.data}; {shown}{defaults})", flush=True)
