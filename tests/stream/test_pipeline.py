@@ -527,7 +527,7 @@ def test_a_stream_compacting_every_two_commits_gives_the_same_tables(spark, tmp_
     one = tmp_path / "one"
     _generated(one / "landing", files=1)
     assert stream(spark, one / "landing", one / "lake") == 0
-    many = place / "many"
+    many = tmp_path / "many"
     _generated(many / "landing", files=6)
     monkeypatch.setenv("MARKET_SPREAD_COMPACT_EVERY", "2")
     spec = StreamSpec(lake=many / "lake", symbols=SYMBOLS, landing=many / "landing", max_files_per_batch=1,

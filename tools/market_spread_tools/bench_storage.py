@@ -108,16 +108,18 @@ def s3a_settings(spark, config: S3Config) -> Iterator[None]:
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     settings = {key.removeprefix("spark.hadoop."): setting for key, setting in config.hadoop_conf().items()}
     before = {key: hadoop.get(key) for key in settings}
+    # The session's SQL conf wins over the base Hadoop configuration where both set a key: set both.
+    session_before = {key: spark.conf.get(key, None) for key in settings}
     for key, setting in settings.items():
         hadoop.set(key, setting)
+        spark.conf.set(key, setting)
     try:
         yield
     finally:
         for key, earlier in before.items():
-            if earlier is None:
-                hadoop.unset(key)
-            else:
-                hadoop.set(key, earlier)
+            hadoop.unset(key) if earlier is None else hadoop.set(key, earlier)
+        for key, earlier in session_before.items():
+            spark.conf.unset(key) if earlier is None else spark.conf.set(key, earlier)
 
 
 @contextmanager
