@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO
 
-from market_spread.runtime.lease import Lease, LeaseBusy, LeaseLost  # noqa: F401 - LeaseLost for callers
+from market_spread.runtime.lease import Lease, LeaseBusy
 from market_spread.runtime.processes import process_start_time, record_alive, this_host
 from market_spread.runtime.storage import Location, S3Path
 from market_spread.runtime.stream_contract import LOCK_FILE

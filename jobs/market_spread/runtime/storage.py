@@ -51,21 +51,6 @@ def delta_rs_target(table: "str | Path | S3Path") -> tuple[str, dict[str, str] |
 Location = Union[Path, S3Path]
 
 
-def write_atomically(target: Location, text: str) -> None:
-    """A whole file at once: on S3 one PUT; locally written aside, synced, then renamed in."""
-    import os
-
-    if isinstance(target, S3Path):
-        target.write_text(text)
-        return
-    temp = target.with_name(f".{target.name}.tmp")
-    with open(temp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, target)
-
-
 def list_names(folder: Location) -> list[str] | None:
     """The names in a folder; None when a local folder is missing (an S3 prefix without objects
     lists empty: object storage cannot tell a missing folder from an empty one)."""
