@@ -16,7 +16,7 @@ from market_spread.stream import batch as pipeline
 from market_spread.feeds.generate import Generator, write_backlog
 from tests.helpers.lake import alerts_by_order, assert_same_tables, comparable_tables, metrics_totals, read_table, rows, stream
 from tests.helpers.landing import land, land_file
-from tests.helpers.records import BAD_ORDERS, BAD_QUOTES, T, order, quote
+from tests.helpers.records import BAD_ORDERS, BAD_QUOTES, T, at, order, quote
 from tests.helpers.symbols import SYMBOLS
 
 
@@ -569,3 +569,36 @@ def test_late_history_holds_only_what_the_as_of_choice_can_use(spark, tmp_path):
     ]
     rows = late_history_rows(str(lake), late).to_pylist()
     assert sorted((r["symbol"], r["seq"]) for r in rows) == [("GOOG", 8), ("IBM", 7), ("MSFT", 2), ("MSFT", 3), ("MSFT", 4)]
+
+
+def test_the_driver_and_sparks_plan_check_batches_alike(spark, tmp_path, monkeypatch):
+    # A batch of certainly valid lines is parsed and checked on the driver (stream.driver_batch);
+    # with that path off (MARKET_SPREAD_DRIVER_BATCH_LINES=0), Spark's plan does it all. The same
+    # tables either way, over several batches, ties, orders without market data and late orders
+    # (history). A batch with one bad line goes to Spark whole.
+    taken = []
+    real = pipeline._driver_steps
+    monkeypatch.setattr(pipeline, "_driver_steps", lambda *args: taken.append(real(*args)) or taken[-1])
+    lakes = {}
+    for name, limit in (("driver", "50000"), ("spark", "0")):
+        monkeypatch.setenv("MARKET_SPREAD_DRIVER_BATCH_LINES", limit)
+        landing, lake = tmp_path / name / "landing", tmp_path / name / "lake"
+        _generated(landing, files=2, seed=21)
+        assert stream(spark, landing, lake) == 0
+        land(landing, "quotes", [quote("AAPL", at(7), "1.00", "1.20", seq=2), quote("AAPL", at(7), "1.00", "1.01", seq=1),
+                                 quote("MSFT", at(9), "5.00", "5.01"), quote("MSFT", at(-3600), "5.00", "6.00")],
+             name="b2.jsonl")
+        land(landing, "orders", [order("tie", "AAPL", at(7)), order("none", "IBM", at(-86400 * 3)),
+                                 order("late", "MSFT", at(-1800), seq=4), order("now", "MSFT", at(10))], name="b2.jsonl")
+        assert stream(spark, landing, lake) == 0
+        land(landing, "orders", [order("late2", "MSFT", at(-7200))], name="b3.jsonl")
+        assert stream(spark, landing, lake) == 0
+        land(landing, "orders", [order("bad-neighbour", "AAPL", at(8)), "{not json"], name="b4.jsonl")
+        assert stream(spark, landing, lake) == 0
+        lakes[name] = lake
+    assert taken == [True, True, True, False], "the driver takes the valid batches; a bad line sends one to Spark"
+    want = comparable_tables(spark, lakes["spark"])
+    assert {r["order_id"] for r in want["alerts"]} >= {"tie", "none", "late", "late2", "bad-neighbour"}
+    assert comparable_tables(spark, lakes["driver"]) == want
+    late = read_table(spark, lakes["driver"], "batch_metrics").where("batch_id = 1").first()
+    assert late.late_symbols == 2  # MSFT, and IBM's order from before any quote

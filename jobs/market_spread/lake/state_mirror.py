@@ -104,6 +104,10 @@ class StateMirror:
         if len(self._quotes) > MIRROR_MAX_ROWS:
             self.enabled, self._quotes = False, None
 
+    def stored(self, symbols: list[str]) -> dict[str, Quote]:
+        """The stored quote (bid, offer, time in µs, seq) of each of `symbols` that has one (`ready()` first)."""
+        return {s: self._quotes[s] for s in symbols if s in self._quotes}
+
     def late(self, bounds: pa.Table) -> list[dict[str, Any]]:
         """The symbols whose stored quote is newer than their first order in `bounds` (Arrow:
         symbol, first_order, last_order), with those bounds as UTC datetimes."""

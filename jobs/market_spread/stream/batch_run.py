@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from datetime import datetime, timezone
 from typing import Callable
 
@@ -34,6 +35,7 @@ class BatchResult:
     last_offsets: dict[str, int] = field(default_factory=dict)  # topic/partition -> highest offset taken
     skipped: list[str] = field(default_factory=list)  # tables already written by an earlier attempt
     compaction: Compaction | None = None  # the table compacted after this batch (lake.compaction)
+    on_driver: bool = False  # parsed and checked on the driver (stream.driver_batch), not by Spark's plan
 
     def progress_line(self) -> str:
         return (
@@ -53,6 +55,10 @@ class BatchSettings:
     thresholds: Thresholds
     # Raises when the stream may no longer commit (its lease lost): called before each batch's commits.
     before_commit: Callable[[], None] | None = None
+
+    @cached_property
+    def universe(self) -> frozenset[str]:
+        return frozenset(self.symbols)
 
     def guard(self) -> None:
         if self.before_commit is not None:
