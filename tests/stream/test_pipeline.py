@@ -577,8 +577,10 @@ def test_the_driver_and_sparks_plan_check_batches_alike(spark, tmp_path, monkeyp
     # tables either way, over several batches, ties, orders without market data and late orders
     # (history). A batch with one bad line goes to Spark whole.
     taken = []
-    real = pipeline._driver_steps
-    monkeypatch.setattr(pipeline, "_driver_steps", lambda *args: taken.append(real(*args)) or taken[-1])
+    from market_spread.stream import driver_batch
+
+    real = driver_batch.driver_steps
+    monkeypatch.setattr(driver_batch, "driver_steps", lambda *args: taken.append(real(*args)) or taken[-1])
     lakes = {}
     for name, limit in (("driver", "50000"), ("spark", "0")):
         monkeypatch.setenv("MARKET_SPREAD_DRIVER_BATCH_LINES", limit)

@@ -171,6 +171,13 @@ def positive_number(raw: str) -> float:
     return number
 
 
+def non_negative_number(raw: str) -> float:
+    number = float(raw)
+    if not number >= 0:
+        raise ValueError(f"must be >= 0: {raw!r}")
+    return number
+
+
 def one_of(*choices: str) -> Callable[[str], str]:
     """One of `choices`, in any case; the value is lower case."""
     listed = f"{', '.join(choices[:-1])} or {choices[-1]}"

@@ -14,13 +14,13 @@ from typing import Any, Callable
 
 from market_spread.runtime.registry import (
     AIRFLOW, AIRFLOW_PREFIX, CLUSTER, ENV_PREFIX, FALSE_WORDS, SETTINGS, SPARK, TRUE_WORDS, Setting, archive_or_off,
-    boolean, check_for, declare, kind, log_level, one_of, parse_text, path, place, port, positive_number, setting, size, text, value,
+    boolean, check_for, declare, kind, log_level, non_negative_number, one_of, parse_text, path, place, port, positive_number, setting, size, text, value,
     whole,
 )
 
 __all__ = [
     "AIRFLOW", "AIRFLOW_PREFIX", "CLUSTER", "ENV_PREFIX", "FALSE_WORDS", "SETTINGS", "SPARK", "TRUE_WORDS", "Setting",
-    "archive_or_off", "boolean", "check_for", "declare", "kind", "log_level", "one_of", "parse_text", "path", "place", "port",
+    "archive_or_off", "boolean", "check_for", "declare", "kind", "log_level", "non_negative_number", "one_of", "parse_text", "path", "place", "port",
     "positive_number", "setting", "size", "text", "value", "whole",
 ]
 
@@ -125,6 +125,10 @@ declare(P + "STATE_MIRROR_ROWS", whole(0), 200_000, "Above this many symbols the
         "is dropped and Spark reads the table.", ("stream",))
 declare(P + "COMPACT_EVERY", whole(0), 100, "Commits to a table between two compactions by the stream; 0 turns "
         "them off.", ("stream",))
+declare(P + "POLL_SECONDS", positive_number, 0.1, "How often a continuous stream with `--interval 0` (the "
+        "default) looks for new input while it has none: the longest a landed file or a record waits to be seen "
+        "by an idle stream. Each look lists the landing folders (S3: two LIST requests) or asks the broker for "
+        "its end offsets.", ("stream",), to_jobs=True)
 declare(P + "LEASE_SECONDS", positive_number, 30.0, "On object storage, how long the lake's writer lease "
         "lasts without renewal: a stream on another host takes a dead writer's lake over after at most this "
         "long (on the same host, at once). The holder renews every sixth of it and commits nothing once its "
@@ -148,7 +152,8 @@ _orchestration("symbols", text, None, "The symbol universe file.", shown_default
 _orchestration("max_spread", text, None, "The stream's and validate's absolute spread threshold.")
 _orchestration("max_spread_ratio", text, None, "The stream's and validate's relative spread threshold.")
 _orchestration("stream_enabled", boolean, True, "Run the stream (checked again while it runs: false stops it).")
-_orchestration("interval", positive_number, 5.0, "Seconds between the stream's micro-batches.")
+_orchestration("interval", non_negative_number, 0.0, "Seconds between the starts of the stream's micro-batches; 0: "
+               "a batch starts as soon as input waits (see MARKET_SPREAD_POLL_SECONDS).")
 _orchestration("stall_seconds", positive_number, 300.0, "A stream without a batch for this long is stopped and "
                "restarted.")
 _orchestration("startup_seconds", positive_number, 900.0, "Seconds a new stream job has for its first batch.")

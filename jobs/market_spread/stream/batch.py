@@ -22,7 +22,6 @@ harmless too.
 """
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from contextlib import ExitStack
@@ -36,15 +35,14 @@ from pyspark.sql import functions as F
 
 from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
-from market_spread.lake.compaction import Compaction, Compactor
+from market_spread.lake.compaction import Compactor
 from market_spread.lake.state import merge_state, newest_of_rows, newest_per_symbol
 from market_spread.lake.state_mirror import StateMirror
-from market_spread.lake.writes import append, ms_since, run_all, tagged
+from market_spread.lake.writes import append, ms_since
 from market_spread.runtime import spark as runtime_spark
 from market_spread.runtime.spark import SMALL_BATCH_LINES, kept_for_batch, sized_for, spark_jobs_so_far
-from market_spread.stream.batch_run import BatchResult, BatchRun, BatchSettings, commit_metrics
-from market_spread.domain import order_check
 from market_spread.stream import driver_batch
+from market_spread.stream.batch_run import BatchResult, BatchRun, BatchSettings, compact_quietly, finish, run_writes
 from market_spread.stream.check import check_orders
 from market_spread.stream.summary import BatchSummary, summarize
 from market_spread.transforms import parsing
@@ -127,94 +125,18 @@ def process_batch(
                      t0=time.perf_counter(), jobs0=spark_jobs_so_far(spark), started_at=datetime.now(timezone.utc))
     scope = ExitStack()  # the parsed batch's cache and the size-dependent settings, until the batch ends
     try:
-        if state.ready() and driver_batch.likely_small(batch_df, lines_before) and _driver_steps(batch, batch_df, compactor):
+        if state.ready() and driver_batch.likely_small(batch_df, lines_before) and driver_batch.driver_steps(batch, batch_df, compactor):
             return batch.result
         batch.describe("parse")
         parsed = _parse_step(batch, parsing.nonblank_lines(batch_df), scope, expect_small)
         alerts, observed = _check_step(batch, parsed)
         settings.guard()  # one writer per lake: prove it before the first commit, and again before the last
         written = _write_step(batch, parsed, alerts, observed)
-        _finish(batch, written, parsed.driver_commits, compactor)
+        finish(batch, written, parsed.driver_commits, compactor)
         return batch.result
     finally:
         scope.close()
         spark.sparkContext.setJobDescription(None)
-
-
-def _finish(batch: BatchRun, written: list[str], driver_commits: bool, compactor: Compactor | None) -> None:
-    """The batch_metrics row last, then compaction; the lease proven before each."""
-    batch.settings.guard()
-    commit_metrics(batch, driver_commits)
-    if compactor is not None:
-        batch.settings.guard()
-        _compact_step(batch, compactor, written)
-    batch.result.seconds = time.perf_counter() - batch.t0
-
-
-def _driver_steps(batch: BatchRun, batch_df: DataFrame, compactor: Compactor | None) -> bool:
-    """The whole batch on the driver (stream.driver_batch); False, having committed nothing, when a
-    line is not certainly valid: Spark then takes the batch."""
-    result, settings = batch.result, batch.settings
-    batch.describe("read lines")
-    lines = driver_batch.read_lines(batch_df)
-    result.phases_ms["collect"] = ms_since(batch.t0)
-    t1 = time.perf_counter()
-    rows = driver_batch.parse(lines, settings.universe) if lines is not None else None
-    if rows is None:
-        result.phases_ms["driver_refused"] = result.phases_ms.pop("collect") + ms_since(t1)
-        return False
-    result.on_driver = True
-    result.quotes, result.orders, result.quarantined = len(rows.quotes), len(rows.orders), 0
-    result.input_lines, result.files, result.last_offsets = result.quotes + result.orders, rows.files, rows.last_offsets
-    result.phases_ms["parse"] = ms_since(t1)
-    t2 = time.perf_counter()
-    candidates, result.late_symbols = driver_batch.candidates(rows, batch.state, settings.lake)
-    alerts = driver_batch.alert_rows(rows.orders, order_check.as_of(rows.orders, candidates), settings.thresholds,
-                                     batch.batch_id, datetime.now(timezone.utc))
-    result.phases_ms["check"] = ms_since(t2)
-    settings.guard()
-    t3 = time.perf_counter()
-    written = _run_writes(batch, _driver_writes(batch, rows, alerts), newest=lambda: driver_batch.newest_rows(
-        rows.quotes, settings.thresholds))
-    result.alerts = alerts.num_rows
-    result.phases_ms["write"] = ms_since(t3)
-    result.phases_ms.setdefault("merge", 0)
-    _finish(batch, written, True, compactor)
-    return True
-
-
-def _driver_writes(batch: BatchRun, rows: driver_batch.DriverBatch, alerts: pa.Table) -> dict[str, Callable[[], None]]:
-    """The driver's batch's writes, by table, not run yet (as _planned_writes for Spark's)."""
-    spark, settings, batch_id = batch.spark, batch.settings, batch.batch_id
-    writes: dict[str, Callable[[], None]] = {}
-    if rows.quotes:
-        history = driver_batch.quote_rows(rows.quotes, batch_id, settings.thresholds)
-        newest = driver_batch.newest_rows(rows.quotes, settings.thresholds)
-        writes["quotes"] = lambda: delta_rs.append_rows(batch.path("quotes"), history, batch_id)
-        writes["symbol_state"] = lambda: merge_state(spark, settings.lake, newest, batch_id)
-    if rows.orders:
-        writes["alerts"] = lambda: delta_rs.append_rows(batch.path("alerts"), alerts, batch_id)
-    return writes
-
-
-def _run_writes(batch: BatchRun, planned: dict[str, Callable[[], None]], newest: Callable[[], object] | None) -> list[str]:
-    """Run the planned writes side by side, each table once (a replay skips the tables that already
-    hold the batch), the driver's copy of the state moving on with the MERGE. Returns the tables written."""
-    result, state = batch.result, batch.state
-    # Each write names its table in the Spark UI (a job description is per thread).
-    writes = {t: (lambda t=t, w=w: (batch.describe(f"write {t}"), w())) for t, w in planned.items()}
-    for table in [t for t in writes if batch.committed.get(t, -1) >= batch.batch_id]:
-        del writes[table]  # a replay: this table already holds the batch
-        result.skipped.append(table)
-    tasks = dict(writes)
-    if result.quotes and state.enabled and newest is not None:  # not a table
-        tasks["state_mirror"] = lambda: (batch.describe("advance state mirror"), state.take(newest()))
-    with tagged(batch.spark, batch.batch_id):
-        # Different tables: side by side, since a small commit is mostly waiting.
-        run_all(tasks, result.phases_ms)
-    for table in writes:
-        batch.committed[table] = batch.batch_id
-    return list(writes)
 
 
 def _parse_step(batch: BatchRun, lines: DataFrame, scope: ExitStack, expect_small: bool) -> _Parsed:
@@ -266,7 +188,7 @@ def _write_step(batch: BatchRun, p: _Parsed, alerts: DataFrame | None, observed:
     t2 = time.perf_counter()
     appended: dict[str, int] = {}  # table -> rows committed from the driver
     planned, newest = _planned_writes(batch, p, alerts, appended)
-    writes = _run_writes(batch, planned, newest)
+    writes = run_writes(batch, planned, newest)
     if "alerts" in appended:
         result.alerts = appended["alerts"]
     elif "alerts" in writes:
@@ -318,29 +240,7 @@ def _planned_writes(batch: BatchRun, p: _Parsed, alerts: DataFrame | None, appen
     return writes, newest
 
 
-def _compact_step(batch: BatchRun, compactor: Compactor, written: list[str]) -> None:
-    """Compact a table that has had enough commits; its time counts in the batch's, not in its metrics row."""
-    t4 = time.perf_counter()
-    batch.describe("compact")
-    compactor.wrote([*written, "batch_metrics"])
-    batch.result.compaction = compact_quietly(compactor, batch.committed)
-    batch.result.phases_ms["compact"] = ms_since(t4)
-
-
 T = TypeVar("T")
-
-
-def compact_quietly(compactor: Compactor, committed: dict[str, int]) -> Compaction | None:
-    """`compactor.run`, whose failure does not fail the batch: every row of the batch is committed
-    and a failed compaction commits nothing. Said on stderr; the table is tried again after another
-    `every` commits."""
-    try:
-        return compactor.run(committed)
-    except Exception as exc:  # noqa: BLE001 - see above
-        delta_rs.forget_tables()  # the failed table is read from its log again
-        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
-        print(f"warning: compaction failed (no row changed; tried again later): {first}", file=sys.stderr, flush=True)
-        return None
 
 
 def once(compute: Callable[[], T]) -> Callable[[], T]:

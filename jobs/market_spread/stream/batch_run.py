@@ -1,7 +1,9 @@
-"""What one micro-batch (stream.batch) carries from step to step: the settings every batch of the
-stream shares, the run's own bookkeeping, its result, and its last commit, the batch_metrics row."""
+"""What one micro-batch (stream.batch, stream.driver_batch) carries from step to step: the settings
+every batch of the stream shares, the run's own bookkeeping, its result; and the steps both ways of
+checking a batch end with: the writes side by side, the batch_metrics row, compaction."""
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -13,9 +15,9 @@ from pyspark.sql import SparkSession
 from market_spread.domain.rules import Thresholds
 from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
-from market_spread.lake.compaction import Compaction
+from market_spread.lake.compaction import Compaction, Compactor
 from market_spread.lake.state_mirror import StateMirror
-from market_spread.lake.writes import append, literal_row, ms_since, tagged
+from market_spread.lake.writes import append, literal_row, ms_since, run_all, tagged
 from market_spread.runtime.spark import spark_jobs_so_far
 
 
@@ -113,3 +115,55 @@ def commit_metrics(batch: BatchRun, driver_commits: bool) -> None:
     else:
         result.skipped.append("batch_metrics")
     result.phases_ms["commit_metrics"] = ms_since(t3)
+
+
+def run_writes(batch: BatchRun, planned: dict[str, Callable[[], None]], newest: Callable[[], object] | None) -> list[str]:
+    """Run the planned writes side by side, each table once (a replay skips the tables that already
+    hold the batch), the driver's copy of the state moving on with the MERGE. Returns the tables written."""
+    result, state = batch.result, batch.state
+    # Each write names its table in the Spark UI (a job description is per thread).
+    writes = {t: (lambda t=t, w=w: (batch.describe(f"write {t}"), w())) for t, w in planned.items()}
+    for table in [t for t in writes if batch.committed.get(t, -1) >= batch.batch_id]:
+        del writes[table]  # a replay: this table already holds the batch
+        result.skipped.append(table)
+    tasks = dict(writes)
+    if result.quotes and state.enabled and newest is not None:  # not a table
+        tasks["state_mirror"] = lambda: (batch.describe("advance state mirror"), state.take(newest()))
+    with tagged(batch.spark, batch.batch_id):
+        # Different tables: side by side, since a small commit is mostly waiting.
+        run_all(tasks, result.phases_ms)
+    for table in writes:
+        batch.committed[table] = batch.batch_id
+    return list(writes)
+
+
+def finish(batch: BatchRun, written: list[str], driver_commits: bool, compactor: Compactor | None) -> None:
+    """The batch_metrics row last, then compaction; the lease proven before each."""
+    batch.settings.guard()
+    commit_metrics(batch, driver_commits)
+    if compactor is not None:
+        batch.settings.guard()
+        compact_step(batch, compactor, written)
+    batch.result.seconds = time.perf_counter() - batch.t0
+
+
+def compact_step(batch: BatchRun, compactor: Compactor, written: list[str]) -> None:
+    """Compact a table that has had enough commits; its time counts in the batch's, not in its metrics row."""
+    t4 = time.perf_counter()
+    batch.describe("compact")
+    compactor.wrote([*written, "batch_metrics"])
+    batch.result.compaction = compact_quietly(compactor, batch.committed)
+    batch.result.phases_ms["compact"] = ms_since(t4)
+
+
+def compact_quietly(compactor: Compactor, committed: dict[str, int]) -> Compaction | None:
+    """`compactor.run`, whose failure does not fail the batch: every row of the batch is committed
+    and a failed compaction commits nothing. Said on stderr; the table is tried again after another
+    `every` commits."""
+    try:
+        return compactor.run(committed)
+    except Exception as exc:  # noqa: BLE001 - see above
+        delta_rs.forget_tables()  # the failed table is read from its log again
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        print(f"warning: compaction failed (no row changed; tried again later): {first}", file=sys.stderr, flush=True)
+        return None

@@ -14,8 +14,10 @@ are small enough (a Kafka batch's size is not known before it is read: Spark tak
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
+from typing import Callable
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -25,9 +27,12 @@ from market_spread.domain.certain_lines import Order, Quote, is_blank, parse_ord
 from market_spread.domain.rules import Thresholds, should_reject
 from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
-from market_spread.lake.state import NEWEST_COLUMNS, late_history_rows
+from market_spread.lake.compaction import Compactor
+from market_spread.lake.state import NEWEST_COLUMNS, late_history_rows, merge_state
 from market_spread.lake.state_mirror import StateMirror, micros
+from market_spread.lake.writes import ms_since
 from market_spread.runtime import settings
+from market_spread.stream.batch_run import BatchRun, finish, run_writes
 
 _BYTES_PER_LINE = 256  # a landing line is about 120-180 bytes: the bound errs towards Spark
 _DAY_US = 86_400_000_000
@@ -178,3 +183,49 @@ def alert_rows(orders: list[Order], chosen: list[Quote | None], thresholds: Thre
         "detected_at": [at] * len(hits), "batch_id": [batch_id] * len(hits),
         "order_seq": [o.seq for o, _, _ in hits], "quote_seq": quote_field("seq"),
     })
+
+
+def driver_steps(batch: BatchRun, batch_df: DataFrame, compactor: Compactor | None) -> bool:
+    """The whole batch on the driver (stream.driver_batch); False, having committed nothing, when a
+    line is not certainly valid: Spark then takes the batch."""
+    result, settings = batch.result, batch.settings
+    batch.describe("read lines")
+    lines = read_lines(batch_df)
+    result.phases_ms["collect"] = ms_since(batch.t0)
+    t1 = time.perf_counter()
+    rows = parse(lines, settings.universe) if lines is not None else None
+    if rows is None:
+        result.phases_ms["driver_refused"] = result.phases_ms.pop("collect") + ms_since(t1)
+        return False
+    result.on_driver = True
+    result.quotes, result.orders, result.quarantined = len(rows.quotes), len(rows.orders), 0
+    result.input_lines, result.files, result.last_offsets = result.quotes + result.orders, rows.files, rows.last_offsets
+    result.phases_ms["parse"] = ms_since(t1)
+    t2 = time.perf_counter()
+    quotes_of, result.late_symbols = candidates(rows, batch.state, settings.lake)
+    alerts = alert_rows(rows.orders, order_check.as_of(rows.orders, quotes_of), settings.thresholds,
+                                     batch.batch_id, datetime.now(timezone.utc))
+    result.phases_ms["check"] = ms_since(t2)
+    settings.guard()
+    t3 = time.perf_counter()
+    written = run_writes(batch, _writes(batch, rows, alerts), newest=lambda: newest_rows(
+        rows.quotes, settings.thresholds))
+    result.alerts = alerts.num_rows
+    result.phases_ms["write"] = ms_since(t3)
+    result.phases_ms.setdefault("merge", 0)
+    finish(batch, written, True, compactor)
+    return True
+
+
+def _writes(batch: BatchRun, rows: DriverBatch, alerts: pa.Table) -> dict[str, Callable[[], None]]:
+    """The driver's batch's writes, by table, not run yet (as _planned_writes for Spark's)."""
+    spark, settings, batch_id = batch.spark, batch.settings, batch.batch_id
+    writes: dict[str, Callable[[], None]] = {}
+    if rows.quotes:
+        history = quote_rows(rows.quotes, batch_id, settings.thresholds)
+        newest = newest_rows(rows.quotes, settings.thresholds)
+        writes["quotes"] = lambda: delta_rs.append_rows(batch.path("quotes"), history, batch_id)
+        writes["symbol_state"] = lambda: merge_state(spark, settings.lake, newest, batch_id)
+    if rows.orders:
+        writes["alerts"] = lambda: delta_rs.append_rows(batch.path("alerts"), alerts, batch_id)
+    return writes

@@ -37,7 +37,7 @@ class StreamJobSpec:
     landing: Location | None = None  # the landing folder; required unless `kafka` is given
     checkpoint: Location | None = None  # default: LAKE/_checkpoints/stream
     available_now: bool = False  # process what is there, then exit 0
-    interval: float | None = None  # seconds between micro-batches (default 5)
+    interval: float | None = None  # seconds between the starts of micro-batches (default 0: as soon as input waits)
     max_files_per_batch: int | None = None
     archive: Location | None = None
     master: str | None = None  # Spark master URL
@@ -67,8 +67,8 @@ def check_spec(spec: StreamJobSpec) -> None:
         raise UsageError("--landing is required (or --source kafka with --bootstrap-servers)")
     if spec.kafka is None and not is_s3(spec.landing) and spec.landing.exists() and not spec.landing.is_dir():
         raise UsageError(f"--landing is not a folder: {spec.landing}")
-    if spec.interval is not None and spec.interval <= 0:
-        raise UsageError("--interval must be > 0 seconds")
+    if spec.interval is not None and spec.interval < 0:
+        raise UsageError("--interval must be >= 0 seconds")
     if spec.max_files_per_batch is not None and spec.max_files_per_batch < 1:
         raise UsageError("--max-files-per-batch must be at least 1")
     if spec.archive and is_s3(spec.archive) != is_s3(spec.landing or ""):
@@ -147,7 +147,7 @@ def _run_stream(spec: StreamJobSpec, checkpoint: Location, symbols: list[str], l
     summary = ProgressSummary(spec.progress_every) if spec.progress_every > 1 else None
     query = StreamSpec(
         lake=spec.lake, symbols=symbols, landing=landing, checkpoint=checkpoint, available_now=spec.available_now,
-        interval=spec.interval or 5.0, max_files_per_batch=spec.max_files_per_batch, archive=spec.archive,
+        interval=spec.interval or 0.0, max_files_per_batch=spec.max_files_per_batch, archive=spec.archive,
         source=source, thresholds=spec.thresholds, before_commit=lock.check,
     )
     try:
