@@ -76,6 +76,13 @@ LONGEST_FIRST = (
     "tests/lake/test_sql_cli.py",
     "tests/reliability/test_disk_full.py",
     "tests/e2e/test_bench.py",
+    # Shorter (tests of 25-45 s), but late in collection order: there one of them can be a worker's
+    # last file while the other has seconds of unit tests left (xdist's scheduling replayed with the
+    # 25 longest durations of the run of 2026-11-27 and estimates for the rest: a minute of one idle
+    # worker at the end, 15 s with these here).
+    "tests/stream/test_stream_cli.py",
+    "tests/stream/test_source_order.py",
+    "tests/reliability/test_hostile_volume.py",
 )
 
 
