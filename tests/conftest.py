@@ -59,9 +59,13 @@ def wallaroo_dir() -> Path:
 
 # The files that take longest (serial durations of 2026-11-26 on this 2-core machine), longest
 # first: `make test` gives each of its two workers one file at a time in collection order, so these
-# start at once instead of leaving a lone multi-minute campaign at the end of the run.
+# start at once instead of leaving a lone multi-minute campaign at the end of the run. xdist hands a
+# worker its next file as soon as it has 2 tests or fewer left, so the first worker takes files 1
+# and 3, the second files 2 and 4: the two one-test campaigns must stay first and second, or both
+# land on one worker again (about 7 + 4 minutes in the run of 2026-11-27).
 LONGEST_FIRST = (
-    "tests/reliability/test_crash_campaign.py",  # 5 kills on local disk, then 8 on S3
+    "tests/reliability/test_crash_campaign_s3.py",  # 8 kills on S3
+    "tests/reliability/test_crash_campaign.py",  # 5 kills on local disk
     "tests/e2e/test_cluster.py",  # with the authentication tests, a long file (a refused driver waits ~80 s)
     "tests/stream/test_kafka.py",
     "tests/stream/test_pipeline.py",
@@ -72,6 +76,13 @@ LONGEST_FIRST = (
     "tests/lake/test_sql_cli.py",
     "tests/reliability/test_disk_full.py",
     "tests/e2e/test_bench.py",
+    # Shorter (tests of 25-45 s), but late in collection order: there one of them can be a worker's
+    # last file while the other has seconds of unit tests left (xdist's scheduling replayed with the
+    # 25 longest durations of the run of 2026-11-27 and estimates for the rest: a minute of one idle
+    # worker at the end, 15 s with these here).
+    "tests/stream/test_stream_cli.py",
+    "tests/stream/test_source_order.py",
+    "tests/reliability/test_hostile_volume.py",
 )
 
 

@@ -7,8 +7,10 @@ trims them from its file source log at each start and every 3 batches. At the en
 equal an uninterrupted run over the same files: nothing lost, nothing doubled, batch_metrics adding
 up.
 
-It runs on local disk and on the run's S3 server (the fixture `place`): landing, lake, checkpoint
-and archive all on S3 there, the uninterrupted reference on local disk.
+It runs on local disk (this file) and on the run's S3 server (test_crash_campaign_s3.py, the same
+body, run_crash_campaign below): landing, lake, checkpoint and archive all on S3 there, the
+uninterrupted reference on local disk. Two files because `make test`'s workers take whole files
+(--dist loadfile): in one file the two runs (about 4 and 7 minutes) went to the same worker.
 
 N = 5 by default locally, 8 on S3 (every window once: there a rename is a copy and a delete, and the
 lease replaces the flock); MARKET_SPREAD_RELIABILITY=full runs 24 kills (every window three times)
@@ -19,6 +21,8 @@ import random
 import shutil
 import time
 from collections import Counter
+from pathlib import Path
+
 import pytest
 
 from market_spread.runtime.storage import Location, location
@@ -28,7 +32,7 @@ from tests.helpers.campaign import (
     readable_with_delta_rs, wait_for_lock,
 )
 from tests.helpers.lake import comparable_tables, metrics_totals, rows, stream
-from tests.helpers.storage import arg
+from tests.helpers.storage import Place, arg
 from tests.helpers.symbols import SYMBOLS, symbols_file
 
 TABLE_WINDOWS = ["quotes", "symbol_state", "alerts", "quarantine", "batch_metrics"]
@@ -54,7 +58,13 @@ def _folder(lake: Location, window: str) -> Location:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("place", ["local"], indirect=True)
 def test_crash_campaign_loses_and_doubles_nothing(spark, place, tmp_path, monkeypatch):
+    run_crash_campaign(spark, place, tmp_path, monkeypatch)
+
+
+def run_crash_campaign(spark, place: Place, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The campaign on `place` (the fixture's Place, local or s3), asserting as it goes."""
     began = time.monotonic()
     kills = 24 if FULL else 8 if place.s3 else 5
     rng = random.Random(20261123)
