@@ -132,6 +132,7 @@ def limits(results: dict) -> list[str]:
             f"{g.get('median_spark_jobs', '?')} Spark jobs each), mostly planning the parse and the as-of check "
             "and their jobs (the commits are delta-rs's, milliseconds each); a landed file "
             "waits for the batch in flight and then for its own, so p99 is several batch times.")
+    out += split_limits(results)
     st = results.get("storage")
     if st:
         local, s3 = st["local"], st["s3"]
@@ -140,6 +141,20 @@ def limits(results: dict) -> list[str]:
             f"{local['latency']['p99']} ms in the same run, the median 2,000-event batch {s3['median_batch_seconds']} s "
             f"against {local['median_batch_seconds']} s: what S3 adds is the difference; the rest is the batch time "
             "local disk has as well.")
+    return out
+
+
+def split_limits(results: dict) -> list[str]:
+    """Where the slowest 1 % of ticks spend most, per source at its highest rate measured."""
+    out = []
+    for source, key in (("files", "latency_ms"), ("Kafka", "kafka_latency_ms")):
+        rows = results.get(key) or {}
+        rate = max(rows, key=int, default=None)
+        slow = ((rows.get(rate) or {}).get("split_ms") or {}).get("slowest_1pct")
+        if slow:
+            parts = sorted(((v, k) for k, v in slow.items() if k not in ("latency", "ticks")), reverse=True)[:3]
+            out.append(f"Latency ({source}, {int(rate):,} events/s): the slowest 1 % of ticks ({slow['latency']} ms on "
+                       "average) spend most in " + ", ".join(f"{k.replace('_', ' ')} {v} ms" for v, k in parts) + ".")
     return out
 
 
