@@ -2,7 +2,8 @@
 
 No timing is asserted here (figures are the benchmark's job); what is asserted is that the three
 systems compute the same alerts, that each batch of the growth run takes exactly one file pair,
-and that the results, plots and summary are written.
+that a tick's latency splits into parts that add up to it, that the idle cost is measured, and
+that the results, plots and summary are written.
 """
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import uuid
 
 import pytest
 
-from market_spread_tools import bench, bench_measure, bench_plans, bench_plots, bench_report, bench_storage
+from market_spread_tools import (bench, bench_idle, bench_latency, bench_measure, bench_plans, bench_plots,
+                                 bench_report, bench_storage)
 from market_spread.errors import UsageError
 
 TINY = bench_plans.Plan(events=4_000, files=2, files_per_batch=1, rates=(200,), rate_seconds=2, past_batches=(2, 4),
@@ -44,6 +46,9 @@ def test_growth_takes_one_file_pair_per_batch(spark, tmp_path):
     # One file pair per batch, 4 batches: each append-only table holds 4 files (+1 from its creation at most).
     assert set(result["data_files_at_end"]) == {"alerts", "quotes", "batch_metrics", "symbol_state"}
     assert 1 <= result["data_files_at_end"]["batch_metrics"] <= 5, result["data_files_at_end"]
+    # Only 4 batches: none is left after the warm-up's 10, and the figures say so.
+    assert result["batch_time_after_warmup"] == {"batches": 0, "p50": None, "p99": None, "max": None,
+                                                 "warmup_batches": 10}
 
 
 def test_results_summary_and_plots_are_written(tmp_path):
@@ -109,3 +114,37 @@ def test_s3_comparison_measures_both_storages_and_reports_them(spark, tmp_path):
     lines = "\n".join(bench_report.storage_lines(results))
     assert "| median 2,000-event batch (s, over 2 batches) |" in lines and "| throughput, 2,000 events" in lines
     assert bench_plots.plots(results, tmp_path) == ["storage.png"]
+
+
+def test_latency_splits_into_parts_and_idle_cost_is_measured(spark, tmp_path):
+    """A short file latency run (the product's default trigger) and a short idle period: each
+    reported tick's parts add up to its latency, the idle share of a core is a number; both reach
+    the report and the plots."""
+    figures, latencies, _ = bench_latency.file_latency(spark, tmp_path, 200, 2, bench_measure.bench_symbols(50))
+    split_ms = figures["split_ms"]
+    assert split_ms["ticks"] > 0 and split_ms["ticks"] + split_ms["unsplit"] == len(latencies), split_ms
+    for which in ("median", "p99", "slowest_1pct"):
+        split = split_ms[which]
+        parts = {k: v for k, v in split.items() if k not in ("latency", "ticks")}
+        assert {"in_progress", "seen", "engine", "parse", "check", "write", "other"} <= set(parts), split
+        assert abs(sum(parts.values()) - split["latency"]) <= 2, split
+        assert parts["in_progress"] >= 0 and parts["engine"] >= 0, split
+        # Within clock rounding, unless the batch's phases overlap (a new phase inside another).
+        assert parts["seen"] > -20 and parts["other"] > -20, split
+    if not split_ms["unsplit"]:  # the same ticks: the same median
+        assert split_ms["median"]["latency"] == figures["p50"]
+    b = figures["batch_seconds"]
+    assert b["batches"] > 0 and 0 < b["p50"] <= b["p99"] <= b["max"], b
+
+    idle = bench_idle.idle_cost(spark, tmp_path, 2.0, kafka_skipped="not in this test")
+    files = idle["files"]
+    assert files["cpu_percent_of_one_core"] >= 0 and files["wall_seconds"] >= 2, files
+    assert files["other_active_queries"] == 0, files
+
+    results = {"latency_ms": {"200": {**figures, "file_pairs": len(latencies)}}, "idle": idle}
+    assert [name for name, _, _ in bench_report.issue43_targets(results)] == [
+        "idle stream (files, no input for 2 s, product defaults) <= 5 % of one core"]
+    lines = "\n".join(bench_report.split_lines(results) + bench_report.idle_lines(results))
+    assert "| files | 200 | median |" in lines and "| files | 200 | slowest 1 % (" in lines, lines
+    assert "kafka skipped (not in this test)" in lines, lines
+    assert "latency_phases.png" in bench_plots.plots(results, tmp_path)

@@ -10,11 +10,14 @@ Measures on this machine, in one run:
 - batch time against the number of past batches and against the number of symbols;
 - where the time of a micro-batch goes (parse, as-of check, appends, MERGE);
 - the median 2,000-event batch, p99 at 1,000 events/s and the backlog's throughput on the local S3
-  server (`market-spread object-store`, started for the run) beside local disk (part `s3`).
+  server (`market-spread object-store`, started for the run) beside local disk (part `s3`);
+- the CPU an idle stream takes, from files and from Kafka (part `idle`).
+The latency and idle runs start the stream with the product's defaults (its default trigger).
 Writes latest.json, PNG plots and summary.md into bench/results/quick or bench/results/full (--out).
 
 This module runs the parts and writes the files; the work is in bench_plans (how much),
-bench_measure, bench_latency, bench_kafka and bench_storage (measuring), bench_plots and bench_report.
+bench_measure, bench_latency, bench_kafka, bench_phases, bench_idle and bench_storage (measuring),
+bench_plots and bench_report.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from market_spread_tools.bench_idle import idle_cost
 from market_spread_tools.bench_kafka import broker_available, kafka_latency
 from market_spread_tools.bench_latency import latency
 from market_spread_tools.bench_measure import bench_symbols, growth, machine, peak_memory_mb, say, symbols_scaling, throughput
@@ -66,6 +70,8 @@ def measure(spark, work: Path, plan: Plan, parts: set[str], kafka_skipped: str |
             # The file source's rates up to 10,000 events/s, for the row beside its own.
             rates = tuple(r for r in plan.rates if r <= 10_000)
             results["kafka_latency_ms"] = kafka_latency(spark, work, rates, plan.rate_seconds, bench_symbols(3_000))
+    if "idle" in parts:
+        results["idle"] = idle_cost(spark, work, plan.idle_seconds, kafka_skipped)
     if "s3" in parts:
         if s3_skipped:
             say(f"s3 comparison: skipped: {s3_skipped}")
@@ -100,9 +106,11 @@ def run(args: argparse.Namespace) -> int:
     out, work = Path(args.out), Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
-    kafka_skipped = broker_available() if "kafka" in parts else None
+    # The idle part measures a stream from Kafka too, when a broker can be started.
+    with_kafka = bool({"kafka", "idle"} & parts)
+    kafka_skipped = broker_available() if with_kafka else None
     s3_skipped = s3_unavailable() if "s3" in parts else None
-    spark = _session("kafka" in parts and not kafka_skipped)
+    spark = _session(with_kafka and not kafka_skipped)
     results: dict = {"mode": "quick" if args.quick else "full", "machine": machine()}
     began = time.perf_counter()
     try:

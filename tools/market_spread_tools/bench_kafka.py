@@ -6,13 +6,19 @@ of `rate / 4` events (quotes then orders, each chunk acknowledged before the nex
 `rate_seconds`. A tick's latency runs from the moment it is handed to the producer to the end of
 the micro-batch that holds its last record (the batch's last commit). Ticks not yet processed when
 the run ends count as "behind".
+
+Measured with the product's defaults: the stream is started as the product starts it, with
+StreamSpec's default trigger (no interval set here). Each tick's latency is also split into where
+it went (bench_phases). The broker's start-up (`running_broker`) is shared with bench_idle.
 """
 from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Iterator
 
 from market_spread.errors import UsageError
 from market_spread.feeds.broker import BrokerProcess, broker_jars
@@ -20,6 +26,7 @@ from market_spread.feeds.generate import Generator
 from market_spread.feeds.producer import KafkaSink
 from market_spread.stream.kafka_source import KafkaSettings, feed_source, kafka_jars
 from market_spread_tools.bench_latency import feed_ticks, latency_figures, warmup_seconds
+from market_spread_tools.bench_phases import Batches, batch_times, run_batch_times, split_figures, split_line
 
 
 def broker_available() -> str | None:
@@ -43,6 +50,8 @@ class Ticks:
         self.taken: dict[str, int] = {}  # topic/partition -> highest offset of a committed batch
         self.produced: dict[str, float] = {}  # tick after the warm-up -> when it was handed over
         self.done: dict[str, float] = {}
+        self.batch_of: dict[str, int] = {}  # tick -> the batch that took its last record
+        self.batches = Batches()
         self.warmed = threading.Event()
         self.lock = threading.Lock()
 
@@ -51,13 +60,14 @@ class Ticks:
         return all(self.taken.get(where, -1) >= offset for where, offset in last_of.items())
 
     def on_batch(self, result) -> None:
-        now = time.time()
+        now = self.batches.record(result)
         with self.lock:
             for where, last in result.last_offsets.items():
                 self.taken[where] = max(last, self.taken.get(where, -1))
             for tick, last_of in self.needs.items():
                 if tick not in self.done and self._through(last_of):
                     self.done[tick] = now
+                    self.batch_of[tick] = result.batch_id
         self.warmed.set()
 
     def sent(self, tick: str, last_of: dict[str, int]) -> None:
@@ -111,16 +121,22 @@ def _one_rate(spark, work: Path, bootstrap: str, rate: int, rate_seconds: float,
     feeder = threading.Thread(target=_feed, args=(sink, ticks, stop, rate, rate_seconds, symbols, drain_seconds),
                               daemon=True)
     feeder.start()
-    spec = StreamSpec(lake=work / f"kafka-lat{rate}" / "lake", symbols=symbols, available_now=False, interval=0.5,
+    # No interval: the product's default trigger is what is measured.
+    spec = StreamSpec(lake=work / f"kafka-lat{rate}" / "lake", symbols=symbols, available_now=False,
                       source=feed_source(settings))
-    query, busy = start_query(spark, spec, ticks.on_batch)
-    supervise(query, busy, stop)
-    feeder.join()
-    figures, latencies, behind = latency_figures(ticks.produced, ticks.done)
+    with batch_times(spark) as listener:
+        query, busy = start_query(spark, spec, ticks.on_batch)
+        supervise(query, busy, stop)
+        feeder.join()
+        figures, latencies, behind = latency_figures(ticks.produced, ticks.done)
+        figures["split_ms"] = split_figures(ticks.produced, ticks.done, ticks.batch_of, listener, ticks.batches)
+    figures["batch_seconds"] = run_batch_times(ticks.batch_of, ticks.produced, ticks.batches)
     row = {**figures, "ticks": len(latencies), "ticks_behind": behind}
     print(f"bench: kafka latency at {rate:,}/s: p50 {row['p50']} ms, p95 {row['p95']} ms, "
           f"p99 {row['p99']} ms over {len(latencies)} ticks"
           + (f"; {behind} ticks not yet processed when the run ended" if behind else ""), flush=True)
+    print(f"bench: kafka latency at {rate:,}/s: {split_line(row['split_ms'])}; batch time {row['batch_seconds']}",
+          flush=True)
     return row
 
 
@@ -128,10 +144,17 @@ def kafka_latency(spark, work: Path, rates: tuple[int, ...], rate_seconds: float
                   drain_seconds: float = 8.0) -> dict:
     """`drain_seconds`: how long the stream may go on after the last tick (as the file source's run:
     8 s); it stops earlier once every tick is through."""
+    with running_broker(work) as broker:
+        return {str(rate): _one_rate(spark, work, broker.bootstrap, rate, rate_seconds, symbols, drain_seconds)
+                for rate in rates}
+
+
+@contextmanager
+def running_broker(work: Path) -> Iterator[BrokerProcess]:
+    """`market-spread broker` on free ports, its data under WORK/kafka, for the block; stopped after."""
     broker = BrokerProcess(work / "kafka" / "data")
     broker.start()
     try:
-        return {str(rate): _one_rate(spark, work, broker.bootstrap, rate, rate_seconds, symbols, drain_seconds)
-                for rate in rates}
+        yield broker
     finally:
         broker.stop()

@@ -1,6 +1,11 @@
 """The benchmark's latency in continuous mode at fixed input rates, from the file source: each file
 pair's latency runs from its landing to the end of the micro-batch that took it (its last commit).
 
+Measured with the product's defaults: the stream is started as the product starts it, with
+StreamSpec's default trigger (no interval set here). Each file pair's latency is also split into
+where it went (bench_phases): waiting for the batch in progress, to be seen, Spark's steps and the
+batch's own phases.
+
 Both latency runs (this one and bench_kafka's) feed the same way: a warm-up, then every TICK
 seconds a tick of `rate * TICK` events for `rate_seconds`; ticks not through when the run ends
 count as "behind".
@@ -16,6 +21,7 @@ from typing import Callable
 from market_spread.feeds.generate import Generator, write_atomically
 from market_spread.runtime.storage import Location
 from market_spread_tools.bench_measure import bench_symbols, run_stream, say
+from market_spread_tools.bench_phases import Batches, batch_times, run_batch_times, split_figures, split_line
 from market_spread_tools.bench_plans import Plan
 
 TICK = 0.25  # seconds between two ticks of input
@@ -51,11 +57,14 @@ def feed_ticks(send: Callable[[str, int], float], name: Callable[[int], str], ra
 
 
 def file_latency(spark, work: Location, rate: int, rate_seconds: float, symbols: list[str]) -> tuple[dict, list[float], int]:
-    """One rate from the file source: latency_figures over the file pairs landed after the warm-up.
-    `work` may be an S3 prefix: a file is then one PUT, landed when the PUT has completed."""
+    """One rate from the file source: latency_figures over the file pairs landed after the warm-up,
+    with `split_ms` (bench_phases.split_figures) and `batch_seconds` (p50/p99/max of the batches
+    after the warm-up). `work` may be an S3 prefix: a file is then one PUT, landed when the PUT has completed."""
     landing, lake = work / f"lat{rate}" / "landing", work / f"lat{rate}" / "lake"
     landed: dict[str, float] = {}
     done: dict[str, float] = {}
+    batch_of: dict[str, int] = {}  # name -> the batch that took the later of its two files
+    batches = Batches()
     feeds_through: dict[str, set[str]] = {}  # name -> the feeds (quotes, orders) whose file of it is through
     stop, warmed = threading.Event(), threading.Event()
     warmup = warmup_seconds(rate_seconds)
@@ -63,9 +72,10 @@ def file_latency(spark, work: Location, rate: int, rate_seconds: float, symbols:
     def on_batch(result) -> None:
         # A landing is a quotes file and an orders file of one name: it is through when both are.
         # (Path(...).name of an s3a:// URI is its object's name as well.)
-        now = time.time()
+        now = batches.record(result)
         for file in map(Path, result.files):
             done[file.name] = now
+            batch_of[file.name] = result.batch_id
             feeds_through.setdefault(file.name, set()).add(file.parent.name)
         warmed.set()
 
@@ -95,9 +105,14 @@ def file_latency(spark, work: Location, rate: int, rate_seconds: float, symbols:
     say(f"latency: {rate:,} events/s for {rate_seconds:.0f}s after a {warmup:.0f}s warm-up")
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
-    run_stream(spark, landing, lake, symbols, available_now=False, interval=0.5, on_batch=on_batch, stop=stop)
-    feeder.join()
-    return latency_figures(landed, done)
+    with batch_times(spark) as listener:
+        # No interval: the product's default trigger is what is measured.
+        run_stream(spark, landing, lake, symbols, available_now=False, on_batch=on_batch, stop=stop)
+        feeder.join()
+        figures, latencies, behind = latency_figures(landed, done)
+        figures["split_ms"] = split_figures(landed, done, batch_of, listener, batches)
+    figures["batch_seconds"] = run_batch_times(batch_of, landed, batches)
+    return figures, latencies, behind
 
 
 def latency(spark, work: Path, plan: Plan) -> dict:
@@ -112,4 +127,5 @@ def latency(spark, work: Path, plan: Plan) -> dict:
         say(f"latency at {rate:,}/s: p50 {out[str(rate)]['p50']} ms, p95 {out[str(rate)]['p95']} ms, "
             f"p99 {out[str(rate)]['p99']} ms over {len(latencies)} file pairs"
             + (f"; {behind} file pairs not yet processed when the run ended (the stream fell behind)" if behind else ""))
+        say(f"latency at {rate:,}/s: {split_line(figures['split_ms'])}; batch time {figures['batch_seconds']}")
     return out

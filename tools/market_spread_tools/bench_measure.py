@@ -22,6 +22,7 @@ from market_spread.feeds.generate import Generator, write_backlog
 from market_spread.runtime.paths import default_symbols
 from market_spread.runtime.storage import Location, S3Path
 from market_spread_tools import reference
+from market_spread_tools.bench_phases import WARMUP_BATCHES, batch_time_stats
 from market_spread_tools.bench_plans import Plan
 
 
@@ -259,7 +260,9 @@ def growth(spark, work: Path, plan: Plan) -> dict:
             "phases_ms_at": {str(n): phases_at(n) for n in plan.past_batches if n <= len(durations)},
             "growth_ratio": round(at[str(last)] / at[str(first)], 3),
             "median_batch_seconds": round(statistics.median(durations[1:] or durations), 3),
-            "median_spark_jobs": statistics.median(jobs[1:] or jobs), "data_files_at_end": files}
+            "median_spark_jobs": statistics.median(jobs[1:] or jobs), "data_files_at_end": files,
+            # Issue 43's tail target: p50/p99/max of the batches after the warm-up (the first 10).
+            "batch_time_after_warmup": {**batch_time_stats(durations[WARMUP_BATCHES:]), "warmup_batches": WARMUP_BATCHES}}
 
 
 def symbols_scaling(spark, work: Path, plan: Plan) -> dict:

@@ -9,8 +9,8 @@ from dataclasses import dataclass, replace
 from market_spread.errors import UsageError
 
 # s3: the median 2,000-event batch, p99 at 1,000 events/s and the backlog's throughput on the
-# local S3 server beside local disk (bench_storage).
-PARTS = ("throughput", "latency", "growth", "symbols", "kafka", "s3")
+# local S3 server beside local disk (bench_storage). idle: the CPU an idle stream takes (bench_idle).
+PARTS = ("throughput", "latency", "growth", "symbols", "kafka", "idle", "s3")
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,8 @@ class Plan:
     reference_events: int
     # The storage comparison's median batch: this many batches of 2,000 events, on each storage.
     storage_batches: int = 20
+    # The idle part: seconds without input, measured (issue 43's target is for a minute).
+    idle_seconds: float = 60.0
 
 
 # Quick: small enough for a few minutes; growth keeps 10 and 20 batches so that each window of
@@ -32,7 +34,7 @@ class Plan:
 # The quick backlog is cut into 3 batches, so that its throughput is that of several batches.
 QUICK = Plan(
     events=120_000, files=6, files_per_batch=2, rates=(1_000, 10_000), rate_seconds=12,
-    past_batches=(10, 20), symbol_counts=(350, 3_000), reference_events=120_000,
+    past_batches=(10, 20), symbol_counts=(350, 3_000), reference_events=120_000, idle_seconds=15.0,
 )
 FULL = Plan(
     events=2_000_000, files=40, files_per_batch=None, rates=(1_000, 10_000, 50_000), rate_seconds=60,

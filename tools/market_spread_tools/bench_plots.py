@@ -10,6 +10,7 @@ matplotlib.use("Agg")  # files only, no display; before pyplot is imported
 import matplotlib.pyplot as plt  # noqa: E402
 
 from market_spread_tools.bench_measure import PHASES  # noqa: E402
+from market_spread_tools.bench_phases import WARMUP_BATCHES, split_keys, split_rows  # noqa: E402
 
 # The phases that run side by side inside "writes (wall)", drawn in another colour.
 CONCURRENT_WRITES = ("append_quotes", "append_alerts", "append_quarantine", "merge")
@@ -67,6 +68,41 @@ def batch_growth(gr: dict, out: Path) -> str:
     return _save(fig, out, "batch_growth.png")
 
 
+def batch_time_hist(gr: dict, out: Path) -> str | None:
+    """The growth run's batch times after the warm-up, log count: the tail is what matters."""
+    seconds = gr["batch_seconds"][WARMUP_BATCHES:]
+    if not seconds:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.hist(seconds, bins=min(50, max(5, len(seconds) // 4)), log=True, color="#1f77b4")
+    ax.axvline(1.5, color="#d62728", linestyle="--", label="target: no batch over 1.5 s")
+    ax.set_xlabel("batch time (s)")
+    ax.set_ylabel("batches (log)")
+    ax.legend(fontsize=8)
+    ax.set_title(f"Growth run: batch times after the first {WARMUP_BATCHES} batches ({len(seconds)} batches)")
+    return _save(fig, out, "batch_time_hist.png")
+
+
+def latency_phases(results: dict, out: Path) -> str | None:
+    """Where the latency goes: one stacked bar per source x rate x (median tick, slowest 1 % mean)."""
+    rows = [r for r in split_rows(results) if r[2] in ("median", "slowest 1 %")]
+    if not rows:
+        return None
+    keys = split_keys([split for *_, split in rows])
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.8))
+    labels = [f"{source} {rate:,}/s, {tick}" for source, rate, tick, _ in rows][::-1]
+    left = [0.0] * len(rows)
+    colors = plt.get_cmap("tab20").colors
+    for i, key in enumerate(keys):
+        widths = [split.get(key, 0.0) for *_, split in rows][::-1]
+        ax.barh(labels, widths, left=left, color=colors[i % len(colors)], label=key)
+        left = [a + max(0.0, w) for a, w in zip(left, widths)]
+    ax.set_xlabel("ms from landing (or producing) to the batch's result")
+    ax.legend(fontsize=7, ncol=min(len(keys), 5), loc="upper center", bbox_to_anchor=(0.5, -0.18))
+    ax.set_title("Where a tick's latency goes (product defaults): median tick and slowest 1 % (mean)")
+    return _save(fig, out, "latency_phases.png")
+
+
 def storage_bars(st: dict, out: Path) -> str:
     """The storage comparison: each figure on local disk and on S3, side by side."""
     figures = [("median 2,000-event batch (s)", st["local"]["median_batch_seconds"], st["s3"]["median_batch_seconds"]),
@@ -92,8 +128,9 @@ def plots(results: dict, out: Path) -> list[str]:
         made += [throughput_bars(tp, out), phase_bars(tp, out)]
     if results.get("latency_ms"):
         made.append(latency_cdf(results["latency_ms"], out))
+    made.append(latency_phases(results, out))
     if results.get("growth"):
-        made.append(batch_growth(results["growth"], out))
+        made += [batch_growth(results["growth"], out), batch_time_hist(results["growth"], out)]
     if results.get("storage"):
         made.append(storage_bars(results["storage"], out))
-    return made
+    return [name for name in made if name]

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import statistics
 
+from market_spread_tools.bench_phases import split_keys, split_rows
+
+DEFAULTS = "run with the product's defaults: StreamSpec's default trigger, no interval set by the bench"
+
+
 def targets(results: dict) -> list[tuple[str, str, bool]]:
     """The targets of the performance issue against the figures of this run: (target, measured, met)."""
     out = []
@@ -35,6 +40,41 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
                     f"{g['growth_ratio']}x", g["growth_ratio"] <= 1.1))
     if results.get("storage"):
         out += storage_targets(results["storage"])
+    return out + issue43_targets(results)
+
+
+def _p50_p99(at: dict, behind_key: str) -> tuple[str, bool]:
+    p50, p99, behind = at.get("p50"), at.get("p99"), at.get(behind_key, 0)
+    return (f"p50 {p50} ms, p99 {p99} ms" + (f", {behind} behind" if behind else ""),
+            p50 is not None and p99 is not None and not behind)
+
+
+def issue43_targets(results: dict) -> list[tuple[str, str, bool]]:
+    """Issue 43's targets (latency with the product's defaults, batch-time tail, idle cost)."""
+    out = []
+    for source, key, behind_key in (("files", "latency_ms", "files_behind"), ("Kafka", "kafka_latency_ms", "ticks_behind")):
+        for rate in ("1000", "10000"):
+            at = (results.get(key) or {}).get(rate)
+            if at:
+                measured, ok = _p50_p99(at, behind_key)
+                out.append((f"{source}, {int(rate):,} events/s: p50 <= 0.5 s and p99 <= 1.0 s (product defaults)",
+                            measured, ok and at["p50"] <= 500 and at["p99"] <= 1000))
+    at50 = (results.get("latency_ms") or {}).get("50000")
+    if at50:
+        measured, ok = _p50_p99(at50, "files_behind")
+        out.append(("files, 50,000 events/s: keeps up, p99 <= 2 s (product defaults)", measured, ok and at50["p99"] <= 2000))
+    g = results.get("growth") or {}
+    tail = g.get("batch_time_after_warmup") or {}
+    if tail.get("max") is not None and g.get("growth_ratio") is not None:
+        out.append((f"growth run: no batch over 1.5 s after the first {tail.get('warmup_batches', 10)}, growth <= 1.1x",
+                    f"max {tail['max']} s over {tail['batches']} batches, {g['growth_ratio']}x",
+                    tail["max"] <= 1.5 and g["growth_ratio"] <= 1.1))
+    idle = results.get("idle") or {}
+    for source in ("files", "kafka"):
+        pct = (idle.get(source) or {}).get("cpu_percent_of_one_core")
+        if pct is not None:
+            out.append((f"idle stream ({source}, no input for {idle['seconds']:.0f} s, product defaults) <= 5 % of one core",
+                        f"{pct} %", pct <= 5))
     return out
 
 
@@ -92,6 +132,7 @@ def limits(results: dict) -> list[str]:
             f"{g.get('median_spark_jobs', '?')} Spark jobs each), mostly planning the parse and the as-of check "
             "and their jobs (the commits are delta-rs's, milliseconds each); a landed file "
             "waits for the batch in flight and then for its own, so p99 is several batch times.")
+    out += split_limits(results)
     st = results.get("storage")
     if st:
         local, s3 = st["local"], st["s3"]
@@ -101,6 +142,61 @@ def limits(results: dict) -> list[str]:
             f"against {local['median_batch_seconds']} s: what S3 adds is the difference; the rest is the batch time "
             "local disk has as well.")
     return out
+
+
+def split_limits(results: dict) -> list[str]:
+    """Where the slowest 1 % of ticks spend most, per source at its highest rate measured."""
+    out = []
+    for source, key in (("files", "latency_ms"), ("Kafka", "kafka_latency_ms")):
+        rows = results.get(key) or {}
+        rate = max(rows, key=int, default=None)
+        slow = ((rows.get(rate) or {}).get("split_ms") or {}).get("slowest_1pct")
+        if slow:
+            parts = sorted(((v, k) for k, v in slow.items() if k not in ("latency", "ticks")), reverse=True)[:3]
+            out.append(f"Latency ({source}, {int(rate):,} events/s): the slowest 1 % of ticks ({slow['latency']} ms on "
+                       "average) spend most in " + ", ".join(f"{k.replace('_', ' ')} {v} ms" for v, k in parts) + ".")
+    return out
+
+
+def _batch_times(row: dict) -> str:
+    b = row.get("batch_seconds") or {}
+    return f"{b['p50']} / {b['p99']} / {b['max']}" if b.get("batches") else ""
+
+
+def split_lines(results: dict) -> list[str]:
+    """Where the latency goes: the split of the median and p99 ticks and the slowest 1 % (mean), in ms."""
+    rows = split_rows(results)
+    if not rows:
+        return []
+    keys = split_keys([split for *_, split in rows])
+    head = ["source", "events/s", "tick", "latency", *[k.replace("_", " ") for k in keys]]
+    lines = ["Where a tick's latency goes (ms; `in progress`: the batch running when it landed, `seen`: until the "
+             "listing or offset fetch of its batch ends, `engine`: Spark's getBatch, queryPlanning and walCommit, then "
+             "the batch's phases, `other`: the rest):", "",
+             "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    lines += [f"| {source} | {rate:,} | {tick}" + (f" ({split['ticks']})" if "ticks" in split else "")
+              + f" | {split['latency']} | " + " | ".join(str(split.get(k, 0.0)) for k in keys) + " |"
+              for source, rate, tick, split in rows]
+    return lines + [""]
+
+
+def idle_lines(results: dict) -> list[str]:
+    idle = results.get("idle")
+    if not idle:
+        return []
+    said = []
+    for source in ("files", "kafka"):
+        f = idle.get(source)
+        if f and f.get("cpu_percent_of_one_core") is not None:
+            said.append(f"{source} {f['cpu_percent_of_one_core']} % of one core (JVM {f['jvm_cpu_seconds']} s + Python "
+                        f"{f['python_cpu_seconds']} s of CPU over {f['wall_seconds']} s"
+                        + (f"; the broker {f['broker_cpu_percent_of_one_core']} %, not counted"
+                           if "broker_cpu_percent_of_one_core" in f else "") + ")")
+        elif f is not None:
+            said.append(f"{source}: not measured (the warm-up batch did not come through)")
+    if idle.get("kafka_skipped"):
+        said.append(f"kafka skipped ({idle['kafka_skipped']})")
+    return [f"Idle stream, no input for {idle['seconds']:.0f} s after one warm-up batch: " + "; ".join(said) + ".", ""]
 
 
 def summary_markdown(results: dict, command: str) -> str:
@@ -120,25 +216,32 @@ def summary_markdown(results: dict, command: str) -> str:
                   f"{tp.get('spark_jobs_per_batch')}.", ""]
     lat = results.get("latency_ms")
     if lat:
-        lines += ["| input rate (events/s) | p50 ms | p95 ms | p99 ms | file pairs measured | file pairs behind at the end |",
-                  "| --- | --- | --- | --- | --- | --- |"]
-        lines += [f"| {int(r):,} | {d['p50']} | {d['p95']} | {d['p99']} | {d.get('file_pairs', '')} | {d.get('files_behind', 0)} |"
-                  for r, d in lat.items()]
+        lines += [f"File source (file pair landed -> its alerts committed), {DEFAULTS}:", "",
+                  "| input rate (events/s) | p50 ms | p95 ms | p99 ms | file pairs measured | file pairs behind at the end "
+                  "| batch p50 / p99 / max s |", "| --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {int(r):,} | {d['p50']} | {d['p95']} | {d['p99']} | {d.get('file_pairs', '')} | {d.get('files_behind', 0)} "
+                  f"| {_batch_times(d)} |" for r, d in lat.items()]
         lines.append("")
     klat = results.get("kafka_latency_ms")
     if klat:
-        lines += ["Kafka source (record produced -> its alerts committed; ticks of 0.25 s of input):", "",
-                  "| input rate (events/s) | p50 ms | p95 ms | p99 ms | ticks measured | ticks behind at the end |",
-                  "| --- | --- | --- | --- | --- | --- |"]
-        lines += [f"| {int(r):,} | {d['p50']} | {d['p95']} | {d['p99']} | {d.get('ticks', '')} | {d.get('ticks_behind', 0)} |"
-                  for r, d in klat.items()]
+        lines += [f"Kafka source (record produced -> its alerts committed; ticks of 0.25 s of input), {DEFAULTS}:", "",
+                  "| input rate (events/s) | p50 ms | p95 ms | p99 ms | ticks measured | ticks behind at the end "
+                  "| batch p50 / p99 / max s |", "| --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {int(r):,} | {d['p50']} | {d['p95']} | {d['p99']} | {d.get('ticks', '')} | {d.get('ticks_behind', 0)} "
+                  f"| {_batch_times(d)} |" for r, d in klat.items()]
         lines.append("")
     elif results.get("kafka_latency_skipped"):
         lines += [f"Kafka latency: skipped ({results['kafka_latency_skipped']}).", ""]
+    lines += split_lines(results)
     if results.get("batch_time_growth"):
         g = results["batch_time_growth"]
         lines += [f"Batch time after N batches (s): {g['batch_seconds_at']}; ratio last/first {g['growth_ratio']}; "
                   f"median 2,000-event batch {g.get('median_batch_seconds')} s, {g.get('median_spark_jobs')} Spark jobs.", ""]
+        tail = g.get("batch_time_after_warmup") or {}
+        if tail.get("batches"):
+            lines += [f"Batch time after the first {tail['warmup_batches']} batches (s, over {tail['batches']} batches): "
+                      f"p50 {tail['p50']}, p99 {tail['p99']}, max {tail['max']}.", ""]
+    lines += idle_lines(results)
     if results.get("symbols_scaling"):
         lines += [f"Batch time (s, 20k events) by number of symbols: {results['symbols_scaling']}.", ""]
     lines += storage_lines(results)
@@ -148,6 +251,8 @@ def summary_markdown(results: dict, command: str) -> str:
         lines += ["| target | measured | met |", "| --- | --- | --- |"]
         lines += [f"| {name} | {value} | {'yes' if ok else 'no'} |" for name, value, ok in checks]
         lines.append("")
+        if results.get("latency_ms") or results.get("kafka_latency_ms") or results.get("idle"):
+            lines += [f"The latency and idle rows' streams {DEFAULTS}.", ""]
         if not all(ok for _, _, ok in checks) and limits(results):
             lines += ["## What limits it", ""] + [f"- {text}" for text in limits(results)]
             lines += ["", "More in docs/performance.md.", ""]
