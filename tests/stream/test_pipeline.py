@@ -453,6 +453,7 @@ def test_the_drivers_copy_of_the_state_is_the_table_after_every_batch(spark, tmp
     from pyspark.testing import assertDataFrameEqual
 
     from market_spread.lake import tables as lake_mod
+    from market_spread.stream import driver_batch
     from market_spread.transforms.asof import STATE_QUOTE_COLUMNS
 
     one = tmp_path / "one"
@@ -470,11 +471,13 @@ def test_the_drivers_copy_of_the_state_is_the_table_after_every_batch(spark, tmp
 
     for k in range(5):
         if k == 3:  # the copy may move on before the MERGE fails: it must be dropped, not kept
-            monkeypatch.setattr(pipeline, "merge_state", crash)
+            for checked_by in (pipeline, driver_batch):  # Spark's plan or the driver (stream.driver_batch)
+                monkeypatch.setattr(checked_by, "merge_state", crash)
             with pytest.raises(RuntimeError):
                 processor(_pair(spark, landing, k, 5), k)
             assert processor.state._quotes is None
-            monkeypatch.setattr(pipeline, "merge_state", merge_state)
+            for checked_by in (pipeline, driver_batch):
+                monkeypatch.setattr(checked_by, "merge_state", merge_state)
         processor(_pair(spark, landing, k, 5), k)
         assert processor.state._quotes is not None, "the copy is in use, not the table"
         assertDataFrameEqual(processor.state.quotes(), table())
