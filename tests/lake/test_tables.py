@@ -140,15 +140,24 @@ def test_a_driver_checkpoint_after_one_of_sparks_leaves_spark_a_readable_last_ch
     for n in (1, 2):  # Spark checkpoints at version 2
         spark.range(n, n + 1).write.format("delta").mode("append").save(path)
     log = tmp_path / "t" / "_delta_log"
-    assert (log / "._last_checkpoint.crc").exists(), "Spark's checksum of _last_checkpoint"
+    # Sessions write no Hadoop checksums by default (runtime.spark.local_file_system); a lake
+    # written with them (MARKET_SPREAD_LOCAL_CHECKSUMS, or before) has one: written here as Hadoop's
+    # checksummed local file system writes it.
+    jvm = spark.sparkContext._jvm
+    checksummed = jvm.org.apache.hadoop.fs.LocalFileSystem()
+    checksummed.initialize(jvm.java.net.URI("file:///"), spark.sparkContext._jsc.hadoopConfiguration())
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(str(log / "_last_checkpoint"))
+    text = (log / "_last_checkpoint").read_text()
+    out = checksummed.create(hadoop_path, True)
+    out.write(bytearray(text.encode()))
+    out.close()
+    assert (log / "._last_checkpoint.crc").exists(), "Hadoop's checksum of _last_checkpoint"
     delta_rs.append_table(path, pa.table({"id": pa.array([3], pa.int64())}), batch_id=3)  # version 3: delta-rs checkpoints
     assert json.loads((log / "_last_checkpoint").read_text())["version"] == 3
 
-    # What Spark's Delta does first when it opens the table afresh: read _last_checkpoint through
-    # Hadoop's checksummed local file system (ChecksumException with a stale checksum).
-    jvm = spark.sparkContext._jvm
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(str(log / "_last_checkpoint"))
-    stream = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).open(hadoop_path)
+    # What Spark's Delta does first when it opens the table afresh: read _last_checkpoint, here
+    # through Hadoop's checksummed local file system (ChecksumException with a stale checksum).
+    stream = checksummed.open(hadoop_path)
     try:
         assert json.loads(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))["version"] == 3
     finally:

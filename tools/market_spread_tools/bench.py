@@ -42,7 +42,8 @@ def _session(with_kafka: bool):
     from market_spread.runtime.spark import build_session
     from market_spread.stream.kafka_source import session_conf
 
-    extra = session_conf() if with_kafka else None
+    # Every batch's progress kept, for where each tick's latency went (bench_phases.BatchTimes).
+    extra = {**(session_conf() if with_kafka else {}), "spark.sql.streaming.numRecentProgressUpdates": "1000000"}
     return build_session("market-spread-bench", shuffle_partitions=4, extra_conf=extra, long_running=True)
 
 

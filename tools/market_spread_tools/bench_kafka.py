@@ -127,6 +127,7 @@ def _one_rate(spark, work: Path, bootstrap: str, rate: int, rate_seconds: float,
     with batch_times(spark) as listener:
         query, busy = start_query(spark, spec, ticks.on_batch)
         supervise(query, busy, stop)
+        listener.take(query)
         feeder.join()
         figures, latencies, behind = latency_figures(ticks.produced, ticks.done)
         figures["split_ms"] = split_figures(ticks.produced, ticks.done, ticks.batch_of, listener, ticks.batches)

@@ -107,7 +107,8 @@ def file_latency(spark, work: Location, rate: int, rate_seconds: float, symbols:
     feeder.start()
     with batch_times(spark) as listener:
         # No interval: the product's default trigger is what is measured.
-        run_stream(spark, landing, lake, symbols, available_now=False, on_batch=on_batch, stop=stop)
+        run_stream(spark, landing, lake, symbols, available_now=False, on_batch=on_batch, stop=stop,
+                   on_query=listener.take)
         feeder.join()
         figures, latencies, behind = latency_figures(landed, done)
         figures["split_ms"] = split_figures(landed, done, batch_of, listener, batches)

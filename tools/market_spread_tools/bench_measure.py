@@ -84,7 +84,7 @@ def _dist_version(name: str) -> str | None:
 
 
 def run_stream(spark, landing: Location, lake: Location, symbols: list[str], on_batch=None,
-               stop: threading.Event | None = None, **spec_fields) -> None:
+               stop: threading.Event | None = None, on_query=None, **spec_fields) -> None:
     """One stream over `landing`; `spec_fields` are further StreamSpec fields (trigger, files per batch).
 
     A lake on S3 is written under its lease, as the stream command does: the lease's renewals and
@@ -100,6 +100,8 @@ def run_stream(spark, landing: Location, lake: Location, symbols: list[str], on_
         spec = StreamSpec(lake=lake, symbols=symbols, landing=landing, **spec_fields)
         query, busy = start_query(spark, spec, on_batch or (lambda r: None))
         supervise(query, busy, stop or threading.Event())
+        if on_query is not None:  # the ended query, e.g. for its progress (bench_phases.BatchTimes)
+            on_query(query)
     finally:
         if lease:
             lease.release()

@@ -79,6 +79,10 @@ declare(P + "CACHE_COMPRESSED", boolean, False, "spark.sql.inMemoryColumnarStora
 declare(P + "DATAFRAME_DEBUGGING", boolean, False, "spark.python.sql.dataFrameDebugging.enabled: PySpark's "
         "call-site capture for error messages.", (SPARK,))
 declare(P + "SPARK_UI", boolean, False, "spark.ui.enabled: the Spark web UI.", (SPARK,), to_jobs=True)
+declare(P + "LOCAL_CHECKSUMS", boolean, False, "Hadoop's checksum files (`.NAME.crc`) beside every file Spark "
+        "writes on a local disk (the checkpoint's logs, Spark's Delta files): fs.file.impl and "
+        "fs.AbstractFileSystem.file.impl are the checksummed LocalFileSystem/LocalFs when on, the raw ones when off.",
+        (SPARK,), to_jobs=True, shown_default="off")
 declare(P + "DRIVER_MEMORY", size, "2g", "spark.driver.memory.", (SPARK,), to_jobs=True)
 declare(P + "ALL_FILES_IN_CRC", boolean, True, "spark.databricks.delta.allFilesInCrc.enabled: keep a small "
         "table's file list in each version's .crc.", (SPARK,))
@@ -125,7 +129,7 @@ declare(P + "STATE_MIRROR_ROWS", whole(0), 200_000, "Above this many symbols the
         "is dropped and Spark reads the table.", ("stream",))
 declare(P + "COMPACT_EVERY", whole(0), 100, "Commits to a table between two compactions by the stream; 0 turns "
         "them off.", ("stream",))
-declare(P + "POLL_SECONDS", positive_number, 0.1, "How often a continuous stream with `--interval 0` (the "
+declare(P + "POLL_SECONDS", positive_number, 0.25, "How often a continuous stream with `--interval 0` (the "
         "default) looks for new input while it has none: the longest a landed file or a record waits to be seen "
         "by an idle stream. Each look lists the landing folders (S3: two LIST requests) or asks the broker for "
         "its end offsets.", ("stream",), to_jobs=True)

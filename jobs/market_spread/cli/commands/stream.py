@@ -19,7 +19,7 @@ opt = options("stream")
 @opt("--checkpoint", help="streaming checkpoint folder (default: LAKE/_checkpoints/stream)")
 @opt("--available-now", is_flag=True, help="process every file present, then exit 0")
 @opt("--interval", type=number(float), help="seconds between the starts of micro-batches when running continuously; default 0: a batch "
-     "starts as soon as input waits (idle, the stream looks every MARKET_SPREAD_POLL_SECONDS, 0.1 s)")
+     "starts as soon as input waits (idle, the stream looks every MARKET_SPREAD_POLL_SECONDS, 0.25 s)")
 @opt("--max-files-per-batch", type=number(int), metavar="N",
      help="take at most N new files per feed in one micro-batch (default: all): bounds the size and "
           "memory of batches when catching up on a backlog")
