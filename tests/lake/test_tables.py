@@ -140,7 +140,7 @@ def test_a_driver_checkpoint_after_one_of_sparks_leaves_spark_a_readable_last_ch
     for n in (1, 2):  # Spark checkpoints at version 2
         spark.range(n, n + 1).write.format("delta").mode("append").save(path)
     log = tmp_path / "t" / "_delta_log"
-    # Sessions write no Hadoop checksums by default (runtime.spark.local_file_system); a lake
+    # Sessions write no Hadoop checksums through FileContext by default (MARKET_SPREAD_LOCAL_CHECKSUMS): a lake
     # written with them (MARKET_SPREAD_LOCAL_CHECKSUMS, or before) has one: written here as Hadoop's
     # checksummed local file system writes it.
     jvm = spark.sparkContext._jvm

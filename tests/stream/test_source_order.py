@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 import time
 
 from market_spread.stream import checkpoint_layout as layout
 from market_spread.stream import batch as pipeline
+from market_spread.stream import driver_batch
 from market_spread.stream.query import StreamSpec, start_query
 from market_spread.feeds.generate import Generator, write_backlog
 from tests.helpers.lake import comparable_tables, metrics_totals, rows, stream
@@ -78,9 +78,11 @@ def test_a_quotes_first_checkpoint_is_moved_and_resumes_exactly(spark, tmp_path,
     def crash(*args, **kwargs):
         raise RuntimeError("simulated crash between the writes of one micro-batch")
 
-    monkeypatch.setattr(pipeline, "merge_state", crash)
+    for checked_by in (pipeline, driver_batch):  # Spark's plan or the driver (stream.driver_batch)
+        monkeypatch.setattr(checked_by, "merge_state", crash)
     assert stream(spark, landing, lake) == 1
-    monkeypatch.setattr(pipeline, "merge_state", real_merge)
+    for checked_by in (pipeline, driver_batch):
+        monkeypatch.setattr(checked_by, "merge_state", real_merge)
     (checkpoint / layout.LAYOUT_FILE).unlink()
     last = sorted((checkpoint / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))[-1]
     assert last.read_text().splitlines()[2:] == ['{"logOffset":2}', '{"logOffset":1}']

@@ -79,10 +79,9 @@ declare(P + "CACHE_COMPRESSED", boolean, False, "spark.sql.inMemoryColumnarStora
 declare(P + "DATAFRAME_DEBUGGING", boolean, False, "spark.python.sql.dataFrameDebugging.enabled: PySpark's "
         "call-site capture for error messages.", (SPARK,))
 declare(P + "SPARK_UI", boolean, False, "spark.ui.enabled: the Spark web UI.", (SPARK,), to_jobs=True)
-declare(P + "LOCAL_CHECKSUMS", boolean, False, "Hadoop's checksum files (`.NAME.crc`) beside every file Spark "
-        "writes on a local disk (the checkpoint's logs, Spark's Delta files): fs.file.impl and "
-        "fs.AbstractFileSystem.file.impl are the checksummed LocalFileSystem/LocalFs when on, the raw ones when off.",
-        (SPARK,), to_jobs=True, shown_default="off")
+declare(P + "LOCAL_CHECKSUMS", boolean, False, "Hadoop's checksum files (`.NAME.crc`) beside the streaming "
+        "checkpoint's files on a local disk: fs.AbstractFileSystem.file.impl is the checksummed LocalFs when on, the "
+        "raw RawLocalFs when off (Spark's other local files keep theirs).", (SPARK,), to_jobs=True, shown_default="off")
 declare(P + "DRIVER_MEMORY", size, "2g", "spark.driver.memory.", (SPARK,), to_jobs=True)
 declare(P + "ALL_FILES_IN_CRC", boolean, True, "spark.databricks.delta.allFilesInCrc.enabled: keep a small "
         "table's file list in each version's .crc.", (SPARK,))

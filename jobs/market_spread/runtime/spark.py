@@ -123,22 +123,11 @@ def core_conf(shuffle_partitions: int) -> dict[str, str]:
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": "8",
         "spark.ui.enabled": _switch("MARKET_SPREAD_SPARK_UI"),
         "spark.sql.streaming.fileSource.cleaner.numThreads": "1",
-        **local_file_system(),
+        # Hadoop's checksummed local FileContext writes, renames and deletes a `.crc` beside every
+        # checkpoint log file: at 10,000 events/s half of Spark's own time per batch (docs/performance.md).
+        **({} if value("MARKET_SPREAD_LOCAL_CHECKSUMS") else
+           {"spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs"}),
     }
-
-
-def local_file_system() -> dict[str, str]:
-    """The raw local file system unless MARKET_SPREAD_LOCAL_CHECKSUMS: Hadoop's checksummed one
-    writes, renames, lists and deletes a `.crc` file beside every checkpoint log file, and filters
-    them out of every listing. Measured at 10,000 events/s from files (continuous, 120 ticks, this
-    machine): the file listing (latestOffset) 85 -> 46 ms, each of the offset and commit logs
-    36 -> 17 ms, a trigger 482 -> 345 ms, p50/p99 latency 658/1,010 -> 457/763 ms. Delta's own
-    version checksums (`_delta_log/N.crc`) are a different thing and stay; stale Hadoop checksums
-    left by an older run are ignored."""
-    if value("MARKET_SPREAD_LOCAL_CHECKSUMS"):
-        return {}
-    return {"spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
-            "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs"}
 
 
 def delta_conf(jars: list[str], shuffle_partitions: int) -> dict[str, str]:

@@ -187,29 +187,29 @@ def alert_rows(orders: list[Order], chosen: list[Quote | None], thresholds: Thre
 
 def driver_steps(batch: BatchRun, batch_df: DataFrame, compactor: Compactor | None) -> bool:
     """The whole batch on the driver (stream.driver_batch); False, having committed nothing, when a
-    line is not certainly valid: Spark then takes the batch."""
+    line is not certainly valid: Spark then takes the batch (the attempt's time counts in its parse,
+    which is timed from the batch's start)."""
     result, settings = batch.result, batch.settings
     batch.describe("read lines")
     lines = read_lines(batch_df)
-    result.phases_ms["collect"] = ms_since(batch.t0)
+    collected = ms_since(batch.t0)
     t1 = time.perf_counter()
     rows = parse(lines, settings.universe) if lines is not None else None
     if rows is None:
-        result.phases_ms["driver_refused"] = result.phases_ms.pop("collect") + ms_since(t1)
         return False
     result.on_driver = True
     result.quotes, result.orders, result.quarantined = len(rows.quotes), len(rows.orders), 0
     result.input_lines, result.files, result.last_offsets = result.quotes + result.orders, rows.files, rows.last_offsets
-    result.phases_ms["parse"] = ms_since(t1)
+    result.phases_ms.update(collect=collected, parse=ms_since(t1))
     t2 = time.perf_counter()
     quotes_of, result.late_symbols = candidates(rows, batch.state, settings.lake)
-    alerts = alert_rows(rows.orders, order_check.as_of(rows.orders, quotes_of), settings.thresholds,
-                                     batch.batch_id, datetime.now(timezone.utc))
+    chosen = order_check.as_of(rows.orders, quotes_of)
+    alerts = alert_rows(rows.orders, chosen, settings.thresholds, batch.batch_id, datetime.now(timezone.utc))
     result.phases_ms["check"] = ms_since(t2)
     settings.guard()
     t3 = time.perf_counter()
-    written = run_writes(batch, _writes(batch, rows, alerts), newest=lambda: newest_rows(
-        rows.quotes, settings.thresholds))
+    newest = newest_rows(rows.quotes, settings.thresholds) if rows.quotes else None
+    written = run_writes(batch, _writes(batch, rows, alerts, newest), newest=lambda: newest)
     result.alerts = alerts.num_rows
     result.phases_ms["write"] = ms_since(t3)
     result.phases_ms.setdefault("merge", 0)
@@ -217,13 +217,13 @@ def driver_steps(batch: BatchRun, batch_df: DataFrame, compactor: Compactor | No
     return True
 
 
-def _writes(batch: BatchRun, rows: DriverBatch, alerts: pa.Table) -> dict[str, Callable[[], None]]:
-    """The driver's batch's writes, by table, not run yet (as _planned_writes for Spark's)."""
+def _writes(batch: BatchRun, rows: DriverBatch, alerts: pa.Table, newest: pa.Table | None,
+            ) -> dict[str, Callable[[], None]]:
+    """The driver's batch's writes, by table, not run yet (as stream.batch._planned_writes for Spark's)."""
     spark, settings, batch_id = batch.spark, batch.settings, batch.batch_id
     writes: dict[str, Callable[[], None]] = {}
     if rows.quotes:
         history = quote_rows(rows.quotes, batch_id, settings.thresholds)
-        newest = newest_rows(rows.quotes, settings.thresholds)
         writes["quotes"] = lambda: delta_rs.append_rows(batch.path("quotes"), history, batch_id)
         writes["symbol_state"] = lambda: merge_state(spark, settings.lake, newest, batch_id)
     if rows.orders:
