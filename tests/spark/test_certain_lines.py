@@ -110,3 +110,42 @@ def test_blank_lines_and_sources_are_those_of_sparks_path(spark):
     files, last = _sources(set(names))
     assert files == sorted({r["source"] for r in frame.collect()})
     assert last == {"quotes/0": 42, "orders/3": 9}
+
+
+def test_landing_files_read_on_the_driver_give_the_lines_sparks_text_source_gives(spark, tmp_path):
+    """stream.driver_batch reads a batch's landing files itself (the files from the batch's plan):
+    the same lines as Spark's text source, whatever the line ends, blank lines and byte-order marks;
+    a file that is not UTF-8 is left to Spark."""
+    from market_spread.stream import driver_batch
+    from market_spread.stream.query import StreamSpec, _landing_feeds
+
+    landing = tmp_path / "landing"
+    for feed in ("quotes", "orders"):
+        (landing / feed).mkdir(parents=True)
+    (landing / "quotes" / "a.jsonl").write_bytes(b'\xef\xbb\xbf{"q": 1}\r\n{"q": 2}\r{"q": 3}\n\n  \n{"q": "\xc3\xa9"}')
+    (landing / "orders" / "b.jsonl").write_bytes(b'{"o": 1}\n\r\n\x0b\x0c{"o": 2}\n')
+    (landing / "orders" / "skip.txt").write_bytes(b"not a landing file\n")
+    seen = []
+
+    def batch(df, batch_id):
+        got = driver_batch.read_lines(df)
+        want = df.select("stream", "value", "source_file").toArrow()
+        seen.append((sorted(zip(*(got[c].to_pylist() for c in got.column_names))),
+                     sorted(zip(*(want[c].to_pylist() for c in want.column_names)))))
+
+    spec = StreamSpec(lake=tmp_path / "lake", symbols=["A"], landing=landing)
+    query = (_landing_feeds(spark, spec, archiving=False).writeStream.foreachBatch(batch)
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+    query.awaitTermination()
+    (got, want), = seen
+    assert got == want and len(want) == 9
+    assert driver_batch.landing_files(spark.range(1), 1 << 20) is None, "not a landing batch"
+
+    (landing / "quotes" / "c.jsonl").write_bytes(b'{"q": "\xff"}\n')  # not UTF-8: Spark reads it
+    seen.clear()
+    spark.streams.resetTerminated()
+    query = (_landing_feeds(spark, spec, archiving=False).writeStream
+             .foreachBatch(lambda df, _: seen.append(driver_batch._file_lines(driver_batch.landing_files(df, 1 << 20))))
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+    query.awaitTermination()
+    assert seen == [None]

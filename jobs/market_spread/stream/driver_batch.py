@@ -32,6 +32,7 @@ from market_spread.lake.state import NEWEST_COLUMNS, late_history_rows, merge_st
 from market_spread.lake.state_mirror import StateMirror, micros
 from market_spread.lake.writes import ms_since
 from market_spread.runtime import settings
+from market_spread.runtime.storage import location
 from market_spread.stream.batch_run import BatchRun, finish, run_writes
 
 _BYTES_PER_LINE = 256  # a landing line is about 120-180 bytes: the bound errs towards Spark
@@ -75,10 +76,73 @@ def plan_bytes(batch_df: DataFrame) -> int | None:
 
 
 def read_lines(batch_df: DataFrame) -> pa.Table | None:
-    """The batch's lines (stream, value, source_file) on the driver, in one Spark job; None when the
-    batch is bigger than the limit after all (Spark then takes it)."""
-    table = batch_df.select("stream", "value", "source_file").toArrow()
-    return table if table.num_rows <= 2 * limit_lines() else None
+    """The batch's lines (stream, value, source_file) on the driver: a landing file's read here
+    straight from its folder or bucket (landing_files), Kafka records in one Spark job; None when
+    the batch is bigger than the limit after all (Spark then takes it)."""
+    limit = 2 * limit_lines()
+    files = landing_files(batch_df, limit * _BYTES_PER_LINE)
+    table = _file_lines(files) if files else None
+    if table is None:
+        table = batch_df.select("stream", "value", "source_file").toArrow()
+    return table if table.num_rows <= limit else None
+
+
+def landing_files(batch_df: DataFrame, max_bytes: int) -> list[str] | None:
+    """The landing files the batch reads, whole, from the Spark plan foreachBatch hands over (its
+    file scans' partitions), without running it; None for anything else (a Kafka batch, files
+    larger than `max_bytes` together). Reading them here saves the batch a Spark job (58-68 ms of a
+    5,000-line batch at 10,000 events/s, the largest phase of a driver batch)."""
+    try:
+        return _whole_files(batch_df._jdf.queryExecution().logical(), max_bytes)
+    except Exception:  # noqa: BLE001 - a plan of another shape (not foreachBatch's): Spark reads it
+        return None
+
+
+def _whole_files(plan, max_bytes: int) -> list[str] | None:
+    covered: dict[str, list[int]] = {}
+    rdds = [plan.rdd()]
+    while rdds:
+        rdd = rdds.pop()
+        deps = rdd.dependencies()
+        if deps.isEmpty():
+            if rdd.getClass().getSimpleName() != "FileScanRDD":
+                return None  # another source
+            for partition in _scala_list(rdd.filePartitions()):
+                for f in partition.files():
+                    seen = covered.setdefault(f.filePath().toPath().toString(), [0, f.fileSize()])
+                    seen[0] += f.length()
+            continue
+        rdds.extend(d.rdd() for d in _scala_list(deps))
+    if any(read != size for read, size in covered.values()) or sum(s for _, s in covered.values()) > max_bytes:
+        return None
+    return sorted(covered)
+
+
+def _scala_list(seq) -> list:
+    it, out = seq.iterator(), []
+    while it.hasNext():
+        out.append(it.next())
+    return out
+
+
+def _file_lines(files: list[str]) -> pa.Table | None:
+    """The lines of landing files as Spark's text source splits them (at \n, \r\n or \r), the feed
+    from each file's folder; None when a file is not UTF-8 or cannot be read here (Spark's collect
+    then reads the batch)."""
+    streams, values, sources = [], [], []
+    for name in files:
+        place = location(name.removeprefix("file:") if name.startswith("file:") else name)
+        try:
+            data = place.read_bytes()
+            # Hadoop's line reader drops a UTF-8 byte-order mark at a file's start.
+            data = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
+            lines = [line.decode("utf-8") for line in data.splitlines()]
+        except Exception:  # noqa: BLE001 - not UTF-8, gone, unreadable: Spark's read says what it is
+            return None
+        streams += [place.parent.name] * len(lines)
+        values += lines
+        sources += [name] * len(lines)
+    return pa.table({"stream": streams, "value": values, "source_file": sources})
 
 
 def parse(table: pa.Table, universe: frozenset[str]) -> DriverBatch | None:
