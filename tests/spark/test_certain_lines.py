@@ -145,7 +145,8 @@ def test_landing_files_read_on_the_driver_give_the_lines_sparks_text_source_give
     seen.clear()
     spark.streams.resetTerminated()
     query = (_landing_feeds(spark, spec, archiving=False).writeStream
-             .foreachBatch(lambda df, _: seen.append(driver_batch._file_lines(driver_batch.landing_files(df, 1 << 20))))
+             .foreachBatch(lambda df, _: seen.append((driver_batch._file_lines(driver_batch.landing_files(df, 1 << 20)),
+                                                      driver_batch.parse(driver_batch.read_lines(df), frozenset(["A"])))))
              .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
     query.awaitTermination()
-    assert seen == [None]
+    assert seen == [(None, None)], "Spark's own read hands over the line's bytes: the batch is Spark's"

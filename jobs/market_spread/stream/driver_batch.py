@@ -149,7 +149,11 @@ def parse(table: pa.Table, universe: frozenset[str]) -> DriverBatch | None:
     """The lines parsed (blank ones dropped, as parsing.nonblank_lines does); None when a line is
     not certainly valid."""
     batch, sources = DriverBatch(), set()
-    for stream, line, source in zip(*(table[c].to_pylist() for c in ("stream", "value", "source_file"))):
+    try:
+        columns = [table[c].to_pylist() for c in ("stream", "value", "source_file")]
+    except UnicodeDecodeError:  # Spark hands over the bytes of a line that is not UTF-8 as they are
+        return None
+    for stream, line, source in zip(*columns):
         if line.startswith("\ufeff"):
             line = line[1:]
         if is_blank(line):
