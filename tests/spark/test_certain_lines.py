@@ -65,38 +65,30 @@ def _spark_values(spark, stream: str, lines: list[str]) -> dict[int, dict | None
     return out
 
 
-def test_a_quote_the_driver_takes_is_the_one_spark_parses(spark):
-    universe = frozenset(SYMBOLS)
-    spark_says = _spark_values(spark, "quotes", QUOTES)
+def _taken_as_spark_parses(spark, stream: str, lines: list[str], parse, fields: tuple[str, ...]) -> int:
+    """How many lines the driver's `parse` takes; each one Spark finds valid with the same values."""
+    spark_says = _spark_values(spark, stream, lines)
     taken = 0
-    for i, line in enumerate(QUOTES):
-        q = parse_quote(line, universe)
-        if q is None:
+    for i, line in enumerate(lines):
+        record = parse(line, frozenset(SYMBOLS))
+        if record is None:
             continue
         taken += 1
         want = spark_says[i]
         assert want is not None, f"the driver took a line Spark refuses: {line}"
-        assert (q.symbol, q.bid, q.offer, q.time, q.seq) == (
-            want["symbol"], want["bid"], want["offer"], want["event_time"], want["seq"]), line
-    assert taken == 5  # the common shapes (an escaped letter, the lowest seq too); the rest are Spark's
+        assert tuple(record) == tuple(want["event_time" if f == "time" else f] for f in fields), line
     assert sum(v is not None for v in spark_says.values()) > taken, "Spark must take some lines the driver leaves"
+    return taken
+
+
+def test_a_quote_the_driver_takes_is_the_one_spark_parses(spark):
+    taken = _taken_as_spark_parses(spark, "quotes", QUOTES, parse_quote, ("symbol", "bid", "offer", "time", "seq"))
+    assert taken == 5  # the common shapes (an escaped letter, the lowest seq too); the rest are Spark's
 
 
 def test_an_order_the_driver_takes_is_the_one_spark_parses(spark):
-    universe = frozenset(SYMBOLS)
-    spark_says = _spark_values(spark, "orders", ORDERS)
-    taken = 0
-    for i, line in enumerate(ORDERS):
-        o = parse_order(line, universe)
-        if o is None:
-            continue
-        taken += 1
-        want = spark_says[i]
-        assert want is not None, f"the driver took a line Spark refuses: {line}"
-        assert (o.order_id, o.account, o.symbol, o.side, o.qty, o.price, o.time, o.seq) == (
-            want["order_id"], want["account"], want["symbol"], want["side"], want["qty"], want["price"],
-            want["event_time"], want["seq"]), line
-    assert taken == 2
+    fields = ("order_id", "account", "symbol", "side", "qty", "price", "time", "seq")
+    assert _taken_as_spark_parses(spark, "orders", ORDERS, parse_order, fields) == 2
 
 
 def test_blank_lines_and_sources_are_those_of_sparks_path(spark):
