@@ -1,9 +1,10 @@
-"""A small batch checked on the driver: its lines brought over in one Spark job, parsed and checked
-in Python (domain.certain_lines, domain.order_check), its rows committed with delta-rs.
+"""A small batch checked on the driver: its lines read from its landing files (from Kafka, brought
+over in one Spark job), parsed and checked in Python (domain.certain_lines, domain.order_check), its
+rows committed with delta-rs.
 
 Why: through Spark a 2,000-event batch costs about 0.4 s even with a warm JVM (building, analysing
 and planning the parse and the as-of check, and their jobs), which alone spends most of issue 43's
-one-second budget; on the driver the same batch is one small job and tens of milliseconds of Python.
+one-second budget; on the driver the same batch takes tens of milliseconds of Python.
 The answers are the same: a batch is taken here only when every line is certainly valid (else it
 goes to Spark whole, which alone decides quarantine reasons), the candidates of each order are those
 of stream.check (the batch's quotes, the driver's copy of symbol_state, history for late orders) and
