@@ -162,7 +162,9 @@ def run_object_store(spec: ObjectStoreSpec) -> int:
     private = Path(tempfile.mkdtemp(prefix="market-spread-s3proxy-"))
     try:
         config = write_private(private, "s3proxy.properties", s3proxy_properties(endpoint, *keys, spec.data))
-        command = [java, f"-Xmx{spec.heap}", "-Xms32m", "-XX:TieredStopAtLevel=1", "-DLOG_LEVEL=warn", "-DJETTY_LOG_LEVEL=warn",
+        # The optimising JIT, as for a continuous stream: a server lives long, and with the quick one
+        # only a PUT took 5.8 ms instead of 3.8 and a LIST of 2,000 keys 200 ms instead of 120.
+        command = [java, f"-Xmx{spec.heap}", "-Xms32m", "-DLOG_LEVEL=warn", "-DJETTY_LOG_LEVEL=warn",
                    # logback reports its own configuration on stdout when it has a warning about it
                    "-Dlogback.statusListenerClass=ch.qos.logback.core.status.NopStatusListener",
                    "-jar", jar, "--properties", str(config)]

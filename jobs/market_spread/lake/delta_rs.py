@@ -65,13 +65,13 @@ def _post_commit(table: Any) -> Any:
     single writer (the lock): the next version is the current one plus one."""
     from deltalake import PostCommitHookProperties
 
-    interval = int(table.metadata().configuration.get("delta.checkpointInterval") or 100)
     return PostCommitHookProperties(create_checkpoint=True,
-                                    cleanup_expired_logs=(table.version() + 2) % max(1, interval) == 0)
+                                    cleanup_expired_logs=(table.version() + 2) % _checkpoint_interval(table) == 0)
 
 
-# Tables opened by this process: path -> (DeltaTable, _identity(path) when it was opened).
-_OPEN: dict[str, tuple[Any, tuple[int, int, int] | None]] = {}
+# Tables opened by this process: path -> (DeltaTable, _identity(path) when it was opened; on object
+# storage the version it was opened at).
+_OPEN: dict[str, tuple[Any, tuple[int, ...] | None]] = {}
 _OPEN_LOCK = threading.Lock()
 
 
@@ -90,38 +90,62 @@ def open_table(path: str) -> Any:
     a DeltaTable kept up to date by `update_incremental` gets slower with every commit since its
     opening (2,500 appends to one object: 32 ms a commit at 500, 166 ms at 2,500; opened again at
     each checkpoint: 8 and 32 ms, the rest being the log's size)."""
-    from deltalake import DeltaTable
-
+    if isinstance(location(path), S3Path):
+        return _open_on_object_storage(path)
     identity = _identity(path)
     with _OPEN_LOCK:
         cached = _OPEN.get(path)
     if cached is not None and identity is not None and cached[1] == identity:
         cached[0].update_incremental()
         return cached[0]
+    return _open(path, identity)
+
+
+def _open(path: str, identity: tuple[int, ...] | None) -> Any:
+    from deltalake import DeltaTable
+
     uri, options = delta_rs_target(path)
     table = DeltaTable(uri, storage_options=options)
     with _OPEN_LOCK:
-        _OPEN[path] = (table, identity)
+        _OPEN[path] = (table, identity if identity is not None else (table.version(),))
     return table
 
 
+def _open_on_object_storage(path: str) -> Any:
+    """open_table on S3: opened afresh once a checkpoint interval of commits has passed since its
+    opening, judged by versions, without the two HEAD requests of `_identity` (the largest share
+    of what a kept table's update cost on the S3 server). A table removed and made again on S3
+    cannot happen under a running stream: its lease keeps every other writer out."""
+    with _OPEN_LOCK:
+        cached = _OPEN.get(path)
+    if cached is not None:
+        table, (opened_at,) = cached
+        table.update_incremental()
+        if table.version() - opened_at < _checkpoint_interval(table):
+            return table
+    return _open(path, None)
+
+
+def _checkpoint_interval(table: Any) -> int:
+    return max(1, int(table.metadata().configuration.get("delta.checkpointInterval") or 100))
+
+
 def _identity(path: str) -> tuple[int, int, int] | None:
-    """Which table lives at `path` and from which checkpoint: its log folder's inode (which a file
-    system may reuse; 0 on object storage, which has no folders), the time of its first commit (gone
-    once log retention removes it: then the table is opened once more) and the time
-    `_last_checkpoint` was last written (-1 before any)."""
+    """Which table lives at `path` (on local disk) and from which checkpoint: its log folder's inode
+    (which a file system may reuse), the time of its first commit (gone once log retention removes
+    it: then the table is opened once more) and the time `_last_checkpoint` was last written (-1
+    before any)."""
     log = location(path) / "_delta_log"
     try:
-        inode = 0 if isinstance(log, S3Path) else log.stat().st_ino
+        inode = log.stat().st_ino
     except OSError:
         return None
 
     def mtime(name: str) -> int:
         try:
-            info = (log / name).stat()
+            return (log / name).stat().st_mtime_ns
         except OSError:
             return -1
-        return int(info.modified.timestamp() * 1e9) if isinstance(log, S3Path) else info.st_mtime_ns
 
     return inode, mtime(f"{0:020d}.json"), mtime("_last_checkpoint")
 
