@@ -96,8 +96,13 @@ def open_table(path: str) -> Any:
     with _OPEN_LOCK:
         cached = _OPEN.get(path)
     if cached is not None and identity is not None and cached[1] == identity:
-        cached[0].update_incremental()
-        return cached[0]
+        table = cached[0]
+        # Listing the log (what the update does) costs more the longer the log: skip it when no
+        # commit follows this object's version. No commit can have been removed unseen: log clean-up
+        # comes only with a checkpoint, which changes `_identity`.
+        if (location(path) / "_delta_log" / f"{table.version() + 1:020d}.json").exists():
+            table.update_incremental()
+        return table
     return _open(path, identity)
 
 
