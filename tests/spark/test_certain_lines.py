@@ -6,7 +6,7 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from market_spread.domain.certain_lines import is_blank, parse_order, parse_quote
-from market_spread.stream.driver_batch import _sources
+from market_spread.stream.driver_rows import sources as _sources
 from market_spread.transforms import parsing
 from tests.helpers.symbols import SYMBOLS
 from tests.spark.test_parsing_fast_paths import TRICKY_LINES
@@ -108,7 +108,9 @@ def test_landing_files_read_on_the_driver_give_the_lines_sparks_text_source_give
     """stream.driver_batch reads a batch's landing files itself (the files from the batch's plan):
     the same lines as Spark's text source, whatever the line ends, blank lines and byte-order marks;
     a file that is not UTF-8 is left to Spark."""
-    from market_spread.stream import driver_batch
+    import pyarrow as pa
+
+    from market_spread.stream import driver_batch, driver_columns, driver_rows
     from market_spread.stream.query import StreamSpec, _landing_feeds
 
     landing = tmp_path / "landing"
@@ -138,7 +140,8 @@ def test_landing_files_read_on_the_driver_give_the_lines_sparks_text_source_give
     spark.streams.resetTerminated()
     query = (_landing_feeds(spark, spec, archiving=False).writeStream
              .foreachBatch(lambda df, _: seen.append((driver_batch._file_lines(driver_batch.landing_files(df, 1 << 20)),
-                                                      driver_batch.parse(driver_batch.read_lines(df), frozenset(["A"])))))
+                                                      driver_rows.parse(driver_batch.read_lines(df), frozenset(["A"])),
+                                                      driver_columns.parse(driver_batch.read_lines(df), pa.array(["A"])))))
              .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
     query.awaitTermination()
-    assert seen == [(None, None)], "Spark's own read hands over the line's bytes: the batch is Spark's"
+    assert seen == [(None, None, None)], "Spark's own read hands over the line's bytes: the batch is Spark's"

@@ -575,18 +575,22 @@ def test_late_history_holds_only_what_the_as_of_choice_can_use(spark, tmp_path):
 
 
 def test_the_driver_and_sparks_plan_check_batches_alike(spark, tmp_path, monkeypatch):
-    # A batch of certainly valid lines is parsed and checked on the driver (stream.driver_batch);
-    # with that path off (MARKET_SPREAD_DRIVER_BATCH_LINES=0), Spark's plan does it all. The same
-    # tables either way, over several batches, ties, orders without market data and late orders
-    # (history). A batch with one bad line goes to Spark whole.
-    taken = []
-    from market_spread.stream import driver_batch
+    # A batch of certainly valid lines is parsed and checked on the driver (stream.driver_batch):
+    # in Arrow's kernels when its lines have the product's own layout (stream.driver_columns), else
+    # line by line ("rows": the kernels' parse declines every batch here); with that path off
+    # (MARKET_SPREAD_DRIVER_BATCH_LINES=0), Spark's plan does it all. The same tables each way, over
+    # several batches, ties, orders without market data and late orders (history). A batch with one
+    # bad line goes to Spark whole.
+    taken, by_columns = [], []
+    from market_spread.stream import driver_batch, driver_columns
 
-    real = driver_batch.driver_steps
+    real, real_parse = driver_batch.driver_steps, driver_columns.parse
     monkeypatch.setattr(driver_batch, "driver_steps", lambda *args: taken.append(real(*args)) or taken[-1])
     lakes = {}
-    for name, limit in (("driver", "50000"), ("spark", "0")):
+    for name, limit in (("driver", "50000"), ("rows", "50000"), ("spark", "0")):
         monkeypatch.setenv("MARKET_SPREAD_DRIVER_BATCH_LINES", limit)
+        columns = (lambda *a: by_columns.append(real_parse(*a)) or by_columns[-1]) if name == "driver" else (lambda *a: None)
+        monkeypatch.setattr(driver_columns, "parse", columns)
         landing, lake = tmp_path / name / "landing", tmp_path / name / "lake"
         _generated(landing, files=2, seed=21)
         assert stream(spark, landing, lake) == 0
@@ -601,9 +605,11 @@ def test_the_driver_and_sparks_plan_check_batches_alike(spark, tmp_path, monkeyp
         land(landing, "orders", [order("bad-neighbour", "AAPL", at(8)), "{not json"], name="b4.jsonl")
         assert stream(spark, landing, lake) == 0
         lakes[name] = lake
-    assert taken == [True, True, True, False], "the driver takes the valid batches; a bad line sends one to Spark"
+    assert taken == [True, True, True, False] * 2, "the driver takes the valid batches; a bad line sends one to Spark"
+    assert [b is not None for b in by_columns] == [True, True, True, False], "Arrow's parse took the valid batches"
     want = comparable_tables(spark, lakes["spark"])
     assert {r["order_id"] for r in want["alerts"]} >= {"tie", "none", "late", "late2", "bad-neighbour"}
     assert comparable_tables(spark, lakes["driver"]) == want
+    assert comparable_tables(spark, lakes["rows"]) == want
     late = read_table(spark, lakes["driver"], "batch_metrics").where("batch_id = 1").first()
     assert late.late_symbols == 2  # MSFT, and IBM's order from before any quote

@@ -108,6 +108,10 @@ class StateMirror:
         """The stored quote (bid, offer, time in µs, seq) of each of `symbols` that has one (`ready()` first)."""
         return {s: self._quotes[s] for s in symbols if s in self._quotes}
 
+    def stored_table(self, symbols: list[str]) -> pa.Table:
+        """`stored` as an Arrow table (STATE_QUOTE_COLUMNS)."""
+        return self._arrow(self.stored(symbols))
+
     def late(self, bounds: pa.Table) -> list[dict[str, Any]]:
         """The symbols whose stored quote is newer than their first order in `bounds` (Arrow:
         symbol, first_order, last_order), with those bounds as UTC datetimes."""

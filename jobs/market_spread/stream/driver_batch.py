@@ -1,10 +1,11 @@
 """A small batch checked on the driver: its lines read from its landing files (from Kafka, brought
-over in one Spark job), parsed and checked in Python (domain.certain_lines, domain.order_check), its
-rows committed with delta-rs.
+over in one Spark job), parsed and checked in this process (stream.driver_columns in Arrow's kernels
+for lines in the product's own layout, stream.driver_rows line by line for other certainly valid
+ones), its rows committed with delta-rs.
 
 Why: through Spark a 2,000-event batch costs about 0.4 s even with a warm JVM (building, analysing
 and planning the parse and the as-of check, and their jobs), which alone spends most of issue 43's
-one-second budget; on the driver the same batch takes tens of milliseconds of Python.
+one-second budget; on the driver the same batch takes tens of milliseconds.
 The answers are the same: a batch is taken here only when every line is certainly valid (else it
 goes to Spark whole, which alone decides quarantine reasons), the candidates of each order are those
 of stream.check (the batch's quotes, the driver's copy of symbol_state, history for late orders) and
@@ -14,42 +15,26 @@ are small enough (a Kafka batch's size is not known before it is read: Spark tak
 """
 from __future__ import annotations
 
-import re
 import time
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Callable
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from market_spread.domain import order_check
-from market_spread.domain.certain_lines import Order, Quote, is_blank, parse_order, parse_quote
-from market_spread.domain.rules import Thresholds, should_reject
 from market_spread.lake import delta_rs
-from market_spread.lake import tables as lake_mod
 from market_spread.lake.compaction import Compactor
-from market_spread.lake.state import NEWEST_COLUMNS, late_history_rows, merge_state
-from market_spread.lake.state_mirror import StateMirror, micros
+from market_spread.lake.state import NEWEST_COLUMNS, merge_state
 from market_spread.lake.writes import ms_since
 from market_spread.runtime import settings
-from market_spread.runtime.storage import location
+from market_spread.runtime.storage import S3Path, location
+from market_spread.stream import driver_columns, driver_rows
 from market_spread.stream.batch_run import BatchRun, finish, run_writes
 
 _BYTES_PER_LINE = 256  # a landing line is about 120-180 bytes: the bound errs towards Spark
-_DAY_US = 86_400_000_000
-_OFFSET = re.compile(r"(.*)/([0-9]+)", re.DOTALL)
-_SCHEMAS = {t: delta_rs.arrow_schema(lake_mod.SCHEMAS[t]) for t in ("quotes", "alerts")}
-
-
-@dataclass
-class DriverBatch:
-    """A batch's certainly valid lines, parsed, and where they came from (stream.summary's figures)."""
-
-    quotes: list[Quote] = field(default_factory=list)
-    orders: list[Order] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)  # landing files, or Kafka topic/partition
-    last_offsets: dict[str, int] = field(default_factory=dict)  # Kafka topic/partition -> highest offset
 
 
 def limit_lines() -> int:
@@ -130,11 +115,12 @@ def _file_lines(files: list[str]) -> pa.Table | None:
     """The lines of landing files as Spark's text source splits them (at \n, \r\n or \r), the feed
     from each file's folder; None when a file is not UTF-8 or cannot be read here (Spark's collect
     then reads the batch)."""
+    places = [location(name.removeprefix("file:") if name.startswith("file:") else name) for name in files]
     streams, values, sources = [], [], []
-    for name in files:
-        place = location(name.removeprefix("file:") if name.startswith("file:") else name)
+    for name, place, data in zip(files, places, _contents(places)):
         try:
-            data = place.read_bytes()
+            if isinstance(data, Exception):
+                raise data
             # Hadoop's line reader drops a UTF-8 byte-order mark at a file's start.
             data = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
             lines = [line.decode("utf-8") for line in data.splitlines()]
@@ -146,155 +132,112 @@ def _file_lines(files: list[str]) -> pa.Table | None:
     return pa.table({"stream": streams, "value": values, "source_file": sources})
 
 
-def parse(table: pa.Table, universe: frozenset[str]) -> DriverBatch | None:
-    """The lines parsed (blank ones dropped, as parsing.nonblank_lines does); None when a line is
-    not certainly valid."""
-    batch, sources = DriverBatch(), set()
-    try:
-        columns = [table[c].to_pylist() for c in ("stream", "value", "source_file")]
-    except UnicodeDecodeError:  # Spark hands over the bytes of a line that is not UTF-8 as they are
-        return None
-    for stream, line, source in zip(*columns):
-        if line.startswith("\ufeff"):
-            line = line[1:]
-        if is_blank(line):
-            continue
-        record = parse_quote(line, universe) if stream == "quotes" else parse_order(line, universe)
-        if record is None:
-            return None
-        (batch.quotes if stream == "quotes" else batch.orders).append(record)
-        sources.add(source)
-    batch.files, batch.last_offsets = _sources(sources)
-    return batch
+def _contents(places: list) -> list[bytes | Exception]:
+    """Each file's bytes (or why it could not be read); objects on S3 fetched side by side (a GET
+    is a round trip to the server, a local read is not worth a thread)."""
+    def read(place) -> bytes | Exception:
+        try:
+            return place.read_bytes()
+        except Exception as exc:  # noqa: BLE001 - the caller hands the batch to Spark
+            return exc
 
-
-def _sources(names: set[str]) -> tuple[list[str], dict[str, int]]:
-    """Files as they are; Kafka records (`topic/partition/offset`) as partitions and their last offset."""
-    files, last = set(), {}
-    for name in names:
-        kafka = _OFFSET.fullmatch(name)  # stream.summary's regexes, the same names
-        if kafka:
-            where, offset = kafka[1], int(kafka[2])
-            last[where] = max(offset, last.get(where, -1))
-        files.add(kafka[1] if kafka else name)
-    return sorted(files), last
-
-
-def candidates(batch: DriverBatch, state: StateMirror, lake: str) -> tuple[dict[str, list[Quote]], int]:
-    """Per symbol with orders, the quotes its orders may be checked against; and how many symbols
-    had late orders (older than their stored state: history read for them, as stream.check does)."""
-    spans = order_check.spans(batch.orders)
-    out: dict[str, list[Quote]] = {s: [] for s in spans}
-    for q in batch.quotes:
-        if q.symbol in out:
-            out[q.symbol].append(q)
-    for symbol, q in state.stored(list(spans)).items():
-        out[symbol].append(Quote(symbol, *q))
-    late = state.late(_bounds(spans))
-    if late:
-        history = late_history_rows(lake, late)
-        for row in zip(history["symbol"].to_pylist(), history["bid"].to_pylist(), history["offer"].to_pylist(),
-                       micros(history["quote_time"]), history["seq"].to_pylist()):
-            out[row[0]].append(Quote(*row))
-    return out, len(late)
-
-
-def _bounds(spans: dict[str, tuple[int, int]]) -> pa.Table:
-    time = pa.timestamp("us", tz="UTC")
-    return pa.table({"symbol": list(spans), "first_order": pa.array([s[0] for s in spans.values()], time),
-                     "last_order": pa.array([s[1] for s in spans.values()], time)})
-
-
-def _rejects(q: Quote, thresholds: Thresholds) -> bool:
-    return should_reject(q.bid, q.offer, thresholds.max_spread, thresholds.max_spread_ratio)
-
-
-def _table(schema: pa.Schema, columns: dict[str, list]) -> pa.Table:
-    arrays = []
-    for f in schema:
-        values = columns[f.name]
-        arrays.append(pa.array(values, pa.int64()).cast(f.type) if pa.types.is_timestamp(f.type) else pa.array(values, f.type))
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
-def quote_rows(quotes: list[Quote], batch_id: int, thresholds: Thresholds) -> pa.Table:
-    """The batch's quote history rows, as Spark's path writes them."""
-    return _table(_SCHEMAS["quotes"], {
-        "symbol": [q.symbol for q in quotes], "bid": [q.bid for q in quotes], "offer": [q.offer for q in quotes],
-        "quote_time": [q.time for q in quotes], "seq": [q.seq for q in quotes], "batch_id": [batch_id] * len(quotes),
-        "should_reject_trades": [_rejects(q, thresholds) for q in quotes],
-        "quote_date": pa.array([q.time // _DAY_US for q in quotes], pa.int32()).cast(pa.date32()).to_pylist(),
-    })
-
-
-def newest_rows(quotes: list[Quote], thresholds: Thresholds) -> pa.Table:
-    """Each symbol's highest quote of the batch (lake.state.NEWEST_COLUMNS): the state MERGE's source."""
-    newest = list(order_check.newest_by_symbol(quotes).values())
-    rows = quote_rows(newest, 0, thresholds)
-    return rows.select(list(NEWEST_COLUMNS))
-
-
-def alert_rows(orders: list[Order], chosen: list[Quote | None], thresholds: Thresholds, batch_id: int,
-               detected_at: datetime) -> pa.Table:
-    """The alerts of the orders checked against their chosen quotes (transforms.asof's columns)."""
-    hits = [(o, q, r) for o, q in zip(orders, chosen) if (r := order_check.reason(q, thresholds)) is not None]
-    at = int(detected_at.timestamp() * 1_000_000)
-
-    def quote_field(name: str) -> list:
-        return [getattr(q, name) if q is not None else None for _, q, _ in hits]
-
-    return _table(_SCHEMAS["alerts"], {
-        "order_id": [o.order_id for o, _, _ in hits], "account": [o.account for o, _, _ in hits],
-        "symbol": [o.symbol for o, _, _ in hits], "side": [o.side for o, _, _ in hits],
-        "qty": [o.qty for o, _, _ in hits], "price": [o.price for o, _, _ in hits],
-        "order_time": [o.time for o, _, _ in hits], "reason": [r for _, _, r in hits],
-        "bid": quote_field("bid"), "offer": quote_field("offer"), "quote_time": quote_field("time"),
-        "detected_at": [at] * len(hits), "batch_id": [batch_id] * len(hits),
-        "order_seq": [o.seq for o, _, _ in hits], "quote_seq": quote_field("seq"),
-    })
+    if len(places) < 2 or not any(isinstance(p, S3Path) for p in places):
+        return [read(p) for p in places]
+    with ThreadPoolExecutor(max_workers=min(8, len(places))) as pool:
+        return list(pool.map(read, places))
 
 
 def driver_steps(batch: BatchRun, batch_df: DataFrame, compactor: Compactor | None) -> bool:
     """The whole batch on the driver (stream.driver_batch); False, having committed nothing, when a
     line is not certainly valid: Spark then takes the batch (the attempt's time counts in its parse,
-    which is timed from the batch's start)."""
-    result, settings = batch.result, batch.settings
+    which is timed from the batch's start). Lines in the product's own layout go through Arrow's
+    kernels (stream.driver_columns), any other batch line by line."""
     batch.describe("read lines")
     lines = read_lines(batch_df)
     collected = ms_since(batch.t0)
     t1 = time.perf_counter()
-    rows = parse(lines, settings.universe) if lines is not None else None
+    if lines is None:
+        return False
+    columns = driver_columns.parse(lines, _universe(batch.settings.universe))
+    if columns is not None:
+        _column_steps(batch, columns, collected, t1, compactor)
+        return True
+    rows = driver_rows.parse(lines, batch.settings.universe)
     if rows is None:
         return False
-    result.on_driver = True
-    result.quotes, result.orders, result.quarantined = len(rows.quotes), len(rows.orders), 0
-    result.input_lines, result.files, result.last_offsets = result.quotes + result.orders, rows.files, rows.last_offsets
-    result.phases_ms.update(collect=collected, parse=ms_since(t1))
-    t2 = time.perf_counter()
-    quotes_of, result.late_symbols = candidates(rows, batch.state, settings.lake)
-    chosen = order_check.as_of(rows.orders, quotes_of)
-    alerts = alert_rows(rows.orders, chosen, settings.thresholds, batch.batch_id, datetime.now(timezone.utc))
-    result.phases_ms["check"] = ms_since(t2)
-    settings.guard()
-    t3 = time.perf_counter()
-    newest = newest_rows(rows.quotes, settings.thresholds) if rows.quotes else None
-    written = run_writes(batch, _writes(batch, rows, alerts, newest), newest=lambda: newest)
-    result.alerts = alerts.num_rows
-    result.phases_ms["write"] = ms_since(t3)
-    result.phases_ms.setdefault("merge", 0)
-    finish(batch, written, True, compactor)
+    _row_steps(batch, rows, collected, t1, compactor)
     return True
 
 
-def _writes(batch: BatchRun, rows: DriverBatch, alerts: pa.Table, newest: pa.Table | None,
+@lru_cache(maxsize=4)
+def _universe(universe: frozenset[str]) -> pa.Array:
+    return pa.array(sorted(universe), pa.string())
+
+
+def _counted(batch: BatchRun, quotes: int, orders: int, sources: tuple[list[str], dict[str, int]], collected: int,
+             t1: float) -> None:
+    result = batch.result
+    result.on_driver = True
+    result.quotes, result.orders, result.quarantined = quotes, orders, 0
+    result.input_lines = quotes + orders
+    result.files, result.last_offsets = sources
+    result.phases_ms.update(collect=collected, parse=ms_since(t1))
+
+
+def _row_steps(batch: BatchRun, rows: driver_rows.DriverBatch, collected: int, t1: float, compactor: Compactor | None) -> None:
+    result, settings = batch.result, batch.settings
+    _counted(batch, len(rows.quotes), len(rows.orders), (rows.files, rows.last_offsets), collected, t1)
+    t2 = time.perf_counter()
+    quotes_of, result.late_symbols = driver_rows.candidates(rows, batch.state, settings.lake)
+    chosen = order_check.as_of(rows.orders, quotes_of)
+    alerts = driver_rows.alert_rows(rows.orders, chosen, settings.thresholds, batch.batch_id, datetime.now(timezone.utc))
+    result.phases_ms["check"] = ms_since(t2)
+    settings.guard()
+    t3 = time.perf_counter()
+    newest = driver_rows.newest_rows(rows.quotes, settings.thresholds) if rows.quotes else None
+    history = driver_rows.quote_rows(rows.quotes, batch.batch_id, settings.thresholds) if rows.quotes else None
+    _write(batch, history, alerts if rows.orders else None, newest, t3, compactor)
+
+
+def _column_steps(batch: BatchRun, cols: driver_columns.ColumnBatch, collected: int, t1: float,
+                  compactor: Compactor | None) -> None:
+    result, settings = batch.result, batch.settings
+    _counted(batch, cols.quotes.num_rows, cols.orders.num_rows, driver_rows.sources(set(cols.sources)), collected, t1)
+    t2 = time.perf_counter()
+    alerts = None
+    if cols.orders.num_rows:
+        quotes_of, result.late_symbols = driver_columns.candidates(cols, batch.state, settings.lake)
+        chosen = driver_columns.as_of(cols.orders, quotes_of)
+        alerts = driver_columns.alerts(cols.orders, chosen, settings.thresholds, batch.batch_id,
+                                       datetime.now(timezone.utc), driver_rows.SCHEMAS["alerts"])
+    result.phases_ms["check"] = ms_since(t2)
+    settings.guard()
+    t3 = time.perf_counter()
+    history = newest = None
+    if cols.quotes.num_rows:
+        history = driver_columns.history(cols.quotes, batch.batch_id, settings.thresholds, driver_rows.SCHEMAS["quotes"])
+        top = driver_columns.newest(cols.quotes)
+        newest = driver_columns.history(top, 0, settings.thresholds, driver_rows.SCHEMAS["quotes"]).select(list(NEWEST_COLUMNS))
+    _write(batch, history, alerts, newest, t3, compactor)
+
+
+def _write(batch: BatchRun, history: pa.Table | None, alerts: pa.Table | None, newest: pa.Table | None, t3: float,
+           compactor: Compactor | None) -> None:
+    written = run_writes(batch, _writes(batch, history, alerts, newest), newest=lambda: newest)
+    batch.result.alerts = alerts.num_rows if alerts is not None else 0
+    batch.result.phases_ms["write"] = ms_since(t3)
+    batch.result.phases_ms.setdefault("merge", 0)
+    finish(batch, written, True, compactor)
+
+
+def _writes(batch: BatchRun, history: pa.Table | None, alerts: pa.Table | None, newest: pa.Table | None,
             ) -> dict[str, Callable[[], None]]:
     """The driver's batch's writes, by table, not run yet (as stream.batch._planned_writes for Spark's)."""
     spark, settings, batch_id = batch.spark, batch.settings, batch.batch_id
     writes: dict[str, Callable[[], None]] = {}
-    if rows.quotes:
-        history = quote_rows(rows.quotes, batch_id, settings.thresholds)
+    if history is not None:
         writes["quotes"] = lambda: delta_rs.append_rows(batch.path("quotes"), history, batch_id)
         writes["symbol_state"] = lambda: merge_state(spark, settings.lake, newest, batch_id)
-    if rows.orders:
+    if alerts is not None:
         writes["alerts"] = lambda: delta_rs.append_rows(batch.path("alerts"), alerts, batch_id)
     return writes

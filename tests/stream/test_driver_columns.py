@@ -1,0 +1,133 @@
+"""stream.driver_columns against the pure-Python statements of the same things: its parse takes a
+line only with the values domain.certain_lines gives it, its as-of choice is domain.order_check's,
+its reject rule is rules.should_reject (exact at the thresholds)."""
+from __future__ import annotations
+
+import random
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+
+from market_spread.domain import order_check
+from market_spread.domain.certain_lines import Order, Quote, parse_order, parse_quote
+from market_spread.domain.rules import Thresholds, should_reject
+from market_spread.stream import driver_columns as dc
+from tests.helpers.records import order, quote
+
+UNIVERSE = frozenset({"AAPL", "MSFT", "IBM"})
+T = "2026-11-23T14:30:00"
+
+QUOTE_LINES = [
+    quote("AAPL", f"{T}.002Z", "100.00", "100.01", seq=1),
+    quote("AAPL", f"{T}Z", "7", "7.5"),
+    quote("MSFT", f"{T}.123456Z", "0.00000001", "9999999999.99999999", seq=-5),
+    '{"symbol":"AAPL","transact_time":"' + T + 'Z","bid":1.5,"offer":1.6,"seq":null}',  # no spaces, seq null
+    quote("AAPL", f"{T}+01:00", "1", "2"),  # an offset: certain_lines' alone
+    '{"transact_time": "' + T + 'Z", "symbol": "AAPL", "bid": 1, "offer": 2}',  # another key order
+    quote("AAPL", f"{T}Z", "0", "2"),  # zero: not a price
+    quote("AAPL", f"{T}Z", "1e2", "2"),
+    quote("AAPL", f"{T}Z", "1.123456789", "2"),  # 9 fractional digits
+    quote("AAPL", f"{T}Z", "01.5", "2"),  # not JSON
+    quote("AAPL", f"{T}Z", "10000000000", "2"),  # 1e10
+    quote("AAPL", "2026-02-30T14:30:00Z", "1", "2"),
+    quote("AAPL", "2026-11-23T24:00:00Z", "1", "2"),
+    quote("AAPL", "2026-11-23T14:60:00Z", "1", "2"),
+    quote("AAPL", "9999-12-31T23:59:59Z", "1", "2"),
+    quote("AAPL", "0999-12-31T23:59:59Z", "1", "2"),
+    quote("AAPL", "2024-02-29T00:00:00.5Z", "1", "2"),
+    quote("AAPL", f"{T}.1234567Z", "1", "2"),
+    quote("AAPL", f"{T}Z", "1", "2", seq=2 ** 63),
+    quote("AAPL", f"{T}Z", "1", "2", seq=2 ** 63 - 1),
+    quote("AAPL", f"{T}Z", "1", "2", seq=-(2 ** 63)),
+    quote("NOPE", f"{T}Z", "1", "2"),
+    quote("AA\\u0050L", f"{T}Z", "1", "2"),  # an escape
+    quote("AAPL", f"{T}Z", "1", "2") + " ",
+    quote("AAPL", f"{T}Z", "1", "2").replace('"bid"', '"bid" '),
+]
+ORDER_LINES = [
+    order("O-1", "AAPL", f"{T}.002Z"),
+    order("O-2", "MSFT", f"{T}Z", side="SELL", qty="7500", price="100.125", account=-3, seq=9),
+    order("O-3", "AAPL", f"{T}Z", side="HOLD"),
+    order("", "AAPL", f"{T}Z"),
+    order("O-é", "AAPL", f"{T}Z"),
+    order('O-"', "AAPL", f"{T}Z"),
+    order("O-4", "AAPL", f"{T}Z", account=2 ** 64),
+    order("O-5", "AAPL", f"{T}Z", qty="0.0"),
+]
+
+
+def _one(feed: str, line: str) -> dc.ColumnBatch | None:
+    lines = pa.table({"stream": [feed], "value": [line], "source_file": ["f"]})
+    return dc.parse(lines, pa.array(sorted(UNIVERSE)))
+
+
+@pytest.mark.parametrize("line", QUOTE_LINES)
+def test_a_quote_line_is_taken_only_with_certain_lines_values(line):
+    got, want = _one("quotes", line), parse_quote(line, UNIVERSE)
+    if got is None:
+        assert line not in QUOTE_LINES[:4], "the product's own layout must be taken"
+        return
+    assert want is not None, f"taken here but not by certain_lines: {line}"
+    row = got.quotes.to_pylist()[0]
+    assert Quote(row["symbol"], row["bid"], row["offer"], row["time"], row["seq"]) == want
+
+
+@pytest.mark.parametrize("line", ORDER_LINES)
+def test_an_order_line_is_taken_only_with_certain_lines_values(line):
+    got, want = _one("orders", line), parse_order(line, UNIVERSE)
+    if got is None:
+        assert line not in ORDER_LINES[:2], "the product's own layout must be taken"
+        return
+    assert want is not None, f"taken here but not by certain_lines: {line}"
+    r = got.orders.to_pylist()[0]
+    assert Order(r["order_id"], r["account"], r["symbol"], r["side"], r["qty"], r["price"], r["time"], r["seq"]) == want
+
+
+def test_blank_lines_are_dropped_and_a_bad_line_declines_the_batch():
+    lines = pa.table({"stream": ["quotes", "quotes", "orders"], "value": [QUOTE_LINES[0], " \t", ORDER_LINES[0]],
+                      "source_file": ["a", "a", "b"]})
+    got = dc.parse(lines, pa.array(sorted(UNIVERSE)))
+    assert got is not None and (got.quotes.num_rows, got.orders.num_rows) == (1, 1) and sorted(got.sources) == ["a", "b"]
+    bad = pa.table({"stream": ["quotes", "quotes"], "value": [QUOTE_LINES[0], "{not json"], "source_file": ["a", "a"]})
+    assert dc.parse(bad, pa.array(sorted(UNIVERSE))) is None
+
+
+def _quotes_table(quotes: list[Quote]) -> pa.Table:
+    return pa.table({"symbol": pa.array([q.symbol for q in quotes], pa.string()),
+                     "bid": pa.array([q.bid for q in quotes], dc.PRICE), "offer": pa.array([q.offer for q in quotes], dc.PRICE),
+                     "time": pa.array([q.time for q in quotes], pa.int64()), "seq": pa.array([q.seq for q in quotes], pa.int64())})
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_as_of_choice_and_the_newest_quote_are_order_checks(seed):
+    rng = random.Random(seed)
+    symbols = ["AAPL", "MSFT", "IBM", "ZZZ"]
+    prices = [Decimal("1.00"), Decimal("1.01"), Decimal("1.05"), Decimal("2")]
+    quotes = [Quote(rng.choice(symbols[:3]), rng.choice(prices), rng.choice(prices), rng.randrange(20),
+                    rng.choice([None, None, 0, 1, 2, -1])) for _ in range(200)]
+    orders = [Order(f"o{i}", 1, rng.choice(symbols), "BUY", Decimal(1), Decimal(1), rng.randrange(-2, 22), None)
+              for i in range(300)]
+    table = pa.table({"symbol": [o.symbol for o in orders], "time": pa.array([o.time for o in orders], pa.int64())})
+    chosen = dc.as_of(table, _quotes_table(quotes)).to_pylist()
+    by_symbol = {s: [q for q in quotes if q.symbol == s] for s in symbols}
+    want = order_check.as_of(orders, by_symbol)
+    got = [None if c["time"] is None else Quote(c["symbol"], c["bid"], c["offer"], c["time"], c["seq"]) for c in chosen]
+    assert got == want
+    newest = {r["symbol"]: Quote(r["symbol"], r["bid"], r["offer"], r["time"], r["seq"])
+              for r in dc.newest(_quotes_table(quotes)).to_pylist()}
+    assert newest == order_check.newest_by_symbol(quotes)
+
+
+def test_the_reject_rule_is_should_rejects_exactly_at_its_thresholds():
+    rng = random.Random(3)
+    pairs = [(Decimal("100"), Decimal("105")), (Decimal("100"), Decimal("100.05")), (Decimal("1"), Decimal("1")),
+             (Decimal("2"), Decimal("1")), (Decimal("9999999999.99999999"), Decimal("9999999999.99999999")),
+             (Decimal("0.00000001"), Decimal("9999999999.99999999"))]
+    pairs += [(Decimal(rng.randrange(1, 10 ** 12)) / 10 ** 8, Decimal(rng.randrange(1, 10 ** 12)) / 10 ** 8)
+              for _ in range(500)]
+    for thresholds in (Thresholds(), Thresholds(Decimal("5"), Decimal("0.05")), Thresholds(Decimal("0"), Decimal("0")),
+                       Thresholds(Decimal("100"), Decimal("0.00000001"))):
+        got = dc.rejects(pa.array([b for b, _ in pairs], dc.PRICE), pa.array([o for _, o in pairs], dc.PRICE),
+                         thresholds).to_pylist()
+        assert got == [should_reject(b, o, thresholds.max_spread, thresholds.max_spread_ratio) for b, o in pairs]
