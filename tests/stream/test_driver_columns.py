@@ -93,6 +93,16 @@ def test_blank_lines_are_dropped_and_a_bad_line_declines_the_batch():
     assert dc.parse(bad, pa.array(sorted(UNIVERSE))) is None
 
 
+def test_large_strings_from_sparks_arrow_come_out_as_strings():
+    # Kafka batches reach the driver through Spark's toArrow, as large strings; the state's and the
+    # history's symbols are strings, and the candidates are one table of both.
+    lines = pa.table({c: pa.array(v, pa.large_string()) for c, v in
+                      (("stream", ["quotes", "orders"]), ("value", [QUOTE_LINES[0], ORDER_LINES[0]]), ("source_file", ["t/0/1", "t/0/2"]))})
+    got = dc.parse(lines, pa.array(sorted(UNIVERSE)))
+    assert got is not None and got.quotes.schema.field("symbol").type == pa.string()
+    assert got.orders.schema.field("order_id").type == pa.string() and got.sources == ["t/0/1", "t/0/2"]
+
+
 def _quotes_table(quotes: list[Quote]) -> pa.Table:
     return pa.table({"symbol": pa.array([q.symbol for q in quotes], pa.string()),
                      "bid": pa.array([q.bid for q in quotes], dc.PRICE), "offer": pa.array([q.offer for q in quotes], dc.PRICE),

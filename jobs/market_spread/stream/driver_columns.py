@@ -74,8 +74,9 @@ def parse(lines: pa.Table, universe: pa.Array) -> ColumnBatch | None:
     """The lines (stream, value, source_file) as columns; None unless every line is certain here."""
     try:
         lines.column("value").validate(full=True)  # UTF-8: a line that is not goes elsewhere
-        values = lines.column("value").combine_chunks()
-        keep = pc.invert(pc.match_substring_regex(values, _BLANK))
+        # Spark's Arrow hands over large strings (Kafka); the state's and history's symbols are not.
+        lines = pa.table({c: pc.cast(lines.column(c), pa.string()) for c in ("stream", "value", "source_file")})
+        keep = pc.invert(pc.match_substring_regex(lines.column("value"), _BLANK))
         lines = lines.filter(keep)
         is_quote = pc.equal(lines.column("stream"), "quotes")
         quotes = _quotes(lines.filter(is_quote).column("value"), universe)
