@@ -161,6 +161,9 @@ def _stream(cluster: LocalCluster, landing: Path | str, lake: Path | str, symbol
         "PYTHONUNBUFFERED": "1",
         # The cluster's spark-defaults.conf: spark.authenticate and its secret (issue 44).
         "SPARK_CONF_DIR": str(cluster.conf_dir),
+        # The driver's quick JIT (C1 only) also for the --interval streams, stopped within minutes:
+        # the optimising compiler's start-up work never pays back here (runtime/spark.py QUICK_JIT).
+        "MARKET_SPREAD_JIT": os.environ.get("MARKET_SPREAD_JIT", "quick"),
     })
     argv = CLI + ["stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols),
                   "--master", cluster.master_url, *mode]
