@@ -94,7 +94,7 @@ def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
             stdout=out, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT), start_new_session=True,
         )
     try:
-        wait_for("Airflow to be healthy", lambda: run.healthy(port), 240, proc, log)
+        wait_for("Airflow to be healthy", lambda: run.healthy(port), 240, proc, log, every=1)
         timings["airflow ready"] = time.monotonic() - began
         password_file = home / run.PASSWORD_FILE
         assert password_file.stat().st_mode & 0o777 == 0o600
@@ -118,7 +118,7 @@ def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
             dags = run.http_json("GET", f"{api}/dags?dag_id_pattern=market_spread", token=token)["dags"]
             return {d["dag_id"]: d for d in dags} if len(dags) >= 4 else {}
 
-        dags = wait_for("the 4 DAGs to be parsed", listed, 120, proc, log)
+        dags = wait_for("the 4 DAGs to be parsed", listed, 120, proc, log, every=1)
         assert all(d["is_paused"] for d in dags.values())  # MARKET_SPREAD_START_PAUSED
         for dag_id in ("market_spread_stream", "market_spread_feed", "market_spread_quality"):
             run.set_paused(port, token, dag_id, False)
@@ -133,7 +133,7 @@ def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
 
             return DeltaTable(str(lake / "alerts")).to_pyarrow_table(columns=["order_id"]).num_rows
 
-        wait_for("alerts in the lake", alerts, 600, proc, log, every=5)
+        wait_for("alerts in the lake", alerts, 600, proc, log, every=1)
         timings["alerts"] = time.monotonic() - began
         assert len(streams(home, lake)) == 1
         # Issue 44: while the stream writes alerts, nothing started for this run listens beyond the
@@ -158,7 +158,7 @@ def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
             assert len(streams(home, lake)) <= 1, "two streams on one lake"
             return bool(now and now.get("pid") != before["pid"] and now.get("jvm_pid"))
 
-        wait_for("the stream to come back", restarted, 240, proc, log, every=3)
+        wait_for("the stream to come back", restarted, 240, proc, log, every=1)
         timings["restart after JVM kill"] = time.monotonic() - killed_at
         new_job_started = [
             r for r in run.http_json(
@@ -174,7 +174,7 @@ def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
             )["task_instances"]
             return any(t["task_id"] == "validate" and t["state"] == "success" for t in tis)
 
-        wait_for("a successful validate task", quality_succeeded, 600, proc, log, every=5)
+        wait_for("a successful validate task", quality_succeeded, 600, proc, log, every=1)
         timings["quality success"] = time.monotonic() - began
         assert (docs / "index.html").is_file()
         assert task_log_lines(api, token, "market_spread_quality", "validate", "success")
