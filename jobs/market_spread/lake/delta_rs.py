@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from typing import Any, Sequence
 
 import pyarrow as pa
@@ -112,21 +113,42 @@ def _open(path: str, identity: tuple[int, ...] | None) -> Any:
     uri, options = delta_rs_target(path)
     table = DeltaTable(uri, storage_options=options)
     with _OPEN_LOCK:
-        _OPEN[path] = (table, identity if identity is not None else (table.version(),))
+        _OPEN[path] = (table, identity if identity is not None else (table.version(), _elsewhere, time.monotonic()))
     return table
 
 
+# Bumped whenever this process commits to a lake other than through the tables kept here (Spark's
+# plan's batches): kept tables on object storage read their log again after it.
+_elsewhere = 0
+_FRESH_SECONDS = 60.0  # far inside the 30-minute log window: no commit it missed can have been cleaned up
+
+
+def committed_elsewhere() -> None:
+    """Say that this process committed to its lake outside the kept tables (Spark's plan did)."""
+    global _elsewhere
+    with _OPEN_LOCK:
+        _elsewhere += 1
+
+
 def _open_on_object_storage(path: str) -> Any:
-    """open_table on S3: opened afresh once a checkpoint interval of commits has passed since its
-    opening, judged by versions, without the two HEAD requests of `_identity` (the largest share
-    of what a kept table's update cost on the S3 server). A table removed and made again on S3
-    cannot happen under a running stream: its lease keeps every other writer out."""
+    """open_table on S3: no request at all while nothing but this object committed to the table
+    (the lease keeps other writers out; `committed_elsewhere` names this process's other commits)
+    and its log was read within the last minute; else the update (a LIST). Opened afresh once a
+    checkpoint interval of commits has passed since its opening, judged by versions, without the
+    HEAD requests of `_identity`; a table removed and made again cannot happen under the lease.
+    Why: each request to the store is a round trip of milliseconds, and every commit of a batch
+    began with this one (on the S3 server a 2,000-event batch took 1.96x local disk's time)."""
     with _OPEN_LOCK:
         cached = _OPEN.get(path)
     if cached is not None:
-        table, (opened_at,) = cached
-        table.update_incremental()
+        table, (opened_at, seen, read_at) = cached
+        fresh = seen == _elsewhere and time.monotonic() - read_at < _FRESH_SECONDS
+        if not fresh:
+            read_at, seen = time.monotonic(), _elsewhere
+            table.update_incremental()
         if table.version() - opened_at < _checkpoint_interval(table):
+            with _OPEN_LOCK:
+                _OPEN[path] = (table, (opened_at, seen, read_at))
             return table
     return _open(path, None)
 

@@ -128,11 +128,13 @@ def process_batch(
         if state.ready() and driver_batch.likely_small(batch_df, lines_before) and driver_batch.driver_steps(batch, batch_df, compactor):
             return batch.result
         batch.describe("parse")
+        delta_rs.committed_elsewhere()  # Spark's plan commits to the lake: kept tables read their log again
         parsed = _parse_step(batch, parsing.nonblank_lines(batch_df), scope, expect_small)
         alerts, observed = _check_step(batch, parsed)
         settings.guard()  # one writer per lake: prove it before the first commit, and again before the last
         written = _write_step(batch, parsed, alerts, observed)
         finish(batch, written, parsed.driver_commits, compactor)
+        delta_rs.committed_elsewhere()  # and after its commits, for tables read during the batch
         return batch.result
     finally:
         scope.close()
