@@ -62,26 +62,24 @@ def _one(feed: str, line: str) -> dc.ColumnBatch | None:
     return dc.parse(lines, pa.array(sorted(UNIVERSE)))
 
 
-@pytest.mark.parametrize("line", QUOTE_LINES)
-def test_a_quote_line_is_taken_only_with_certain_lines_values(line):
-    got, want = _one("quotes", line), parse_quote(line, UNIVERSE)
-    if got is None:
-        assert line not in QUOTE_LINES[:4], "the product's own layout must be taken"
-        return
-    assert want is not None, f"taken here but not by certain_lines: {line}"
-    row = got.quotes.to_pylist()[0]
-    assert Quote(row["symbol"], row["bid"], row["offer"], row["time"], row["seq"]) == want
+def _record(feed: str, row: dict) -> Quote | Order:
+    if feed == "quotes":
+        return Quote(row["symbol"], row["bid"], row["offer"], row["time"], row["seq"])
+    return Order(row["order_id"], row["account"], row["symbol"], row["side"], row["qty"], row["price"], row["time"],
+                 row["seq"])
 
 
-@pytest.mark.parametrize("line", ORDER_LINES)
-def test_an_order_line_is_taken_only_with_certain_lines_values(line):
-    got, want = _one("orders", line), parse_order(line, UNIVERSE)
+@pytest.mark.parametrize("feed,line", [("quotes", q) for q in QUOTE_LINES] + [("orders", o) for o in ORDER_LINES])
+def test_a_line_is_taken_only_with_certain_lines_values(feed, line):
+    got = _one(feed, line)
+    want = parse_quote(line, UNIVERSE) if feed == "quotes" else parse_order(line, UNIVERSE)
     if got is None:
-        assert line not in ORDER_LINES[:2], "the product's own layout must be taken"
+        own_layout = QUOTE_LINES[:4] if feed == "quotes" else ORDER_LINES[:2]
+        assert line not in own_layout, "the product's own layout must be taken"
         return
     assert want is not None, f"taken here but not by certain_lines: {line}"
-    r = got.orders.to_pylist()[0]
-    assert Order(r["order_id"], r["account"], r["symbol"], r["side"], r["qty"], r["price"], r["time"], r["seq"]) == want
+    table = got.quotes if feed == "quotes" else got.orders
+    assert _record(feed, table.to_pylist()[0]) == want
 
 
 def test_blank_lines_are_dropped_and_a_bad_line_declines_the_batch():
