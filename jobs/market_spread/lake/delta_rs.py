@@ -71,7 +71,8 @@ def _post_commit(table: Any) -> Any:
 
 
 # Tables opened by this process: path -> (DeltaTable, _identity(path) when it was opened; on object
-# storage the version it was opened at).
+# storage, and for a local table without a log, (version opened at, _elsewhere seen, when its log was
+# last read)).
 _OPEN: dict[str, tuple[Any, tuple[int, ...] | None]] = {}
 _OPEN_LOCK = threading.Lock()
 
