@@ -1,5 +1,6 @@
-"""The state MERGE run by delta-rs from the driver (the stream's path) leaves exactly the table that
-Spark's MERGE leaves, keeps the newer-only rule, and tags its commits with the batch."""
+"""The state MERGE done on the driver (the stream's path: Arrow, committed by lake.log_writer) leaves
+exactly the table that Spark's MERGE leaves, keeps the newer-only rule, and tags its commits with
+the batch."""
 from __future__ import annotations
 
 import random
@@ -26,12 +27,12 @@ BATCHES = [
 EXPECTED = {"AAPL": (D("1.15000000"), 5, False), "MSFT": (D("2.10000000"), 1, False), "IBM": (D("3.00000000"), 9, True)}
 
 
-def run_merges(spark, lake, monkeypatch, driver_commits: str) -> dict:
+def run_merges(spark, lake, monkeypatch, driver_commits: str, batches: list = BATCHES) -> dict:
     monkeypatch.setenv("MARKET_SPREAD_DRIVER_COMMITS", driver_commits)
     lake_mod.ensure_tables(spark, lake)
-    for batch_id, rows in enumerate(BATCHES):
+    for batch_id, rows in enumerate(batches):
         newest = newest_per_symbol(spark.createDataFrame(rows, SCHEMA))
-        # On the driver (Arrow), as the stream hands it over: delta-rs merges it, or Spark when off.
+        # On the driver (Arrow), as the stream hands it over: merged there, or by Spark when off.
         merge_state(spark, str(lake), newest.toArrow(), batch_id)
     state = read_table(spark, lake, "symbol_state")
     return {r.symbol: tuple(r[1:]) for r in state.select("symbol", "bid", "offer", "quote_time", "seq",
@@ -45,15 +46,33 @@ def test_state_merge_keeps_the_newest_quote_per_symbol(spark, tmp_path, monkeypa
     assert table["AAPL"][5] == 2 and table["MSFT"][5] == 1, "batch_id names the batch that last moved the row"
 
 
-def test_delta_rs_and_spark_merges_leave_the_same_table(spark, tmp_path, monkeypatch):
-    by_rust = run_merges(spark, tmp_path / "rust", monkeypatch, "on")
+def test_driver_and_spark_merges_leave_the_same_table(spark, tmp_path, monkeypatch):
+    on_driver = run_merges(spark, tmp_path / "driver", monkeypatch, "on")
     by_spark = run_merges(spark, tmp_path / "spark", monkeypatch, "off")
-    assert by_rust == by_spark
-    path = lake_mod.table_path(tmp_path / "rust", "symbol_state")
-    history = DeltaTable(path).history()
-    merges = [h for h in history if h["operation"] == "MERGE"]
-    assert len(merges) == len(BATCHES) and merges[0]["engineInfo"].startswith("delta-rs")
+    assert on_driver == by_spark
+    path = lake_mod.table_path(tmp_path / "driver", "symbol_state")
+    table = DeltaTable(path)
+    merges = [h for h in table.history() if h["operation"] == "MERGE"]
+    assert len(merges) == len(BATCHES) and {m["engineInfo"] for m in merges} == {"market-spread"}
+    assert len(table.file_uris()) == 1, "each merge replaced the state's file"
     assert lake_mod.newest_tagged_batch(path) == len(BATCHES) - 1
+
+
+def test_driver_and_spark_merges_agree_over_random_batches_with_ties(spark, tmp_path, monkeypatch):
+    """Ties at every level of rules.quote_key (time, seq or none, bid, offer), older quotes after
+    newer ones, symbols coming and going: the Arrow rule (lake.state.merged_state) picks as Spark's
+    MERGE does, batch after batch."""
+    rng = random.Random(11)
+    batches = []
+    for _ in range(6):
+        rows = {}
+        for _ in range(60):
+            bid = D(rng.choice(["1.10", "1.20"]))
+            rows[f"S{rng.randrange(25)}"] = (bid, D(rng.choice(["1.30", "1.40"])), T0 + timedelta(milliseconds=rng.randrange(3)),
+                                             rng.choice([None, -1, 0, 2]), bid < D("1.15"))
+        batches.append([(s, *v) for s, v in rows.items()])  # one row per symbol, as the MERGE's source
+    assert run_merges(spark, tmp_path / "driver", monkeypatch, "on", batches) == \
+        run_merges(spark, tmp_path / "spark", monkeypatch, "off", batches)
 
 
 def test_the_newest_quote_from_rows_on_the_driver_is_the_one_spark_picks(spark):

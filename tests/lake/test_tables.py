@@ -89,16 +89,16 @@ def test_an_open_table_follows_other_writers_and_a_table_made_again_is_opened_af
     assert delta_rs.open_table(path) is not again
 
 
-def test_driver_commits_clean_the_log_only_at_checkpoints_and_reopen_from_each_new_checkpoint(tmp_path):
-    """lake.delta_rs: expired commit files go with a checkpoint (not after every commit, which lists
-    the whole `_delta_log` each time), and a kept-open table is opened again from each new checkpoint
-    (an object kept up to date since its opening gets slower with every commit)."""
+def test_driver_commits_checkpoint_in_the_background_and_clean_the_log_only_then(tmp_path):
+    """lake.log_writer: a checkpoint at each version the interval divides, written off the batch's
+    path, with expired commit files going only then (cleaning lists the whole `_delta_log`); a
+    kept-open table is opened again from each new checkpoint (lake.delta_rs.open_table)."""
     import time
 
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from market_spread.lake import delta_rs
+    from market_spread.lake import delta_rs, log_writer
 
     path = str(tmp_path / "t")
     log = tmp_path / "t" / "_delta_log"
@@ -106,21 +106,24 @@ def test_driver_commits_clean_the_log_only_at_checkpoints_and_reopen_from_each_n
     write_deltalake(path, rows, configuration={"delta.checkpointInterval": "5",
                                                "delta.logRetentionDuration": "interval 1 second",
                                                "delta.deletedFileRetentionDuration": "interval 1 second"})
-    for batch in range(1, 4):
+    for batch in range(1, 5):
         delta_rs.append_table(path, rows, batch)
     before = delta_rs.open_table(path)
-    delta_rs.append_table(path, rows, 4)  # version 4: delta-rs checkpoints where (version + 1) % 5 == 0
-    assert (log / f"{4:020d}.checkpoint.parquet").exists()
+    delta_rs.append_table(path, rows, 5)  # version 5
+    log_writer.settle()
+    assert (log / f"{5:020d}.checkpoint.parquet").exists()
     after = delta_rs.open_table(path)
-    assert after is not before and after.version() == 4
-    time.sleep(1.5)  # versions 0-3 are now past the retention
-    for batch in range(5, 9):
+    assert after is not before and after.version() == 5
+    time.sleep(1.5)  # versions 0-4 are now past the retention
+    for batch in range(6, 10):
         delta_rs.append_table(path, rows, batch)
+        log_writer.settle()
         assert delta_rs.open_table(path) is after, "no new checkpoint: the same object"
     assert (log / f"{0:020d}.json").exists(), "no cleanup between checkpoints"
-    delta_rs.append_table(path, rows, 9)  # version 9: checkpoint, then cleanup
-    assert not (log / f"{0:020d}.json").exists() and (log / f"{9:020d}.checkpoint.parquet").exists()
-    assert delta_rs.open_table(path).to_pyarrow_table().num_rows == 10
+    delta_rs.append_table(path, rows, 10)  # version 10: checkpoint, then cleanup
+    log_writer.settle()
+    assert not (log / f"{0:020d}.json").exists() and (log / f"{10:020d}.checkpoint.parquet").exists()
+    assert delta_rs.open_table(path).to_pyarrow_table().num_rows == 11
     delta_rs.forget_tables()
 
 
@@ -133,7 +136,7 @@ def test_a_driver_checkpoint_after_one_of_sparks_leaves_spark_a_readable_last_ch
 
     import pyarrow as pa
 
-    from market_spread.lake import delta_rs
+    from market_spread.lake import delta_rs, log_writer
 
     path = str(tmp_path / "t")
     spark.sql(f"CREATE TABLE delta.`{path}` (id BIGINT) USING delta TBLPROPERTIES ('delta.checkpointInterval' = '2')")
@@ -152,14 +155,16 @@ def test_a_driver_checkpoint_after_one_of_sparks_leaves_spark_a_readable_last_ch
     out.write(bytearray(text.encode()))
     out.close()
     assert (log / "._last_checkpoint.crc").exists(), "Hadoop's checksum of _last_checkpoint"
-    delta_rs.append_table(path, pa.table({"id": pa.array([3], pa.int64())}), batch_id=3)  # version 3: delta-rs checkpoints
-    assert json.loads((log / "_last_checkpoint").read_text())["version"] == 3
+    for batch in (3, 4):  # version 4: the driver's checkpoint, by delta-rs
+        delta_rs.append_table(path, pa.table({"id": pa.array([batch], pa.int64())}), batch_id=batch)
+    log_writer.settle()
+    assert json.loads((log / "_last_checkpoint").read_text())["version"] == 4
 
     # What Spark's Delta does first when it opens the table afresh: read _last_checkpoint, here
     # through Hadoop's checksummed local file system (ChecksumException with a stale checksum).
     stream = checksummed.open(hadoop_path)
     try:
-        assert json.loads(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))["version"] == 3
+        assert json.loads(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))["version"] == 4
     finally:
         stream.close()
     delta_rs.forget_tables()

@@ -269,7 +269,7 @@ def test_same_alerts_whatever_the_cutting_into_files_and_runs(spark, place, tmp_
 def test_small_and_large_batches_give_the_same_tables_whoever_commits_them(spark, tmp_path, monkeypatch):
     # Small batches write with one partition and interpreted projections (SMALL_BATCH_LINES), large
     # ones with generated code and the session's partitions. A large batch's quote history and alerts
-    # are committed by delta-rs from the driver below DRIVER_WRITE_LINES, by Spark's Delta writer
+    # are committed from the driver (lake.log_writer) below DRIVER_WRITE_LINES, by Spark's Delta writer
     # above; its quarantine (raw lines of any size) always by Spark. The same rows every way.
     from deltalake import DeltaTable
 
@@ -300,8 +300,8 @@ def test_small_and_large_batches_give_the_same_tables_whoever_commits_them(spark
     assert modes == [("NO_CODEGEN", "1"), ("FALLBACK", partitions), ("FALLBACK", partitions)]
     assert partitions != "1", "the test session must differ from a small batch's"
     assert {name: [writers(lake, t) for t in ("quotes", "alerts", "quarantine")] for name, lake in lakes.items()} == {
-        "small": [{"delta-rs"}] * 3,
-        "large, driver": [{"delta-rs"}, {"delta-rs"}, {"Apache-Spark"}],
+        "small": [{"market-spread"}] * 3,
+        "large, driver": [{"market-spread"}, {"market-spread"}, {"Apache-Spark"}],
         "large, Spark": [{"Apache-Spark"}] * 3,
     }
     want = comparable_tables(spark, lakes["small"])

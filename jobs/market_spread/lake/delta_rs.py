@@ -1,19 +1,17 @@
-"""Commits made from the driver with delta-rs: the state MERGE, the batch_metrics row, the
-appends of small batches (stream/batch.py decides which) and the stream's compactions
-(lake.compaction).
+"""Reads and commits made from the driver with delta-rs: the kept tables the stream reads (late
+quote history, compaction's file lists) and the stream's compactions (lake.compaction). The
+driver's appends and the state MERGE are committed by lake.log_writer (data file and commit file,
+no log listing); `append_table` and friends are its entry points for Arrow rows.
 
-Why: a Spark MERGE of a few thousand rows costs Delta a snapshot of the table's new version (the
-"Compute snapshot for version N" job that `filesForScan` triggers for the table's size), then
-analysis, a touched-files job and a rewrite job: 1.5-2.1 s of a 2,000-event batch, on its critical
-path. The same MERGE through delta-rs (Rust, in this process) takes 20-40 ms, and an append a few
-milliseconds against Spark's 0.2-0.5 s transaction. The MERGE's source (one row per symbol) and the
-metrics are already on the driver; a small batch's rows are brought there by the one Spark job that
-computes them.
+Why on the driver: a Spark MERGE of a few thousand rows costs Delta a snapshot of the table's new
+version, then analysis, a touched-files job and a rewrite job: 1.5-2.1 s of a 2,000-event batch,
+on its critical path; the same commit from the driver takes milliseconds. The MERGE's source (one
+row per symbol) and the metrics are already on the driver; a small batch's rows are brought there
+by the one Spark job that computes them.
 
-Safe because the stream is the lake's only writer (the lock) and each table has one writer inside it:
-delta-rs commits with an atomic put-if-absent of `_delta_log/N.json`, and every commit carries the
-same batch tag in `userMetadata` as Spark's commits (lake.tables.batch_tag), which a restarted stream
-reads. `MARKET_SPREAD_DRIVER_COMMITS=off` sends every write through Spark again.
+Safe because the stream is the lake's only writer (the lock) and each table has one writer inside it;
+every commit carries the same batch tag in `userMetadata` as Spark's commits (lake.tables.batch_tag),
+which a restarted stream reads. `MARKET_SPREAD_DRIVER_COMMITS=off` sends every write through Spark again.
 """
 from __future__ import annotations
 
@@ -25,6 +23,7 @@ from typing import Any, Sequence
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
+from market_spread.lake import log_writer
 from market_spread.lake.tables import batch_tag
 from market_spread.runtime import settings
 from market_spread.runtime.storage import S3Path, delta_rs_target, location
@@ -125,8 +124,12 @@ _FRESH_SECONDS = 60.0  # far inside the 30-minute log window: no commit it misse
 
 
 def committed_elsewhere() -> None:
-    """Say that this process committed to its lake outside the kept tables (Spark's plan did)."""
+    """Say that this process commits (or committed) to its lake outside the kept tables (Spark's
+    plan): kept tables read their log again, the driver's writers their table, and no background
+    checkpoint runs beside Spark's commits."""
     global _elsewhere
+    log_writer.settle()
+    log_writer.forget()
     with _OPEN_LOCK:
         _elsewhere += 1
 
@@ -179,32 +182,15 @@ def _identity(path: str) -> tuple[int, int, int] | None:
 
 
 def forget_tables() -> None:
-    """Drop the tables `open_table` keeps: the next call opens each from its log again."""
+    """Drop the tables `open_table` keeps and the driver's writers: each is read from its log again."""
+    log_writer.forget()
     with _OPEN_LOCK:
         _OPEN.clear()
 
 
-def _drop_stale_checksum(path: str) -> None:
-    """Remove Hadoop's checksum of `_last_checkpoint` after a delta-rs commit (which may have
-    checkpointed): Spark writes `._last_checkpoint.crc` beside the file, delta-rs rewrites the file
-    alone. With the checksum stale, every fresh Spark read of the table (a restarted stream, `sql`, a
-    maintenance or quality run) failed to parse `_last_checkpoint`, slept and retried three times
-    (about 3 s, with three stack traces), then listed the log. Without a checksum file Hadoop reads
-    the file unchecked; Spark's next checkpoint writes both again."""
-    place = location(path)
-    if isinstance(place, S3Path):
-        return  # S3A writes no checksum files
-    (place / "_delta_log" / "._last_checkpoint.crc").unlink(missing_ok=True)
-
-
 def append_table(path: str, rows: pa.Table, batch_id: int) -> None:
-    """Append `rows` to the Delta table at `path` in one commit tagged with its batch."""
-    from deltalake import write_deltalake
-
-    table = open_table(path)
-    write_deltalake(table, rows, mode="append", commit_properties=_commit(batch_id),
-                    post_commithook_properties=_post_commit(table))
-    _drop_stale_checksum(path)
+    """Append `rows` to the Delta table at `path` in one commit tagged with its batch (lake.log_writer)."""
+    log_writer.append(path, rows, batch_id)
 
 
 def append_row(path: str, schema_sql: str, values: Sequence[Any], batch_id: int) -> None:
@@ -228,28 +214,12 @@ def append_rows(path: str, rows: pa.Table, batch_id: int) -> int:
     return rows.num_rows
 
 
-def merge_newer(path: str, source: pa.Table, key: str, newer: str, batch_id: int) -> dict[str, Any]:
-    """MERGE `source` (aliased `s`, one row per `key`) into the table at `path` (aliased `t`): a
-    matched row is replaced when `newer` holds, an unmatched one inserted. Returns delta-rs's metrics."""
-    columns = {c: f"s.{c}" for c in source.column_names}
-    table = open_table(path)
-    metrics = (
-        table
-        .merge(source, f"t.{key} = s.{key}", source_alias="s", target_alias="t", commit_properties=_commit(batch_id),
-               post_commithook_properties=_post_commit(table))
-        .when_matched_update(updates=columns, predicate=newer)
-        .when_not_matched_insert(updates=columns)
-        .execute()
-    )
-    _drop_stale_checksum(path)
-    return metrics
-
-
 def compact(path: str, batch_id: int, target_bytes: int) -> dict[str, Any]:
     """Bin-pack the table's files smaller than `target_bytes` (lake.compaction) in one commit tagged
     with `batch_id`, the table's last batch; returns delta-rs's metrics (no commit when nothing to do)."""
     table = open_table(path)
     metrics = table.optimize.compact(target_size=target_bytes, commit_properties=_commit(batch_id),
                                      post_commithook_properties=_post_commit(table))
-    _drop_stale_checksum(path)
+    log_writer.drop_stale_checksum(path)
+    log_writer.advanced(path, table.version())
     return metrics

@@ -2,6 +2,7 @@
 Delta MERGE) and the quote history read for late orders."""
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
@@ -11,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from market_spread.domain.rules import quote_key_greater_sql, quote_key_sql
-from market_spread.lake import delta_rs
+from market_spread.lake import delta_rs, log_writer
 from market_spread.lake import tables as lake_mod
 from market_spread.transforms.asof import STATE_QUOTE_COLUMNS
 
@@ -158,8 +159,9 @@ def merge_state(spark: SparkSession, lake: str, newest: DataFrame | pa.Table, ba
     `newest_per_symbol` gives, in Arrow on the driver or as a Spark DataFrame); an older quote (by
     rules.quote_key) never overwrites.
 
-    Rows on the driver are merged with delta-rs (lake.delta_rs: 20-40 ms against 1.5-2 s for Spark's
-    MERGE of the same rows). Otherwise Spark merges them; the source is not materialised again by
+    Rows on the driver are merged there, in Arrow (`merged_state`), and the table's new content
+    committed by lake.log_writer: a few milliseconds, against 35-43 ms for delta-rs's MERGE and 1.5-2 s
+    for Spark's. Otherwise Spark merges them; the source is not materialised again by
     Delta (the session sets `merge.materializeSource=none`: it is deterministic, an aggregate of the
     cached batch, the update time a literal). No broadcast hint: Delta's MERGE joins drop it (a full
     outer join cannot build the left side)."""
@@ -167,7 +169,9 @@ def merge_state(spark: SparkSession, lake: str, newest: DataFrame | pa.Table, ba
     path = lake_mod.table_path(lake, "symbol_state")
     if isinstance(newest, pa.Table):
         if delta_rs.enabled():
-            delta_rs.merge_newer(path, state_rows(newest, updated_at, batch_id), "symbol", quote_key_greater_sql(), batch_id)
+            schema = delta_rs.arrow_schema(lake_mod.SCHEMAS["symbol_state"])
+            merged = merged_state(log_writer.current_rows(path, schema), state_rows(newest, updated_at, batch_id))
+            log_writer.replace(path, merged, batch_id, MERGE_PARAMETERS)
             return
         newest = spark.createDataFrame(newest)
     newest = newest.select(
@@ -182,6 +186,35 @@ def merge_state(spark: SparkSession, lake: str, newest: DataFrame | pa.Table, ba
         .whenNotMatchedInsert(values=columns)
         .execute()
     )
+
+
+# How the state's commits describe themselves in the table's history: the MERGE they stand for.
+MERGE_PARAMETERS = {"mergePredicate": "t.symbol = s.symbol",
+                    "matchedPredicates": json.dumps([{"actionType": "update", "predicate": quote_key_greater_sql()}]),
+                    "notMatchedPredicates": json.dumps([{"actionType": "insert"}])}
+
+
+def merged_state(current: pa.Table, source: pa.Table) -> pa.Table | None:
+    """The state after merging `source` (one row per symbol) into `current`: a symbol's row replaced
+    when the source's quote is greater by rules.quote_key, a new symbol's row added. None when no
+    row changes. The MERGE's rule (`quote_key_greater_sql`), in Arrow: null compares as not greater."""
+    at = pc.index_in(source["symbol"], value_set=current["symbol"])  # the stored row of each source row
+    stored = {c: current[c].take(at) for c in ("quote_time", "seq", "bid", "offer")}
+
+    def key(columns: dict) -> list:
+        seq = columns["seq"]
+        return [columns["quote_time"], pc.is_valid(seq).cast(pa.int8()), pc.coalesce(seq, 0), columns["bid"], columns["offer"]]
+
+    def greater(pairs: list) -> pa.Array:
+        (a, b), *rest = pairs
+        return pc.greater(a, b) if not rest else pc.or_kleene(pc.greater(a, b), pc.and_kleene(pc.equal(a, b), greater(rest)))
+
+    wins = pc.or_(pc.is_null(at), pc.fill_null(greater(list(zip(key({c: source[c] for c in stored}), key(stored)))), False))
+    updated = source.filter(wins)
+    if updated.num_rows == 0:
+        return None
+    kept = current.filter(pc.invert(pc.is_in(current["symbol"], value_set=updated["symbol"])))
+    return pa.concat_tables([kept, updated.cast(current.schema)]).sort_by("symbol")
 
 
 def state_rows(newest: pa.Table, updated_at: datetime, batch_id: int) -> pa.Table:

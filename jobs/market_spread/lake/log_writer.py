@@ -1,0 +1,346 @@
+"""The stream's own commits from the driver: its data files and `_delta_log/N.json`, written here
+as the Delta protocol's actions (add, remove, commitInfo), with no listing and no read of the log.
+
+Why: delta-rs lists `_delta_log` twice in every commit (the latest version before it, its new
+snapshot after), and the log keeps 30 minutes of commits (lake.tables): between batch 100 and 1,000
+of the growth run an append went from 19 to 30 ms and the state MERGE from 35 to 43 ms. On the S3
+server a delta-rs append was six requests (PUT, LIST, PUT, LIST, two GETs) and a MERGE nine. Here
+either is its data file and its commit file.
+
+Safe because the stream is the lake's only writer (lake.lock), so it knows N: the version it read
+when it made the table's writer, plus its own commits. The commit file is put-if-absent (a hard
+link on local disk, `If-None-Match: *` on S3): a commit this writer did not know of fails the batch
+(`CommitRaced`) instead of being overwritten. Commits this process makes by other means (Spark's
+plan, compaction) drop the writers (`forget`), which read their table again at next use.
+
+Checkpoints at each table's interval, with expired-log clean-up (both read the log), run on one
+background thread through delta-rs: no batch waits for them.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import threading
+import time
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from market_spread.lake.tables import batch_tag
+from market_spread.runtime.storage import Location, S3Path, delta_rs_target, location
+
+ENGINE = "market-spread"
+STATS_STRING_LIMIT = 32  # Delta's own writers keep string statistics to 32 characters
+
+
+class CommitRaced(RuntimeError):
+    """A commit file this writer meant to create was there already: someone else wrote the table."""
+
+
+# -- the actions ------------------------------------------------------------------------------------
+def _stat(value: Any, upper: bool) -> str:
+    """One statistic as JSON: decimals exact (no float), times in milliseconds rounded outwards."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, datetime):
+        rest = value.microsecond % 1000
+        if rest:
+            value += timedelta(microseconds=(1000 - rest) if upper else -rest)
+        return json.dumps(value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z")
+    if isinstance(value, date):
+        return json.dumps(value.isoformat())
+    return json.dumps(value)
+
+
+def file_stats(rows: pa.Table) -> str:
+    """The `stats` of an add action for a file holding `rows`: count, and per column nulls, min, max.
+
+    Minimum and maximum are left out where they would not be exact bounds: strings longer than Delta
+    keeps, and columns with no value."""
+    lows, highs, nulls = [], [], []
+    for name, column in zip(rows.column_names, rows.columns):
+        nulls.append(f"{json.dumps(name)}:{column.null_count}")
+        if column.null_count == len(column):
+            continue
+        bounds = pc.min_max(column)
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        if isinstance(low, str) and max(len(low), len(high)) > STATS_STRING_LIMIT:
+            continue
+        lows.append(f"{json.dumps(name)}:{_stat(low, upper=False)}")
+        highs.append(f"{json.dumps(name)}:{_stat(high, upper=True)}")
+    return (f'{{"numRecords":{rows.num_rows},"minValues":{{{",".join(lows)}}},'
+            f'"maxValues":{{{",".join(highs)}}},"nullCount":{{{",".join(nulls)}}}}}')
+
+
+def add_action(path: str, partition: dict[str, str | None], size: int, stats: str, now_ms: int) -> dict:
+    return {"add": {"path": path, "partitionValues": partition, "size": size, "modificationTime": now_ms,
+                    "dataChange": True, "stats": stats}}
+
+
+def remove_action(path: str, partition: dict[str, str | None], size: int, now_ms: int) -> dict:
+    return {"remove": {"path": path, "dataChange": True, "deletionTimestamp": now_ms, "extendedFileMetadata": True,
+                       "partitionValues": partition, "size": size}}
+
+
+def commit_info(operation: str, parameters: dict[str, str], metrics: dict[str, int], read_version: int,
+                batch_id: int, now_ms: int) -> dict:
+    """commitInfo, first in the commit as Spark writes it, tagged with the batch (lake.tables.batch_tag)."""
+    return {"commitInfo": {"timestamp": now_ms, "operation": operation, "operationParameters": parameters,
+                           "readVersion": read_version, "isolationLevel": "Serializable",
+                           "isBlindAppend": operation == "WRITE", "engineInfo": ENGINE, "clientVersion": ENGINE,
+                           "operationMetrics": {k: str(v) for k, v in metrics.items()},
+                           "userMetadata": batch_tag(batch_id)}}
+
+
+def commit_text(actions: list[dict]) -> bytes:
+    return "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode("utf-8")
+
+
+def partition_value(value: Any) -> str | None:
+    return None if value is None else value.isoformat() if isinstance(value, (date, datetime)) else str(value)
+
+
+def partition_folder(partition: dict[str, str | None]) -> str:
+    return "".join(f"{k}={'__HIVE_DEFAULT_PARTITION__' if v is None else v}/" for k, v in partition.items())
+
+
+# -- storage ----------------------------------------------------------------------------------------
+def put_if_absent(place: Location, data: bytes) -> bool:
+    """Create `place` holding `data`, atomically, unless it exists (then False)."""
+    if isinstance(place, S3Path):
+        return place.create(data)
+    temporary = place.with_name(f".{place.name}.{uuid.uuid4().hex}.tmp")
+    temporary.write_bytes(data)
+    try:
+        os.link(temporary, place)  # fails when `place` exists: never replaces a commit
+    except FileExistsError:
+        return False
+    finally:
+        temporary.unlink(missing_ok=True)
+    return True
+
+
+def _write_data_file(root: Location, partition: dict[str, str | None], rows: pa.Table) -> tuple[str, int]:
+    """Write `rows` as one Parquet file of the table at `root`; (path relative to it, size)."""
+    relative = f"{partition_folder(partition)}part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+    sink = io.BytesIO()
+    pq.write_table(rows, sink, compression="snappy")
+    place = root / relative
+    if isinstance(place, Path):
+        place.parent.mkdir(parents=True, exist_ok=True)
+    place.write_bytes(sink.getvalue())
+    return relative, sink.tell()
+
+
+# -- the writers --------------------------------------------------------------------------------------
+@dataclass
+class _Writer:
+    """What one table's commits need: its next version, layout, and (once asked for) its rows."""
+
+    path: str
+    version: int
+    interval: int
+    partition_by: list[str]
+    files: list[tuple[str, dict[str, str | None], int]] | None = None  # path, partition, size
+    rows: pa.Table | None = None
+    opened: Any = None  # the DeltaTable read to make the writer, until `current_rows` takes it
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def commit(self, actions: list[dict]) -> None:
+        version = self.version + 1
+        log = location(self.path) / "_delta_log"
+        if not put_if_absent(log / f"{version:020d}.json", commit_text(actions)):
+            raise CommitRaced(f"{self.path}: version {version} was committed by someone else")
+        self.version = version
+        if version % self.interval == 0:
+            _CHECKPOINTS.request(self.path)
+
+
+_WRITERS: dict[str, _Writer] = {}
+_WRITERS_LOCK = threading.Lock()
+
+
+def _open(path: str) -> Any:
+    from deltalake import DeltaTable
+
+    uri, options = delta_rs_target(path)
+    return DeltaTable(uri, storage_options=options)
+
+
+def _writer(path: str) -> _Writer:
+    with _WRITERS_LOCK:
+        known = _WRITERS.get(path)
+    if known is not None:
+        return known
+    table = _open(path)
+    metadata = table.metadata()
+    interval = max(1, int(metadata.configuration.get("delta.checkpointInterval") or 10))
+    made = _Writer(path, table.version(), interval, list(metadata.partition_columns), opened=table)
+    with _WRITERS_LOCK:
+        return _WRITERS.setdefault(path, made)
+
+
+def forget(path: str | None = None) -> None:
+    """Drop the writer of `path` (of every table when None): its next commit reads the table again.
+    Called after commits made in this process by other means, and when a stream starts or a batch fails."""
+    with _WRITERS_LOCK:
+        if path is None:
+            _WRITERS.clear()
+        else:
+            _WRITERS.pop(path, None)
+
+
+def advanced(path: str, version: int) -> None:
+    """This process committed to the append-only table at `path` by other means (compaction), up to
+    `version`: its writer goes on from there without reading the table again."""
+    with _WRITERS_LOCK:
+        known = _WRITERS.get(path)
+    if known is not None:
+        with known.lock:
+            known.version, known.opened = version, None
+
+
+def append(path: str, rows: pa.Table, batch_id: int) -> None:
+    """Append `rows` (in the table's schema, partition columns included) in one commit tagged with
+    the batch; even no rows commit, as the batch's mark (lake.tables.committed_batches)."""
+    writer = _writer(path)
+    with writer.lock:
+        writer.opened = None
+        now_ms = int(time.time() * 1000)
+        adds = [add_action(p, part, size, stats, now_ms) for p, part, size, stats in _data_files(writer, rows)]
+        parameters = {"mode": "Append", "partitionBy": json.dumps(writer.partition_by)}
+        metrics = {"numFiles": len(adds), "numOutputRows": rows.num_rows}
+        writer.commit([commit_info("WRITE", parameters, metrics, writer.version, batch_id, now_ms), *adds])
+
+
+def _data_files(writer: _Writer, rows: pa.Table) -> list[tuple[str, dict[str, str | None], int, str]]:
+    """Write one file per partition of `rows`: (path, partition values, size, stats) of each."""
+    if rows.num_rows == 0:
+        return []
+    root = location(writer.path)
+    if not writer.partition_by:
+        relative, size = _write_data_file(root, {}, rows)
+        return [(relative, {}, size, file_stats(rows))]
+    out = []
+    keys = rows.select(writer.partition_by).group_by(writer.partition_by).aggregate([])
+    for key in keys.to_pylist():
+        mask = None
+        for name, value in key.items():
+            match = pc.is_null(rows[name]) if value is None else pc.equal(rows[name], pa.scalar(value, rows.schema.field(name).type))
+            mask = match if mask is None else pc.and_(mask, match)
+        part_rows = rows.filter(mask).drop_columns(writer.partition_by)
+        partition = {name: partition_value(key[name]) for name in writer.partition_by}
+        relative, size = _write_data_file(root, partition, part_rows)
+        out.append((relative, partition, size, file_stats(part_rows)))
+    return out
+
+
+def current_rows(path: str, schema: pa.Schema) -> pa.Table:
+    """Every row of the (unpartitioned) table at `path`, as this process last committed it."""
+    writer = _writer(path)
+    with writer.lock:
+        if writer.rows is None:
+            table, writer.opened = writer.opened or _open(path), None
+            if table.version() != writer.version:
+                raise CommitRaced(f"{path}: at version {table.version()}, its writer at {writer.version}")
+            actions = pa.table(table.get_add_actions(flatten=True))
+            writer.files = [(p, {}, s) for p, s in zip(actions["path"].to_pylist(), actions["size_bytes"].to_pylist())]
+            writer.rows = table.to_pyarrow_table().select(schema.names).cast(schema)
+        return writer.rows
+
+
+def replace(path: str, rows: pa.Table | None, batch_id: int, parameters: dict[str, str]) -> None:
+    """Make `rows` the whole content of the (unpartitioned) table at `path` in one commit tagged
+    with the batch, recorded as a MERGE with `parameters`: its files removed, one file added.
+    `rows` None: nothing changed, and the commit is the batch's mark alone. `current_rows` first."""
+    writer = _writer(path)
+    with writer.lock:
+        if writer.files is None:
+            raise RuntimeError(f"{path}: replace() before current_rows()")
+        now_ms = int(time.time() * 1000)
+        actions: list[dict] = []
+        added = removed = 0
+        if rows is not None:
+            actions = [remove_action(p, part, size, now_ms) for p, part, size in writer.files]
+            removed = len(actions)
+            files = _data_files(writer, rows)
+            actions += [add_action(p, part, size, stats, now_ms) for p, part, size, stats in files]
+            added = len(files)
+        metrics = {"numTargetFilesAdded": added, "numTargetFilesRemoved": removed,
+                   "numOutputRows": rows.num_rows if rows is not None else 0}
+        writer.commit([commit_info("MERGE", parameters, metrics, writer.version, batch_id, now_ms), *actions])
+        if rows is not None:
+            writer.files = [(p, part, size) for p, part, size, _ in files]
+            writer.rows = rows
+
+
+# -- checkpoints ------------------------------------------------------------------------------------
+class _Checkpointer:
+    """Writes tables' checkpoints and cleans up their expired log on one thread, a table at a time."""
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: dict[str, Future] = {}
+        self._lock = threading.Lock()
+
+    def request(self, path: str) -> None:
+        with self._lock:
+            if path in self._pending and not self._pending[path].done():
+                return  # the one queued will see this version too
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="delta-checkpoints")
+            self._pending[path] = self._pool.submit(checkpoint, path)
+
+    def settle(self) -> None:
+        """Wait for the checkpoints asked for so far."""
+        with self._lock:
+            pending = list(self._pending.values())
+            self._pending.clear()
+        for future in pending:
+            future.exception()  # errors were said on stderr by `checkpoint`
+
+
+_CHECKPOINTS = _Checkpointer()
+
+
+def checkpoint(path: str) -> None:
+    """Checkpoint the table at its latest version and delete its log files past retention (delta-rs,
+    as its own post-commit hook did). A failure costs only the shortcut: said, not raised."""
+    import sys
+
+    try:
+        table = _open(path)
+        table.create_checkpoint()
+        table.cleanup_metadata()
+        drop_stale_checksum(path)
+    except Exception as exc:  # noqa: BLE001 - see above
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        print(f"warning: checkpoint of {path} failed (tried again at the next interval): {first}", file=sys.stderr, flush=True)
+
+
+def settle() -> None:
+    """Wait for background checkpoints: before another engine commits to the lake, at a stream's end."""
+    _CHECKPOINTS.settle()
+
+
+def drop_stale_checksum(path: str) -> None:
+    """Remove Hadoop's checksum of `_last_checkpoint` after delta-rs (re)wrote the file: Spark writes
+    `._last_checkpoint.crc` beside it, delta-rs writes the file alone. With the checksum stale, every
+    fresh Spark read of the table (a restarted stream, `sql`, a maintenance or quality run) failed to
+    parse `_last_checkpoint`, slept and retried three times (about 3 s, with three stack traces), then
+    listed the log. Without a checksum file Hadoop reads the file unchecked."""
+    place = location(path)
+    if isinstance(place, S3Path):
+        return  # S3A writes no checksum files
+    (place / "_delta_log" / "._last_checkpoint.crc").unlink(missing_ok=True)
