@@ -28,7 +28,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -132,15 +131,19 @@ def put_if_absent(place: Location, data: bytes) -> bool:
 
 
 def _write_data_file(root: Location, partition: dict[str, str | None], rows: pa.Table) -> tuple[str, int]:
-    """Write `rows` as one Parquet file of the table at `root`; (path relative to it, size)."""
+    """Write `rows` as one Parquet file of the table at `root`; (path relative to it, size). On
+    local disk straight to its place (a large batch's file is not held in memory twice); it is part
+    of the table only once a commit names it."""
     relative = f"{partition_folder(partition)}part-00000-{uuid.uuid4()}-c000.snappy.parquet"
-    sink = io.BytesIO()
-    pq.write_table(rows, sink, compression="snappy")
     place = root / relative
-    if isinstance(place, Path):
-        place.parent.mkdir(parents=True, exist_ok=True)
-    place.write_bytes(sink.getvalue())
-    return relative, sink.tell()
+    if isinstance(place, S3Path):
+        sink = io.BytesIO()
+        pq.write_table(rows, sink, compression="snappy")
+        place.write_bytes(sink.getvalue())
+        return relative, sink.tell()
+    place.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(rows, str(place), compression="snappy")
+    return relative, place.stat().st_size
 
 
 # -- the writers --------------------------------------------------------------------------------------
