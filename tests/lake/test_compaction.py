@@ -47,7 +47,7 @@ def test_a_table_is_compacted_every_n_commits_without_changing_a_row_or_its_last
         delta_rs.append_table(path, _rows(batch), batch)
         committed["alerts"] = batch
         compactor.wrote(["alerts", "symbol_state"])  # symbol_state is merged, never compacted
-        done.append(compactor.run(committed))
+        done.append(compact_quietly(compactor, committed, wait=True))
     # First use counts the table's small files (2 by batch 1); then every 3 commits.
     assert [d.table if d else None for d in done] == [None, "alerts", None, None, "alerts", None, None]
     assert (done[1].files_removed, done[1].files_added) == (3, 1)
@@ -70,7 +70,7 @@ def test_at_most_one_table_a_batch_the_one_with_most_small_files_first(tmp_path)
     delta_rs.append_table(lake_mod.table_path(lake, "quotes"), _rows(2), 2)
     compactor.wrote(["alerts", "quotes", "batch_metrics"])
     compactor.wrote(["quotes"])
-    order = [compactor.run({"alerts": 1, "quotes": 2, "batch_metrics": 1}) for _ in range(4)]
+    order = [compact_quietly(compactor, {"alerts": 1, "quotes": 2, "batch_metrics": 1}, wait=True) for _ in range(4)]
     assert [d.table if d else None for d in order] == ["quotes", "alerts", "batch_metrics", None]
 
 
@@ -83,7 +83,7 @@ def test_a_failed_compaction_does_not_fail_the_batch_and_changes_nothing(tmp_pat
     next(Path(path).glob("*.parquet")).unlink()  # a data file gone: the compaction cannot read it
     compactor = compaction.Compactor(lake, every=2)
     compactor.wrote(["alerts"])
-    assert compact_quietly(compactor, {"alerts": 2}) is None
+    assert compact_quietly(compactor, {"alerts": 2}, wait=True) is None
     assert "warning: compaction failed" in capsys.readouterr().err
     assert DeltaTable(path).version() == version, "no commit"
 
@@ -100,3 +100,26 @@ def test_compaction_is_off_with_zero_or_without_driver_commits(tmp_path, monkeyp
     monkeypatch.setenv("MARKET_SPREAD_COMPACT_EVERY", "often")
     with pytest.raises(SettingError, match="MARKET_SPREAD_COMPACT_EVERY"):
         compaction.Compactor(lake)
+
+
+def test_a_compaction_runs_beside_the_next_batch_and_both_commits_land_with_every_row(tmp_path):
+    """The compaction is started after a batch and runs on the background thread: the call returns
+    at once, and the next batch's append to the same table, made meanwhile, and the compaction's
+    commit both land, one after the other (whichever takes the table's writer first), with every row."""
+    from market_spread.lake import log_writer
+
+    lake = _lake(tmp_path, ("alerts",))
+    path = lake_mod.table_path(lake, "alerts")
+    for batch in (1, 2, 3):
+        delta_rs.append_table(path, _rows(batch), batch)
+    compactor = compaction.Compactor(lake, every=2)
+    compactor.wrote(["alerts"])
+    assert compactor.run({"alerts": 3}) is None and compactor.running is not None, "started, not waited for"
+    delta_rs.append_table(path, _rows(4), 4)
+    done = compactor.finished(wait=True)
+    # 4 files (0-3), or 5 when the append took the writer first
+    assert done.table == "alerts" and done.files_removed in (4, 5) and done.files_added == 1
+    log_writer.settle()
+    table = DeltaTable(path)
+    assert sorted(h["operation"] for h in table.history(2)) == ["OPTIMIZE", "WRITE"] and table.version() == 5
+    assert _sorted(path) == sorted((b, n) for b in range(5) for n in (1, 2))

@@ -93,3 +93,22 @@ def test_the_state_commit_replaces_its_file_and_an_unchanged_state_commits_only_
     assert table.to_pyarrow_table().select(schema.names).cast(schema).to_pylist() == rows.to_pylist()
     assert lake_mod.newest_tagged_batch(path) == 2 and len(table.file_uris()) == 1
     assert log_writer.current_rows(path, schema).to_pylist() == rows.to_pylist(), "kept, not read again"
+
+
+def test_a_null_in_a_not_null_column_is_refused_before_anything_is_written(lake):
+    path = lake_mod.table_path(lake, "symbol_state")
+    schema = delta_rs.arrow_schema(lake_mod.SCHEMAS["symbol_state"])
+    log_writer.current_rows(path, schema)
+    version = DeltaTable(path).version()
+    with pytest.raises(ValueError, match="NOT NULL"):
+        log_writer.replace(path, pa.Table.from_pylist([{"symbol": None, "batch_id": 1}], schema=schema), 1, {})
+    assert DeltaTable(path).version() == version and not list((lake / "symbol_state").glob("*.parquet"))
+
+
+def test_a_table_asking_for_newer_writer_features_is_refused_with_the_setting_that_avoids_it(spark, tmp_path):
+    path = str(tmp_path / "cdf")
+    spark.sql(f"CREATE TABLE delta.`{path}` (id BIGINT) USING delta TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')")
+    log_writer.forget()
+    with pytest.raises(RuntimeError, match="MARKET_SPREAD_DRIVER_COMMITS=off"):
+        log_writer.append(path, pa.table({"id": pa.array([1], pa.int64())}), 1)
+    assert DeltaTable(path).version() == 0

@@ -97,7 +97,8 @@ def quote_key_sql(prefix: str = "") -> str:
 
 def quote_key_greater_sql(a: str = "s.", b: str = "t.") -> str:
     """`quote_key(a) > quote_key(b)` spelled out field by field, for SQL engines that cannot compare
-    structs (delta-rs's DataFusion, which runs the state MERGE). The same order as `quote_key_sql`:
+    structs (DataFusion); the state's commits record it as their MERGE condition (lake.state, which
+    applies it in Arrow). The same order as `quote_key_sql`:
     a later time, then a seq over none, then the higher seq, bid, offer. Quote times are never null."""
     def has_seq(p: str) -> str:
         return f"CASE WHEN {p}seq IS NULL THEN 0 ELSE 1 END"

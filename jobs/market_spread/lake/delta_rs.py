@@ -1,7 +1,7 @@
-"""Reads and commits made from the driver with delta-rs: the kept tables the stream reads (late
-quote history, compaction's file lists) and the stream's compactions (lake.compaction). The
-driver's appends and the state MERGE are committed by lake.log_writer (data file and commit file,
-no log listing); `append_table` and friends are its entry points for Arrow rows.
+"""The driver's Delta tables: the delta-rs tables the stream keeps open to read (late quote history,
+compaction's file lists), and the entry points of its commits for Arrow rows (`append_table` and
+friends), which lake.log_writer makes (data file and commit file, no log listing), as it makes the
+state MERGE's and, through delta-rs, the compactions.
 
 Why on the driver: a Spark MERGE of a few thousand rows costs Delta a snapshot of the table's new
 version, then analysis, a touched-files job and a rewrite job: 1.5-2.1 s of a 2,000-event batch,
@@ -24,7 +24,6 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from market_spread.lake import log_writer
-from market_spread.lake.tables import batch_tag
 from market_spread.runtime import settings
 from market_spread.runtime.storage import S3Path, delta_rs_target, location
 
@@ -46,27 +45,6 @@ def arrow_schema(schema_sql: str) -> pa.Schema:
         decimal = re.fullmatch(r"DECIMAL\((\d+),\s*(\d+)\)", kind)
         fields.append(pa.field(name, pa.decimal128(int(decimal[1]), int(decimal[2])) if decimal else _TYPES[kind]))
     return pa.schema(fields)
-
-
-def _commit(batch_id: int) -> Any:
-    from deltalake import CommitProperties
-
-    return CommitProperties(custom_metadata={"userMetadata": batch_tag(batch_id)})
-
-
-def _post_commit(table: Any) -> Any:
-    """The post-commit hooks of the next commit to `table`: a checkpoint at the table's interval as
-    always, and expired-log cleanup only with that checkpoint, as Spark's Delta does.
-
-    Why: delta-rs runs its cleanup after every commit by default, and the cleanup lists (and stats)
-    every file in `_delta_log`. On a table of 7,000 log files that was 52 of a commit's 83 ms
-    (30.8 ms without it); the stream commits to four or five tables a batch, so the batch grew with
-    the log. delta-rs writes its checkpoint at version v when (v + 1) is a multiple of the interval;
-    single writer (the lock): the next version is the current one plus one."""
-    from deltalake import PostCommitHookProperties
-
-    return PostCommitHookProperties(create_checkpoint=True,
-                                    cleanup_expired_logs=(table.version() + 2) % _checkpoint_interval(table) == 0)
 
 
 # Tables opened by this process: path -> (DeltaTable, _identity(path) when it was opened; on object
@@ -128,7 +106,6 @@ def committed_elsewhere() -> None:
     plan): kept tables read their log again, the driver's writers their table, and no background
     checkpoint runs beside Spark's commits."""
     global _elsewhere
-    log_writer.settle()
     log_writer.forget()
     with _OPEN_LOCK:
         _elsewhere += 1
@@ -212,14 +189,3 @@ def append_rows(path: str, rows: pa.Table, batch_id: int) -> int:
     milliseconds instead of Delta's transaction in the JVM (0.3-0.5 s)."""
     append_table(path, rows, batch_id)  # even empty: the commit is the batch's mark (lake.committed_batches)
     return rows.num_rows
-
-
-def compact(path: str, batch_id: int, target_bytes: int) -> dict[str, Any]:
-    """Bin-pack the table's files smaller than `target_bytes` (lake.compaction) in one commit tagged
-    with `batch_id`, the table's last batch; returns delta-rs's metrics (no commit when nothing to do)."""
-    table = open_table(path)
-    metrics = table.optimize.compact(target_size=target_bytes, commit_properties=_commit(batch_id),
-                                     post_commithook_properties=_post_commit(table))
-    log_writer.drop_stale_checksum(path)
-    log_writer.advanced(path, table.version())
-    return metrics

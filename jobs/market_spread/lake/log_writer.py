@@ -10,124 +10,38 @@ either is its data file and its commit file.
 Safe because the stream is the lake's only writer (lake.lock), so it knows N: the version it read
 when it made the table's writer, plus its own commits. The commit file is put-if-absent (a hard
 link on local disk, `If-None-Match: *` on S3): a commit this writer did not know of fails the batch
-(`CommitRaced`) instead of being overwritten. Commits this process makes by other means (Spark's
-plan, compaction) drop the writers (`forget`), which read their table again at next use.
+(`CommitRaced`) instead of being overwritten. A compaction commits while holding its table's
+writer; Spark's plan's commits drop the writers (`forget`), which read their tables again.
 
-Checkpoints at each table's interval, with expired-log clean-up (both read the log), run on one
-background thread through delta-rs: no batch waits for them.
+Checkpoints at each table's interval, with expired-log clean-up (both read the log), and the
+stream's compactions (lake.compaction) run on one background thread through delta-rs: no batch
+waits for them.
 """
 from __future__ import annotations
 
 import io
 import json
-import os
+import sys
 import threading
 import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone
-from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from market_spread.lake.delta_actions import add_action, commit_info, commit_text, file_stats, partition_folder, partition_value, remove_action
 from market_spread.lake.tables import batch_tag
-from market_spread.runtime.storage import Location, S3Path, delta_rs_target, location
+from market_spread.runtime.storage import Location, S3Path, delta_rs_target, location, put_if_absent
 
-ENGINE = "market-spread"
-STATS_STRING_LIMIT = 32  # Delta's own writers keep string statistics to 32 characters
+WRITER_VERSION = 2  # Delta's writer protocol these commits follow: column nullability (no table features)
 
 
 class CommitRaced(RuntimeError):
     """A commit file this writer meant to create was there already: someone else wrote the table."""
-
-
-# -- the actions ------------------------------------------------------------------------------------
-def _stat(value: Any, upper: bool) -> str:
-    """One statistic as JSON: decimals exact (no float), times in milliseconds rounded outwards."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    if isinstance(value, datetime):
-        rest = value.microsecond % 1000
-        if rest:
-            value += timedelta(microseconds=(1000 - rest) if upper else -rest)
-        return json.dumps(value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z")
-    if isinstance(value, date):
-        return json.dumps(value.isoformat())
-    return json.dumps(value)
-
-
-def file_stats(rows: pa.Table) -> str:
-    """The `stats` of an add action for a file holding `rows`: count, and per column nulls, min, max.
-
-    Minimum and maximum are left out where they would not be exact bounds: strings longer than Delta
-    keeps, and columns with no value."""
-    lows, highs, nulls = [], [], []
-    for name, column in zip(rows.column_names, rows.columns):
-        nulls.append(f"{json.dumps(name)}:{column.null_count}")
-        if column.null_count == len(column):
-            continue
-        bounds = pc.min_max(column)
-        low, high = bounds["min"].as_py(), bounds["max"].as_py()
-        if isinstance(low, str) and max(len(low), len(high)) > STATS_STRING_LIMIT:
-            continue
-        lows.append(f"{json.dumps(name)}:{_stat(low, upper=False)}")
-        highs.append(f"{json.dumps(name)}:{_stat(high, upper=True)}")
-    return (f'{{"numRecords":{rows.num_rows},"minValues":{{{",".join(lows)}}},'
-            f'"maxValues":{{{",".join(highs)}}},"nullCount":{{{",".join(nulls)}}}}}')
-
-
-def add_action(path: str, partition: dict[str, str | None], size: int, stats: str, now_ms: int) -> dict:
-    return {"add": {"path": path, "partitionValues": partition, "size": size, "modificationTime": now_ms,
-                    "dataChange": True, "stats": stats}}
-
-
-def remove_action(path: str, partition: dict[str, str | None], size: int, now_ms: int) -> dict:
-    return {"remove": {"path": path, "dataChange": True, "deletionTimestamp": now_ms, "extendedFileMetadata": True,
-                       "partitionValues": partition, "size": size}}
-
-
-def commit_info(operation: str, parameters: dict[str, str], metrics: dict[str, int], read_version: int,
-                batch_id: int, now_ms: int) -> dict:
-    """commitInfo, first in the commit as Spark writes it, tagged with the batch (lake.tables.batch_tag)."""
-    return {"commitInfo": {"timestamp": now_ms, "operation": operation, "operationParameters": parameters,
-                           "readVersion": read_version, "isolationLevel": "Serializable",
-                           "isBlindAppend": operation == "WRITE", "engineInfo": ENGINE, "clientVersion": ENGINE,
-                           "operationMetrics": {k: str(v) for k, v in metrics.items()},
-                           "userMetadata": batch_tag(batch_id)}}
-
-
-def commit_text(actions: list[dict]) -> bytes:
-    return "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode("utf-8")
-
-
-def partition_value(value: Any) -> str | None:
-    return None if value is None else value.isoformat() if isinstance(value, (date, datetime)) else str(value)
-
-
-def partition_folder(partition: dict[str, str | None]) -> str:
-    return "".join(f"{k}={'__HIVE_DEFAULT_PARTITION__' if v is None else v}/" for k, v in partition.items())
-
-
-# -- storage ----------------------------------------------------------------------------------------
-def put_if_absent(place: Location, data: bytes) -> bool:
-    """Create `place` holding `data`, atomically, unless it exists (then False)."""
-    if isinstance(place, S3Path):
-        return place.create(data)
-    temporary = place.with_name(f".{place.name}.{uuid.uuid4().hex}.tmp")
-    temporary.write_bytes(data)
-    try:
-        os.link(temporary, place)  # fails when `place` exists: never replaces a commit
-    except FileExistsError:
-        return False
-    finally:
-        temporary.unlink(missing_ok=True)
-    return True
 
 
 def _write_data_file(root: Location, partition: dict[str, str | None], rows: pa.Table) -> tuple[str, int]:
@@ -155,6 +69,7 @@ class _Writer:
     version: int
     interval: int
     partition_by: list[str]
+    required: list[str] = field(default_factory=list)  # NOT NULL columns: writers enforce them
     files: list[tuple[str, dict[str, str | None], int]] | None = None  # path, partition, size
     rows: pa.Table | None = None
     opened: Any = None  # the DeltaTable read to make the writer, until `current_rows` takes it
@@ -167,7 +82,7 @@ class _Writer:
             raise CommitRaced(f"{self.path}: version {version} was committed by someone else")
         self.version = version
         if version % self.interval == 0:
-            _CHECKPOINTS.request(self.path)
+            _request_checkpoint(self.path)
 
 
 _WRITERS: dict[str, _Writer] = {}
@@ -187,31 +102,30 @@ def _writer(path: str) -> _Writer:
     if known is not None:
         return known
     table = _open(path)
+    protocol = table.protocol()
+    if protocol.min_writer_version > WRITER_VERSION or protocol.writer_features:
+        raise RuntimeError(f"{path}: the table asks writers for Delta writer version {protocol.min_writer_version} "
+                           f"{protocol.writer_features or ''}; the stream's driver commits write version {WRITER_VERSION} "
+                           "tables (as lake.tables creates them): set MARKET_SPREAD_DRIVER_COMMITS=off for this lake")
     metadata = table.metadata()
     interval = max(1, int(metadata.configuration.get("delta.checkpointInterval") or 10))
-    made = _Writer(path, table.version(), interval, list(metadata.partition_columns), opened=table)
+    required = [f.name for f in table.schema().fields if not f.nullable]
+    made = _Writer(path, table.version(), interval, list(metadata.partition_columns), required, opened=table)
     with _WRITERS_LOCK:
         return _WRITERS.setdefault(path, made)
 
 
 def forget(path: str | None = None) -> None:
-    """Drop the writer of `path` (of every table when None): its next commit reads the table again.
-    Called after commits made in this process by other means, and when a stream starts or a batch fails."""
+    """Drop the writer of `path` (of every table when None, once the background upkeep is done): its
+    next commit reads the table again. Called when a stream starts, a batch fails, or this process
+    commits to the lake by other means (Spark's plan)."""
+    if path is None:
+        settle()
     with _WRITERS_LOCK:
         if path is None:
             _WRITERS.clear()
         else:
             _WRITERS.pop(path, None)
-
-
-def advanced(path: str, version: int) -> None:
-    """This process committed to the append-only table at `path` by other means (compaction), up to
-    `version`: its writer goes on from there without reading the table again."""
-    with _WRITERS_LOCK:
-        known = _WRITERS.get(path)
-    if known is not None:
-        with known.lock:
-            known.version, known.opened = version, None
 
 
 def append(path: str, rows: pa.Table, batch_id: int) -> None:
@@ -231,6 +145,9 @@ def _data_files(writer: _Writer, rows: pa.Table) -> list[tuple[str, dict[str, st
     """Write one file per partition of `rows`: (path, partition values, size, stats) of each."""
     if rows.num_rows == 0:
         return []
+    for name in writer.required:
+        if rows[name].null_count:
+            raise ValueError(f"{writer.path}: {rows[name].null_count} rows without {name}, a NOT NULL column")
     root = location(writer.path)
     if not writer.partition_by:
         relative, size = _write_data_file(root, {}, rows)
@@ -288,40 +205,45 @@ def replace(path: str, rows: pa.Table | None, batch_id: int, parameters: dict[st
             writer.rows = rows
 
 
-# -- checkpoints ------------------------------------------------------------------------------------
-class _Checkpointer:
-    """Writes tables' checkpoints and cleans up their expired log on one thread, a table at a time."""
+# -- work off the batch's path ------------------------------------------------------------------
+class _Background:
+    """One thread for the tables' upkeep (checkpoints, log clean-up, compaction), a job at a time:
+    no two of them touch one table at once, and a batch waits for none of them."""
 
     def __init__(self) -> None:
         self._pool: ThreadPoolExecutor | None = None
-        self._pending: dict[str, Future] = {}
+        self._pending: dict[tuple[str, str], Future] = {}
         self._lock = threading.Lock()
 
-    def request(self, path: str) -> None:
+    def submit(self, kind: str, path: str, job: Any, *args: Any) -> Future:
         with self._lock:
-            if path in self._pending and not self._pending[path].done():
-                return  # the one queued will see this version too
+            queued = self._pending.get((kind, path))
+            if queued is not None and not queued.done():
+                return queued  # the one queued will see this version too
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="delta-checkpoints")
-            self._pending[path] = self._pool.submit(checkpoint, path)
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="delta-upkeep")
+            self._pending[(kind, path)] = future = self._pool.submit(job, path, *args)
+            return future
 
     def settle(self) -> None:
-        """Wait for the checkpoints asked for so far."""
+        """Wait for the jobs asked for so far (their errors stay with their futures)."""
         with self._lock:
             pending = list(self._pending.values())
             self._pending.clear()
         for future in pending:
-            future.exception()  # errors were said on stderr by `checkpoint`
+            future.exception()
 
 
-_CHECKPOINTS = _Checkpointer()
+_BACKGROUND = _Background()
+
+
+def _request_checkpoint(path: str) -> None:
+    _BACKGROUND.submit("checkpoint", path, checkpoint)
 
 
 def checkpoint(path: str) -> None:
     """Checkpoint the table at its latest version and delete its log files past retention (delta-rs,
     as its own post-commit hook did). A failure costs only the shortcut: said, not raised."""
-    import sys
-
     try:
         table = _open(path)
         table.create_checkpoint()
@@ -332,9 +254,34 @@ def checkpoint(path: str) -> None:
         print(f"warning: checkpoint of {path} failed (tried again at the next interval): {first}", file=sys.stderr, flush=True)
 
 
+def compact(path: str, batch_id: int, target_bytes: int) -> Future:
+    """Bin-pack the files of the append-only table at `path` smaller than `target_bytes` (delta-rs's
+    compaction, one commit tagged with `batch_id`, the table's last batch) on the background thread.
+    The future gives (delta-rs's metrics, milliseconds); it holds the table's writer while it runs,
+    so the driver's next append to that table (only) waits for its commit."""
+    return _BACKGROUND.submit("compact", path, _compact, batch_id, target_bytes)
+
+
+def _compact(path: str, batch_id: int, target_bytes: int) -> tuple[dict[str, Any], int]:
+    from deltalake import CommitProperties, PostCommitHookProperties
+
+    began = time.perf_counter()
+    writer = _writer(path)
+    with writer.lock:
+        table, writer.opened = writer.opened or _open(path), None
+        if table.version() != writer.version:
+            raise CommitRaced(f"{path}: at version {table.version()}, its writer at {writer.version}")
+        metrics = table.optimize.compact(
+            target_size=target_bytes, commit_properties=CommitProperties(custom_metadata={"userMetadata": batch_tag(batch_id)}),
+            post_commithook_properties=PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False))
+        writer.version = table.version()
+    return metrics, int((time.perf_counter() - began) * 1000)
+
+
 def settle() -> None:
-    """Wait for background checkpoints: before another engine commits to the lake, at a stream's end."""
-    _CHECKPOINTS.settle()
+    """Wait for the background upkeep asked for so far: before another engine commits to the lake,
+    before the writers are dropped."""
+    _BACKGROUND.settle()
 
 
 def drop_stale_checksum(path: str) -> None:

@@ -1,6 +1,7 @@
-"""S3 from Python and the S3 settings of every component: `S3Config` (from the AWS variables: Spark's
-S3A, delta-rs, boto3) and `S3Path`, an object or key prefix with the `Path` methods the product uses.
-Callers import both from runtime.storage; boto3 is imported only when an S3 location is used."""
+"""S3 from Python: `S3Path`, an object or key prefix with the `Path` methods the product uses (its
+reads and writes of one object through runtime.s3_requests, the rest through boto3's client), and
+`S3Config` (runtime.s3_config) again. Callers import both from runtime.storage; boto3 is imported
+only when an S3 location is used."""
 from __future__ import annotations
 
 import fnmatch
@@ -10,53 +11,8 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any, Iterator
 
-from market_spread.runtime.settings import value
-
-
-@dataclass(frozen=True)
-class S3Config:
-    """The S3 connection every component uses, from the AWS variables."""
-
-    endpoint: str | None
-    access_key: str | None
-    secret_key: str | None
-    region: str
-
-    @staticmethod
-    def from_env() -> "S3Config":
-        return S3Config(value("AWS_ENDPOINT_URL"), value("AWS_ACCESS_KEY_ID"), value("AWS_SECRET_ACCESS_KEY"),
-                        value("AWS_REGION"))
-
-    @property
-    def plain_http(self) -> bool:
-        return bool(self.endpoint) and self.endpoint.lower().startswith("http://")
-
-    def hadoop_conf(self) -> dict[str, str]:
-        """Spark settings for the S3A connector: a non-AWS endpoint needs path-style requests."""
-        prefix = "spark.hadoop.fs.s3a."
-        conf = {prefix + "endpoint.region": self.region,
-                # s3:// given to Spark by hand reads through S3A as well
-                "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
-        if self.endpoint:
-            conf[prefix + "endpoint"] = self.endpoint
-            conf[prefix + "path.style.access"] = "true"
-            conf[prefix + "connection.ssl.enabled"] = "false" if self.plain_http else "true"
-        if self.access_key and self.secret_key:
-            conf[prefix + "access.key"] = self.access_key
-            conf[prefix + "secret.key"] = self.secret_key
-            conf[prefix + "aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
-        return conf
-
-    def delta_rs_options(self) -> dict[str, str]:
-        """delta-rs (object_store) options: its commits are put-if-absent on S3 (If-None-Match)."""
-        options = {"AWS_REGION": self.region}
-        if self.endpoint:
-            options.update(AWS_ENDPOINT_URL=self.endpoint, AWS_VIRTUAL_HOSTED_STYLE_REQUEST="false")
-            if self.plain_http:
-                options["AWS_ALLOW_HTTP"] = "true"
-        if self.access_key and self.secret_key:
-            options.update(AWS_ACCESS_KEY_ID=self.access_key, AWS_SECRET_ACCESS_KEY=self.secret_key)
-        return options
+from market_spread.runtime import s3_requests
+from market_spread.runtime.s3_config import S3Config  # noqa: F401 - imported from here too
 
 
 @lru_cache(maxsize=4)
@@ -209,19 +165,14 @@ class S3Path:
         return (obj for obj, _ in self.listing() if fnmatch.fnmatchcase(obj.name, pattern))
 
     def read_bytes(self) -> bytes:
-        try:
-            return client().get_object(Bucket=self.bucket, Key=self.key)["Body"].read()
-        except Exception as exc:  # noqa: BLE001 - botocore's ClientError, classified by its code
-            if _code(exc) in ("404", "NoSuchKey", "NotFound"):
-                raise FileNotFoundError(self.uri("s3")) from None
-            raise
+        return s3_requests.get(self.bucket, self.key)
 
     def read_text(self, encoding: str = "utf-8", errors: str = "strict") -> str:
         return self.read_bytes().decode(encoding, errors)
 
     # -- writing --------------------------------------------------------------------------------
     def write_bytes(self, data: bytes) -> None:
-        client().put_object(Bucket=self.bucket, Key=self.key, Body=data)
+        s3_requests.put(self.bucket, self.key, data)
 
     def write_text(self, text: str, encoding: str = "utf-8") -> None:
         self.write_bytes(text.encode(encoding))
@@ -229,13 +180,7 @@ class S3Path:
     def create(self, data: bytes) -> bool:
         """Put-if-absent (`If-None-Match: *`): True when this call created the object, False when
         one was there already (HTTP 412); the store decides atomically."""
-        try:
-            client().put_object(Bucket=self.bucket, Key=self.key, Body=data, IfNoneMatch="*")
-        except Exception as exc:  # noqa: BLE001 - botocore's ClientError, classified by its code
-            if _code(exc) in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
-                return False
-            raise
-        return True
+        return s3_requests.put(self.bucket, self.key, data, if_none_match=True)
 
     def mkdir(self, parents: bool = True, exist_ok: bool = True) -> None:
         """An empty `key/` marker, which S3A (and Spark's existence checks) read as a folder."""

@@ -117,11 +117,11 @@ declare(P + "SPARK_AUTH", boolean, True, "With a non-local Spark master, refuse 
 declare(P + "SMALL_BATCH_LINES", whole(0), 100_000, "Batches of fewer input lines run with one shuffle partition "
         "and without generated code.", ("stream",))
 declare(P + "DRIVER_WRITE_LINES", whole(0), 2_500_000, "Batches of fewer input lines commit their quote history "
-        "and alerts from the driver with delta-rs; larger ones through Spark.", ("stream",))
+        "and alerts from the driver (their own Delta commits, no log listing); larger ones through Spark.", ("stream",))
 declare(P + "DRIVER_BATCH_LINES", whole(0), 200_000, "Batches of fewer input lines, all of them valid, are parsed "
         "and checked on the driver (in Arrow's kernels when the lines have the product's own layout, else line by "
         "line in Python, up to 50,000 lines) instead of by Spark's plan; 0 turns it off.", ("stream",))
-declare(P + "DRIVER_COMMITS", boolean, True, "Commit small writes from the driver with delta-rs (off: every write "
+declare(P + "DRIVER_COMMITS", boolean, True, "Commit small writes from the driver (off: every write "
         "goes through Spark).", ("stream",), shown_default="on")
 declare(P + "WRITE_THREADS", whole(1), 4, "Table writes of one batch run at once.", ("stream",), to_jobs=True)
 declare(P + "STATE_MIRROR_ROWS", whole(0), 200_000, "Above this many symbols the driver's copy of symbol_state "

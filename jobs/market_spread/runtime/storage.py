@@ -11,7 +11,9 @@ is imported only when an S3 location is used.
 """
 from __future__ import annotations
 
+import os
 import tempfile
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Union
@@ -54,14 +56,33 @@ Location = Union[Path, S3Path]
 def list_names(folder: Location) -> list[str] | None:
     """The names in a folder; None when a local folder is missing (an S3 prefix without objects
     lists empty: object storage cannot tell a missing folder from an empty one)."""
-    import os
-
     if isinstance(folder, S3Path):
         return [child.name for child in folder.iterdir()]
     try:
         return os.listdir(folder)
     except (FileNotFoundError, NotADirectoryError):
         return None
+
+
+def put_if_absent(place: Location, data: bytes) -> bool:
+    """Create `place` holding `data`, atomically, unless it exists (then False)."""
+    if isinstance(place, S3Path):
+        return place.create(data)
+    temporary = place.with_name(f".{place.name}.{uuid.uuid4().hex}.tmp")
+    temporary.write_bytes(data)
+    try:
+        os.link(temporary, place)  # fails when `place` exists: never replaces a commit
+    except FileExistsError:
+        return False
+    except OSError:  # a file system without hard links: an exclusive create, then the bytes
+        try:
+            with open(place, "xb") as out:
+                out.write(data)
+        except FileExistsError:
+            return False
+    finally:
+        temporary.unlink(missing_ok=True)
+    return True
 
 
 def open_delta(table: "str | Path | S3Path") -> Any:

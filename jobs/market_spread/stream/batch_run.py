@@ -148,7 +148,9 @@ def finish(batch: BatchRun, written: list[str], driver_commits: bool, compactor:
 
 
 def compact_step(batch: BatchRun, compactor: Compactor, written: list[str]) -> None:
-    """Compact a table that has had enough commits; its time counts in the batch's, not in its metrics row."""
+    """Start compacting a table that has had enough commits, in the background; the batch's result
+    names the compaction that finished since the last batch. Its time counts in the batch's, not in
+    its metrics row."""
     t4 = time.perf_counter()
     batch.describe("compact")
     compactor.wrote([*written, "batch_metrics"])
@@ -156,12 +158,13 @@ def compact_step(batch: BatchRun, compactor: Compactor, written: list[str]) -> N
     batch.result.phases_ms["compact"] = ms_since(t4)
 
 
-def compact_quietly(compactor: Compactor, committed: dict[str, int]) -> Compaction | None:
-    """`compactor.run`, whose failure does not fail the batch: every row of the batch is committed
-    and a failed compaction commits nothing. Said on stderr; the table is tried again after another
-    `every` commits."""
+def compact_quietly(compactor: Compactor, committed: dict[str, int], wait: bool = False) -> Compaction | None:
+    """`compactor.run` (and with `wait`, waiting for the compaction it starts), whose failure does
+    not fail the batch: every row of the batch is committed and a failed compaction commits
+    nothing. Said on stderr; the table is tried again after another `every` commits."""
     try:
-        return compactor.run(committed)
+        started = compactor.run(committed)
+        return compactor.finished(wait=True) if wait else started
     except Exception as exc:  # noqa: BLE001 - see above
         delta_rs.forget_tables()  # the failed table is read from its log again
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from market_spread.domain.rules import DEFAULT_THRESHOLDS, Thresholds
+from market_spread.lake import log_writer
 from market_spread.lake import tables as lake_mod
 from market_spread.runtime.storage import Location, S3Path, location
 
@@ -233,6 +234,7 @@ def run_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None =
         print(f"market-spread stream: error: {failure_line(exc)}", file=sys.stderr, flush=True)
         return 1
     finally:
+        log_writer.settle()  # the tables' upkeep started by the last batches (a checkpoint, a compaction) ends first
         for s, handler in previous.items():
             signal.signal(s, handler)
 
