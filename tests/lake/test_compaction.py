@@ -123,3 +123,22 @@ def test_a_compaction_runs_beside_the_next_batch_and_both_commits_land_with_ever
     table = DeltaTable(path)
     assert sorted(h["operation"] for h in table.history(2)) == ["OPTIMIZE", "WRITE"] and table.version() == 5
     assert _sorted(path) == sorted((b, n) for b in range(5) for n in (1, 2))
+
+
+def test_a_compaction_commits_nothing_once_the_stream_cannot_prove_it_holds_the_lake(tmp_path, capsys):
+    """The stream's guard (its lease or lock) runs on the background thread before the compaction's
+    commit, as before every other commit of the stream."""
+    lake = _lake(tmp_path, ("alerts",))
+    path = lake_mod.table_path(lake, "alerts")
+    for batch in (1, 2):
+        delta_rs.append_table(path, _rows(batch), batch)
+    version = DeltaTable(path).version()
+    compactor = compaction.Compactor(lake, every=2)
+    compactor.wrote(["alerts"])
+
+    def lost() -> None:
+        raise RuntimeError("the lake's lease is lost")
+
+    assert compact_quietly(compactor, {"alerts": 2}, wait=True, guard=lost) is None
+    assert "lease is lost" in capsys.readouterr().err
+    assert DeltaTable(path).version() == version and compaction.data_files(path) == 3

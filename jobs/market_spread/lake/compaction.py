@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Callable
 
 from market_spread.lake import delta_rs, log_writer
 from market_spread.lake import tables as lake_mod
@@ -93,15 +94,17 @@ class Compactor:
         table = max(self.pending, key=lambda t: self.pending[t])
         return table if self.pending[table] >= self.every else None
 
-    def run(self, committed: dict[str, int]) -> Compaction | None:
+    def run(self, committed: dict[str, int], guard: Callable[[], None] | None = None) -> Compaction | None:
         """Start compacting the table that is due on the background thread, tagging the commit
-        with its last batch (`committed`), unless a compaction is still running. Returns the
-        compaction that has finished since the last call, if any (raises its error, if it failed)."""
+        with its last batch (`committed`), unless a compaction is still running; `guard` runs
+        before its commit (log_writer.compact). Returns the compaction that has finished since the
+        last call, if any (raises its error, if it failed)."""
         finished = self.finished(wait=False)
         table = self.due() if self.running is None else None
         if table is not None:
             self.pending[table] = 0
-            self.running = (table, log_writer.compact(lake_mod.table_path(self.lake, table), committed.get(table, -1), TARGET_BYTES))
+            self.running = (table, log_writer.compact(lake_mod.table_path(self.lake, table), committed.get(table, -1),
+                                                      TARGET_BYTES, guard))
         return finished
 
     def finished(self, wait: bool) -> Compaction | None:

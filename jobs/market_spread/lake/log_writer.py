@@ -27,7 +27,7 @@ import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -254,20 +254,23 @@ def checkpoint(path: str) -> None:
         print(f"warning: checkpoint of {path} failed (tried again at the next interval): {first}", file=sys.stderr, flush=True)
 
 
-def compact(path: str, batch_id: int, target_bytes: int) -> Future:
+def compact(path: str, batch_id: int, target_bytes: int, guard: Callable[[], None] | None = None) -> Future:
     """Bin-pack the files of the append-only table at `path` smaller than `target_bytes` (delta-rs's
     compaction, one commit tagged with `batch_id`, the table's last batch) on the background thread.
     The future gives (delta-rs's metrics, milliseconds); it holds the table's writer while it runs,
-    so the driver's next append to that table (only) waits for its commit."""
-    return _BACKGROUND.submit("compact", path, _compact, batch_id, target_bytes)
+    so the driver's next append to that table (only) waits for its commit. `guard` (the stream's
+    proof that it still holds the lake) runs first, as before any of the stream's commits."""
+    return _BACKGROUND.submit("compact", path, _compact, batch_id, target_bytes, guard)
 
 
-def _compact(path: str, batch_id: int, target_bytes: int) -> tuple[dict[str, Any], int]:
+def _compact(path: str, batch_id: int, target_bytes: int, guard: Callable[[], None] | None) -> tuple[dict[str, Any], int]:
     from deltalake import CommitProperties, PostCommitHookProperties
 
     began = time.perf_counter()
     writer = _writer(path)
     with writer.lock:
+        if guard is not None:
+            guard()
         table, writer.opened = writer.opened or _open(path), None
         if table.version() != writer.version:
             raise CommitRaced(f"{path}: at version {table.version()}, its writer at {writer.version}")

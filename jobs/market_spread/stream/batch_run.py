@@ -154,16 +154,17 @@ def compact_step(batch: BatchRun, compactor: Compactor, written: list[str]) -> N
     t4 = time.perf_counter()
     batch.describe("compact")
     compactor.wrote([*written, "batch_metrics"])
-    batch.result.compaction = compact_quietly(compactor, batch.committed)
+    batch.result.compaction = compact_quietly(compactor, batch.committed, guard=batch.settings.guard)
     batch.result.phases_ms["compact"] = ms_since(t4)
 
 
-def compact_quietly(compactor: Compactor, committed: dict[str, int], wait: bool = False) -> Compaction | None:
+def compact_quietly(compactor: Compactor, committed: dict[str, int], wait: bool = False,
+                    guard: Callable[[], None] | None = None) -> Compaction | None:
     """`compactor.run` (and with `wait`, waiting for the compaction it starts), whose failure does
     not fail the batch: every row of the batch is committed and a failed compaction commits
     nothing. Said on stderr; the table is tried again after another `every` commits."""
     try:
-        started = compactor.run(committed)
+        started = compactor.run(committed, guard)
         return compactor.finished(wait=True) if wait else started
     except Exception as exc:  # noqa: BLE001 - see above
         delta_rs.forget_tables()  # the failed table is read from its log again
