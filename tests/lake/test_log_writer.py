@@ -112,3 +112,10 @@ def test_a_table_asking_for_newer_writer_features_is_refused_with_the_setting_th
     with pytest.raises(RuntimeError, match="MARKET_SPREAD_DRIVER_COMMITS=off"):
         log_writer.append(path, pa.table({"id": pa.array([1], pa.int64())}), 1)
     assert DeltaTable(path).version() == 0
+
+
+def test_statistics_leave_out_bounds_of_strings_that_are_not_utf8():
+    """A quarantined raw line is kept byte for byte, UTF-8 or not (the hostile-input campaign)."""
+    raw = pa.array([b"\xff\xfe", b"ok"], pa.binary()).view(pa.string())
+    stats = json.loads(log_writer.file_stats(pa.table({"raw": raw, "n": pa.array([1, 2], pa.int64())})))
+    assert "raw" not in stats["minValues"] and stats["maxValues"]["n"] == 2 and stats["nullCount"]["raw"] == 0

@@ -3,7 +3,7 @@ commitInfo with the batch tag, and a data file's statistics. Pure: no I/O.
 
 The statistics are exact bounds: decimals in their own digits (never through a float), times in
 milliseconds rounded outwards (down for a minimum, up for a maximum: a reader that skips files by
-them never skips a row), strings longer than Delta keeps left out.
+them never skips a row), strings longer than Delta keeps (or not UTF-8) left out.
 """
 from __future__ import annotations
 
@@ -48,7 +48,10 @@ def file_stats(rows: pa.Table) -> str:
         if column.null_count == len(column):
             continue
         bounds = pc.min_max(column)
-        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        try:
+            low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        except UnicodeDecodeError:  # a quarantined raw line need not be UTF-8: no bounds for it
+            continue
         if isinstance(low, str) and max(len(low), len(high)) > STATS_STRING_LIMIT:
             continue
         lows.append(f"{json.dumps(name)}:{_stat(low, upper=False)}")
