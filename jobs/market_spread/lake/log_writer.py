@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 
 from market_spread.lake.delta_actions import add_action, commit_info, commit_text, file_stats, partition_folder, partition_value, remove_action
 from market_spread.lake.tables import batch_tag
-from market_spread.runtime.storage import Location, S3Path, delta_rs_target, location, put_if_absent
+from market_spread.runtime.storage import Location, S3Path, location, open_delta, put_if_absent
 
 WRITER_VERSION = 2  # Delta's writer protocol these commits follow: column nullability (no table features)
 
@@ -89,19 +89,12 @@ _WRITERS: dict[str, _Writer] = {}
 _WRITERS_LOCK = threading.Lock()
 
 
-def _open(path: str) -> Any:
-    from deltalake import DeltaTable
-
-    uri, options = delta_rs_target(path)
-    return DeltaTable(uri, storage_options=options)
-
-
 def _writer(path: str) -> _Writer:
     with _WRITERS_LOCK:
         known = _WRITERS.get(path)
     if known is not None:
         return known
-    table = _open(path)
+    table = open_delta(path)
     protocol = table.protocol()
     if protocol.min_writer_version > WRITER_VERSION or protocol.writer_features:
         raise RuntimeError(f"{path}: the table asks writers for Delta writer version {protocol.min_writer_version} "
@@ -171,7 +164,7 @@ def current_rows(path: str, schema: pa.Schema) -> pa.Table:
     writer = _writer(path)
     with writer.lock:
         if writer.rows is None:
-            table, writer.opened = writer.opened or _open(path), None
+            table, writer.opened = writer.opened or open_delta(path), None
             if table.version() != writer.version:
                 raise CommitRaced(f"{path}: at version {table.version()}, its writer at {writer.version}")
             actions = pa.table(table.get_add_actions(flatten=True))
@@ -219,7 +212,7 @@ class _Background:
         with self._lock:
             queued = self._pending.get((kind, path))
             if queued is not None and not queued.done():
-                return queued  # the one queued will see this version too
+                return queued  # queued or running: a later interval asks again
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="delta-upkeep")
             self._pending[(kind, path)] = future = self._pool.submit(job, path, *args)
@@ -245,7 +238,7 @@ def checkpoint(path: str) -> None:
     """Checkpoint the table at its latest version and delete its log files past retention (delta-rs,
     as its own post-commit hook did). A failure costs only the shortcut: said, not raised."""
     try:
-        table = _open(path)
+        table = open_delta(path)
         table.create_checkpoint()
         table.cleanup_metadata()
         drop_stale_checksum(path)
@@ -271,7 +264,7 @@ def _compact(path: str, batch_id: int, target_bytes: int, guard: Callable[[], No
     with writer.lock:
         if guard is not None:
             guard()
-        table, writer.opened = writer.opened or _open(path), None
+        table, writer.opened = writer.opened or open_delta(path), None
         if table.version() != writer.version:
             raise CommitRaced(f"{path}: at version {table.version()}, its writer at {writer.version}")
         metrics = table.optimize.compact(
