@@ -127,15 +127,11 @@ def _open_on_object_storage(path: str) -> Any:
         if not fresh:
             read_at, seen = time.monotonic(), _elsewhere
             table.update_incremental()
-        if table.version() - opened_at < _checkpoint_interval(table):
+        if table.version() - opened_at < log_writer.checkpoint_interval(table, default=100):
             with _OPEN_LOCK:
                 _OPEN[path] = (table, (opened_at, seen, read_at))
             return table
     return _open(path, None)
-
-
-def _checkpoint_interval(table: Any) -> int:
-    return max(1, int(table.metadata().configuration.get("delta.checkpointInterval") or 100))
 
 
 def _identity(path: str) -> tuple[int, int, int] | None:

@@ -101,11 +101,16 @@ def _writer(path: str) -> _Writer:
                            f"{protocol.writer_features or ''}; the stream's driver commits write version {WRITER_VERSION} "
                            "tables (as lake.tables creates them): set MARKET_SPREAD_DRIVER_COMMITS=off for this lake")
     metadata = table.metadata()
-    interval = max(1, int(metadata.configuration.get("delta.checkpointInterval") or 10))
+    interval = checkpoint_interval(table, default=10)  # Delta's own default
     required = [f.name for f in table.schema().fields if not f.nullable]
     made = _Writer(path, table.version(), interval, list(metadata.partition_columns), required, opened=table)
     with _WRITERS_LOCK:
         return _WRITERS.setdefault(path, made)
+
+
+def checkpoint_interval(table: Any, default: int) -> int:
+    """The table's `delta.checkpointInterval` (`default` when unset; at least 1)."""
+    return max(1, int(table.metadata().configuration.get("delta.checkpointInterval") or default))
 
 
 def forget(path: str | None = None) -> None:
