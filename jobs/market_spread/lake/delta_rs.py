@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame
 
 from market_spread.lake import log_writer
 from market_spread.runtime import settings
-from market_spread.runtime.storage import S3Path, delta_rs_target, location
+from market_spread.runtime.storage import S3Path, location, open_delta
 
 _TYPES = {"STRING": pa.string(), "BIGINT": pa.int64(), "BOOLEAN": pa.bool_(), "DATE": pa.date32(),
           "TIMESTAMP": pa.timestamp("us", tz="UTC")}
@@ -86,10 +86,7 @@ def open_table(path: str) -> Any:
 
 
 def _open(path: str, identity: tuple[int, ...] | None) -> Any:
-    from deltalake import DeltaTable
-
-    uri, options = delta_rs_target(path)
-    table = DeltaTable(uri, storage_options=options)
+    table = open_delta(path)
     with _OPEN_LOCK:
         _OPEN[path] = (table, identity if identity is not None else (table.version(), _elsewhere, time.monotonic()))
     return table

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from market_spread.runtime.storage import delta_rs_target, list_names, location
+from market_spread.runtime.storage import list_names, location, open_delta
 
 _DIGITS = 20
 
@@ -53,10 +53,7 @@ def properties_and_columns(table: str | Path) -> tuple[dict[str, str], list[str]
     """The table's properties and top-level column names, or None when delta-rs cannot read it
     (callers then ask Spark)."""
     try:
-        from deltalake import DeltaTable
-
-        uri, options = delta_rs_target(table)
-        dt = DeltaTable(uri, storage_options=options)
+        dt = open_delta(table)
         return dict(dt.metadata().configuration), [f.name for f in dt.schema().fields]
     except Exception:  # noqa: BLE001 - any failure: the caller's Spark path answers instead
         return None
@@ -68,10 +65,8 @@ def max_from_stats(table: str | Path, column: str) -> tuple[bool, Any]:
     table or a file with rows has no maximum recorded for the column; callers then scan the rows."""
     try:
         import pyarrow as pa
-        from deltalake import DeltaTable
 
-        uri, options = delta_rs_target(table)
-        files = pa.table(DeltaTable(uri, storage_options=options).get_add_actions(flatten=True))
+        files = pa.table(open_delta(table).get_add_actions(flatten=True))
         if files.num_rows == 0:
             return True, None
         if f"max.{column}" not in files.column_names:
