@@ -139,3 +139,26 @@ def test_the_reject_rule_is_should_rejects_exactly_at_its_thresholds():
         got = dc.rejects(pa.array([b for b, _ in pairs], dc.PRICE), pa.array([o for _, o in pairs], dc.PRICE),
                          thresholds).to_pylist()
         assert got == [should_reject(b, o, thresholds.max_spread, thresholds.max_spread_ratio) for b, o in pairs]
+
+
+def test_landing_files_are_read_in_order_and_a_missing_one_declines_the_batch(place):
+    """The driver reads a batch's landing files itself (three here: on S3 the first GET in this
+    thread, the others on kept threads): lines in file order with their feed and file, and a file
+    that cannot be read hands the batch to Spark (None) rather than losing its lines."""
+    from market_spread.stream import driver_batch
+
+    files = []
+    for i, feed in enumerate(["quotes", "orders", "quotes"]):
+        target = place / "landing" / feed / f"f-{i}.jsonl"
+        if not place.s3:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(f"{feed}-{i}-a\n{feed}-{i}-b\r\n".encode())
+        files.append(str(target).replace("s3://", "s3a://"))
+
+    lines = driver_batch._file_lines(files)
+
+    assert lines.column("value").to_pylist() == ["quotes-0-a", "quotes-0-b", "orders-1-a", "orders-1-b",
+                                                 "quotes-2-a", "quotes-2-b"]
+    assert lines.column("stream").to_pylist() == ["quotes"] * 2 + ["orders"] * 2 + ["quotes"] * 2
+    assert lines.column("source_file").to_pylist() == [f for f in files for _ in range(2)]
+    assert driver_batch._file_lines([*files, files[0].replace("f-0", "gone")]) is None
