@@ -138,7 +138,7 @@ def main() -> int:
     spark = build_session("profile", master="local[*]", extra_conf=extra or None, long_running=True)
     profiler = Profiler(spark, args.jobs)
     start = time.perf_counter()
-    query, busy = start_query(spark, StreamSpec(lake=lake, symbols=symbols, landing=landing, max_files_per_batch=1),
+    query, busy, _ = start_query(spark, StreamSpec(lake=lake, symbols=symbols, landing=landing, max_files_per_batch=1),
                               profiler)
     supervise(query, busy, threading.Event())
     print_summary(profiler.rows, time.perf_counter() - start, query)

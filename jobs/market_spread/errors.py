@@ -1,12 +1,17 @@
-"""The errors the product's features raise for their callers to report.
+"""The errors the product raises for its callers to report: one family, each saying what to do.
 
-The command-line layer turns them into a one-line message and exit code 2; the Airflow tasks let
-them fail the task. Standard library only, and nothing of the package: every layer may import it.
+The command-line layer turns a `UsageError` into a one-line message and exit code 2, any other
+`MarketSpreadError` into a one-line message and exit code 1; the Airflow tasks let them fail the
+task. Standard library only, and nothing of the package: every layer may import it.
 """
 from __future__ import annotations
 
 
-class UsageError(Exception):
+class MarketSpreadError(Exception):
+    """Every error the product raises on purpose; its message says what the user can do."""
+
+
+class UsageError(MarketSpreadError):
     """A bad argument or setting found after parsing (a missing file, a malformed value): exit 2."""
 
 

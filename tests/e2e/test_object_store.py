@@ -1,6 +1,6 @@
 """`market-spread object-store` (contract 3c): a real S3 server that real clients use, boto3,
 delta-rs and Spark's S3A connector, and the put-if-absent that delta-rs' commits and the driver's own
-(lake.log_writer) rely on."""
+(lake.commits) rely on."""
 from __future__ import annotations
 
 import json
@@ -69,28 +69,31 @@ def test_delta_rs_never_overwrites_a_commit(object_store) -> None:
         assert sorted(latest.to_pyarrow_table()["n"].to_pylist()) == [1, 2, 3]
 
 
-def test_the_drivers_own_commit_never_overwrites_one_on_the_server(object_store) -> None:
-    """lake.log_writer commits with `If-None-Match: *`: a commit it did not know of, made between two
-    of its own, fails its next commit (CommitRaced) and stays as it was."""
+def test_the_drivers_commit_never_overwrites_one_on_the_server(object_store) -> None:
+    """The stream's commits on S3 are delta-rs's, put-if-absent (`If-None-Match: *`): a commit it did
+    not know of, made between two of its own, stays as it was, and the stream's next commit lands
+    after it, its rows all there."""
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
-    from market_spread.lake import log_writer
+    from market_spread.lake.lake_tables import LakeTables
 
     uri, options = object_store.uri("own-commits"), object_store.config.delta_rs_options()
+    lake, name = uri.rsplit("/", 1)
     write_deltalake(uri, pa.table({"n": pa.array([1], pa.int64())}), storage_options=options)
     with object_store.environ():
-        log_writer.forget()
-        log_writer.append(uri, pa.table({"n": pa.array([2], pa.int64())}), 1)  # version 1
+        tables = LakeTables(lake)
+        tables.append(name, pa.table({"n": pa.array([2], pa.int64())}), 1)  # version 1
         key = uri.split("/", 3)[3] + "/_delta_log/00000000000000000002.json"
         foreign = json.dumps({"commitInfo": {"timestamp": 1, "operation": "WRITE"}}).encode() + b"\n"
         s3 = object_store.client()
         s3.put_object(Bucket=object_store.bucket, Key=key, Body=foreign, IfNoneMatch="*")
-        with pytest.raises(log_writer.CommitRaced):
-            log_writer.append(uri, pa.table({"n": pa.array([3], pa.int64())}), 2)
-        log_writer.forget()
+        tables.append(name, pa.table({"n": pa.array([3], pa.int64())}), 2)
+        tables.forget()
     assert s3.get_object(Bucket=object_store.bucket, Key=key)["Body"].read() == foreign
-    assert sorted(DeltaTable(uri, storage_options=options).to_pyarrow_table()["n"].to_pylist()) == [1, 2]
+    latest = DeltaTable(uri, storage_options=options)
+    assert latest.version() == 3 and latest.transaction_version("market-spread") == 2
+    assert sorted(latest.to_pyarrow_table()["n"].to_pylist()) == [1, 2, 3]
 
 
 def test_port_in_use_is_one_line_and_exit_1(object_store) -> None:

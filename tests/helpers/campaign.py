@@ -210,16 +210,12 @@ def batch_ids(folder: Location) -> set[int]:
 
 
 def tagged_batches(table: Location) -> set[int]:
-    """The micro-batch ids recorded in the commits of the stream (commitInfo.userMetadata)."""
-    from market_spread.lake.tables import tagged_batch
-
+    """The micro-batch ids the commits of the stream record: their Delta transaction marks (txn)."""
     out = set()
     for path in (table / "_delta_log").glob("*.json"):
         for line in path.read_text().splitlines():
-            if '"commitInfo"' in line:
-                batch = tagged_batch(json.loads(line)["commitInfo"].get("userMetadata"))
-                if batch is not None:
-                    out.add(batch)
+            if '"txn"' in line:
+                out.add(int(json.loads(line)["txn"]["version"]))
     return out
 
 

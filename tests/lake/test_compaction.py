@@ -8,28 +8,22 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from market_spread.errors import SettingError
-from market_spread.lake import compaction, delta_rs
+from market_spread.lake import compaction
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.deltalog import max_from_stats
+from market_spread.lake.lake_tables import LakeTables
 from market_spread.stream.batch import compact_quietly
-
-
-@pytest.fixture(autouse=True)
-def _fresh_tables():
-    delta_rs.forget_tables()
-    yield
-    delta_rs.forget_tables()
 
 
 def _rows(batch: int) -> pa.Table:
     return pa.table({"batch_id": pa.array([batch, batch], pa.int64()), "n": pa.array([1, 2], pa.int64())})
 
 
-def _lake(tmp_path: Path, tables: tuple[str, ...]) -> str:
+def _lake(tmp_path: Path, tables: tuple[str, ...]) -> LakeTables:
     lake = tmp_path / "lake"
     for table in tables:
         write_deltalake(lake_mod.table_path(lake, table), _rows(0))
-    return str(lake)
+    return LakeTables(str(lake))
 
 
 def _sorted(path: str) -> list[tuple[int, int]]:
@@ -39,12 +33,12 @@ def _sorted(path: str) -> list[tuple[int, int]]:
 
 def test_a_table_is_compacted_every_n_commits_without_changing_a_row_or_its_last_batch(tmp_path):
     lake = _lake(tmp_path, ("alerts",))
-    path = lake_mod.table_path(lake, "alerts")
+    path = lake.path("alerts")
     compactor = compaction.Compactor(lake, every=3)
     committed = {"alerts": 0}
     done = []
     for batch in range(1, 8):
-        delta_rs.append_table(path, _rows(batch), batch)
+        lake.append("alerts", _rows(batch), batch)
         committed["alerts"] = batch
         compactor.wrote(["alerts", "symbol_state"])  # symbol_state is merged, never compacted
         done.append(compact_quietly(compactor, committed, wait=True))
@@ -57,7 +51,7 @@ def test_a_table_is_compacted_every_n_commits_without_changing_a_row_or_its_last
     history = DeltaTable(path).history(3)
     optimize = next(h for h in history if h["operation"] == "OPTIMIZE")
     assert lake_mod.tagged_batch(optimize.get("userMetadata")) == 5, "tagged with the table's last batch"
-    assert lake_mod.newest_tagged_batch(path) == 7
+    assert lake.marks(("alerts",)) == {"alerts": 7}, "the batches' txn marks are the table's"
     assert max_from_stats(path, "batch_id") == (True, 7), "the compacted file keeps its statistics"
 
 
@@ -66,8 +60,8 @@ def test_at_most_one_table_a_batch_the_one_with_most_small_files_first(tmp_path)
     compactor = compaction.Compactor(lake, every=2)
     compactor.wrote([])  # first use: one small file in each
     for table in ("alerts", "quotes", "batch_metrics"):
-        delta_rs.append_table(lake_mod.table_path(lake, table), _rows(1), 1)
-    delta_rs.append_table(lake_mod.table_path(lake, "quotes"), _rows(2), 2)
+        lake.append(table, _rows(1), 1)
+    lake.append("quotes", _rows(2), 2)
     compactor.wrote(["alerts", "quotes", "batch_metrics"])
     compactor.wrote(["quotes"])
     order = [compact_quietly(compactor, {"alerts": 1, "quotes": 2, "batch_metrics": 1}, wait=True) for _ in range(4)]
@@ -76,9 +70,9 @@ def test_at_most_one_table_a_batch_the_one_with_most_small_files_first(tmp_path)
 
 def test_a_failed_compaction_does_not_fail_the_batch_and_changes_nothing(tmp_path, capsys):
     lake = _lake(tmp_path, ("alerts",))
-    path = lake_mod.table_path(lake, "alerts")
+    path = lake.path("alerts")
     for batch in (1, 2):
-        delta_rs.append_table(path, _rows(batch), batch)
+        lake.append("alerts", _rows(batch), batch)
     version = DeltaTable(path).version()
     next(Path(path).glob("*.parquet")).unlink()  # a data file gone: the compaction cannot read it
     compactor = compaction.Compactor(lake, every=2)
@@ -106,20 +100,18 @@ def test_a_compaction_runs_beside_the_next_batch_and_both_commits_land_with_ever
     """The compaction is started after a batch and runs on the background thread: the call returns
     at once, and the next batch's append to the same table, made meanwhile, and the compaction's
     commit both land, one after the other (whichever takes the table's writer first), with every row."""
-    from market_spread.lake import log_writer
-
     lake = _lake(tmp_path, ("alerts",))
-    path = lake_mod.table_path(lake, "alerts")
+    path = lake.path("alerts")
     for batch in (1, 2, 3):
-        delta_rs.append_table(path, _rows(batch), batch)
+        lake.append("alerts", _rows(batch), batch)
     compactor = compaction.Compactor(lake, every=2)
     compactor.wrote(["alerts"])
     assert compactor.run({"alerts": 3}) is None and compactor.running is not None, "started, not waited for"
-    delta_rs.append_table(path, _rows(4), 4)
+    lake.append("alerts", _rows(4), 4)
     done = compactor.finished(wait=True)
     # 4 files (0-3), or 5 when the append took the writer first
     assert done.table == "alerts" and done.files_removed in (4, 5) and done.files_added == 1
-    log_writer.settle()
+    lake.settle()
     table = DeltaTable(path)
     assert sorted(h["operation"] for h in table.history(2)) == ["OPTIMIZE", "WRITE"] and table.version() == 5
     assert _sorted(path) == sorted((b, n) for b in range(5) for n in (1, 2))
@@ -129,9 +121,9 @@ def test_a_compaction_commits_nothing_once_the_stream_cannot_prove_it_holds_the_
     """The stream's guard (its lease or lock) runs on the background thread before the compaction's
     commit, as before every other commit of the stream."""
     lake = _lake(tmp_path, ("alerts",))
-    path = lake_mod.table_path(lake, "alerts")
+    path = lake.path("alerts")
     for batch in (1, 2):
-        delta_rs.append_table(path, _rows(batch), batch)
+        lake.append("alerts", _rows(batch), batch)
     version = DeltaTable(path).version()
     compactor = compaction.Compactor(lake, every=2)
     compactor.wrote(["alerts"])

@@ -1,6 +1,6 @@
-"""The state MERGE done on the driver (the stream's path: Arrow, committed by lake.log_writer) leaves
-exactly the table that Spark's MERGE leaves, keeps the newer-only rule, and tags its commits with
-the batch."""
+"""The state MERGE done from the driver (the stream's path: Arrow rows, delta-rs's MERGE) leaves
+exactly the table that Spark's MERGE leaves, keeps the newer-only rule, and marks its commits with
+the batch (Delta's txn)."""
 from __future__ import annotations
 
 import random
@@ -11,6 +11,7 @@ import pytest
 from deltalake import DeltaTable
 
 from market_spread.lake import tables as lake_mod
+from market_spread.lake.lake_tables import LakeTables
 from market_spread.lake.state import merge_state, newest_of_rows, newest_per_symbol
 from tests.helpers.lake import read_table
 
@@ -30,10 +31,11 @@ EXPECTED = {"AAPL": (D("1.15000000"), 5, False), "MSFT": (D("2.10000000"), 1, Fa
 def run_merges(spark, lake, monkeypatch, driver_commits: str, batches: list = BATCHES) -> dict:
     monkeypatch.setenv("MARKET_SPREAD_DRIVER_COMMITS", driver_commits)
     lake_mod.ensure_tables(spark, lake)
+    tables = LakeTables(str(lake), "a-stream", spark)
     for batch_id, rows in enumerate(batches):
         newest = newest_per_symbol(spark.createDataFrame(rows, SCHEMA))
-        # On the driver (Arrow), as the stream hands it over: merged there, or by Spark when off.
-        merge_state(spark, str(lake), newest.toArrow(), batch_id)
+        # On the driver (Arrow), as the stream hands it over: merged by delta-rs, or by Spark when off.
+        merge_state(tables, newest.toArrow(), batch_id)
     state = read_table(spark, lake, "symbol_state")
     return {r.symbol: tuple(r[1:]) for r in state.select("symbol", "bid", "offer", "quote_time", "seq",
                                                          "should_reject_trades", "batch_id").collect()}
@@ -50,12 +52,12 @@ def test_driver_and_spark_merges_leave_the_same_table(spark, tmp_path, monkeypat
     on_driver = run_merges(spark, tmp_path / "driver", monkeypatch, "on")
     by_spark = run_merges(spark, tmp_path / "spark", monkeypatch, "off")
     assert on_driver == by_spark
-    path = lake_mod.table_path(tmp_path / "driver", "symbol_state")
-    table = DeltaTable(path)
-    merges = [h for h in table.history() if h["operation"] == "MERGE"]
-    assert len(merges) == len(BATCHES) and {m["engineInfo"] for m in merges} == {"market-spread"}
-    assert len(table.file_uris()) == 1, "each merge replaced the state's file"
-    assert lake_mod.newest_tagged_batch(path) == len(BATCHES) - 1
+    for where in ("driver", "spark"):
+        table = DeltaTable(lake_mod.table_path(tmp_path / where, "symbol_state"))
+        merges = [h for h in table.history() if h["operation"] == "MERGE"]
+        assert len(merges) == len(BATCHES), where
+        assert [lake_mod.tagged_batch(m.get("userMetadata")) for m in reversed(merges)] == list(range(len(BATCHES)))
+        assert table.transaction_version("a-stream") == len(BATCHES) - 1, f"{where}: the last batch's txn"
 
 
 def test_driver_and_spark_merges_agree_over_random_batches_with_ties(spark, tmp_path, monkeypatch):

@@ -95,7 +95,7 @@ def test_a_small_batch_tunes_the_session_and_leaves_it_as_it_was(spark, monkeypa
 def test_session_settings_are_restored_even_when_the_body_fails(spark):
     """One helper sets and restores the settings of a batch (its size's tuning, its commit tag): a
     failed batch must not leave its tag on the next commits, nor remove a value set before it."""
-    from market_spread.lake.writes import USER_METADATA, tagged
+    from market_spread.lake.writes import USER_METADATA
     from market_spread.runtime.spark import session_settings
 
     session = spark.newSession()
@@ -107,8 +107,3 @@ def test_session_settings_are_restored_even_when_the_body_fails(spark):
             raise RuntimeError("the batch failed")
     assert session.conf.get("spark.sql.shuffle.partitions") == "3", "the earlier value, not Spark's default"
     assert session.conf.get(USER_METADATA, None) is None, "unset again"
-    with pytest.raises(RuntimeError):
-        with tagged(session, 7):
-            assert session.conf.get(USER_METADATA) is not None
-            raise RuntimeError("a write failed")
-    assert session.conf.get(USER_METADATA, None) is None

@@ -10,7 +10,6 @@ import pytest
 
 from market_spread.domain.rules import Thresholds
 from market_spread.lake.state import merge_state
-from market_spread.lake.writes import USER_METADATA
 from market_spread.runtime import spark as spark_mod
 from market_spread.stream import batch as pipeline
 from market_spread.feeds.generate import Generator, write_backlog
@@ -101,42 +100,36 @@ def test_late_orders_find_a_quote_days_older_than_the_lookback_window(spark, tmp
 
 
 def test_commits_carry_the_batch_and_a_replay_skips_what_a_table_already_holds(spark, tmp_path):
-    """Exactly once without Delta's txn tags: each commit names its batch in userMetadata, and a
-    batch at or below a table's last committed batch is not written again (not even when the
-    commit that says so is gone from the log: the rows say it too)."""
+    """Exactly once with Delta's own idempotency: each commit carries Delta's transaction identifier
+    (txn: the stream's id, kept in its checkpoint, and the batch), and a batch at or below a table's
+    last marked batch is not written again. A lake written before the marks: the rows' batch_id."""
     import json
 
-    from market_spread.lake import tables as lake_mod
+    from market_spread.lake.lake_tables import LakeTables
+    from market_spread.stream.checkpoint_files import query_id
 
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     _generated(landing, files=1, seed=5)
     assert stream(spark, landing, lake) == 0
-    log = (lake / "alerts" / "_delta_log")
-    actions = [json.loads(l) for f in sorted(log.glob("*.json")) for l in f.read_text().splitlines()]
-    assert not [a for a in actions if "txn" in a], "no Delta txn actions: no per-write transaction look-up"
-    assert lake_mod.newest_tagged_batch(lake / "alerts") == 0
-    assert lake_mod.committed_batches(spark, lake)["alerts"] == 0
+    stream_id = query_id(lake / "_checkpoints" / "stream")
+    for table in ("alerts", "quotes", "symbol_state", "batch_metrics"):
+        log = lake / table / "_delta_log"
+        actions = [json.loads(line) for f in sorted(log.glob("*.json")) for line in f.read_text().splitlines()]
+        assert [a["txn"]["version"] for a in actions if "txn" in a and a["txn"]["appId"] == stream_id] == [0], table
+    marks = LakeTables(str(lake), stream_id).marks()
+    assert marks["alerts"] == marks["batch_metrics"] == 0
 
     before = comparable_tables(spark, lake)
     batch = spark.read.text(str(landing / "quotes")).selectExpr("'quotes' AS stream", "value", "'q' AS source_file") \
         .unionByName(spark.read.text(str(landing / "orders")).selectExpr("'orders' AS stream", "value", "'o' AS source_file"))
     # Batch 0 again, as Spark replays it after a crash: nothing doubles.
-    result = pipeline.process_batch(batch, 0, _settings(lake))
+    result = pipeline.process_batch(batch, 0, _settings(lake), tables=LakeTables(str(lake), stream_id, spark))
     assert "alerts" in result.skipped and "batch_metrics" in result.skipped
     assert comparable_tables(spark, lake) == before
-    # Either witness suffices: rows without a tagged commit (the commit gone with Delta's log
-    # clean-up), or a tagged commit without rows (rows deleted by quote retention).
+    # A lake of an earlier release, without txn marks: the highest batch_id of the rows says it.
     other = tmp_path / "other"
-    untagged = spark.range(1).selectExpr("CAST(3 AS BIGINT) AS batch_id")
-    untagged.write.format("delta").save(str(other / "alerts"))
-    spark.conf.set(USER_METADATA, lake_mod.batch_tag(5))
-    try:
-        spark.range(1).selectExpr("CAST(1 AS BIGINT) AS batch_id").write.format("delta").save(str(other / "quotes"))
-    finally:
-        spark.conf.unset(USER_METADATA)
-    assert lake_mod.newest_tagged_batch(other / "alerts") is None
-    assert lake_mod.committed_batches(spark, other, ("alerts", "quotes", "quarantine")) == {
-        "alerts": 3, "quotes": 5, "quarantine": -1}
+    spark.range(1).selectExpr("CAST(3 AS BIGINT) AS batch_id").write.format("delta").save(str(other / "alerts"))
+    assert LakeTables(str(other), stream_id).marks(("alerts", "quotes")) == {"alerts": 3, "quotes": -1}
 
 
 def test_a_late_quote_enters_history_but_never_overwrites_newer_state(spark, tmp_path):
@@ -269,7 +262,7 @@ def test_same_alerts_whatever_the_cutting_into_files_and_runs(spark, place, tmp_
 def test_small_and_large_batches_give_the_same_tables_whoever_commits_them(spark, tmp_path, monkeypatch):
     # Small batches write with one partition and interpreted projections (SMALL_BATCH_LINES), large
     # ones with generated code and the session's partitions. A large batch's quote history and alerts
-    # are committed from the driver (lake.log_writer) below DRIVER_WRITE_LINES, by Spark's Delta writer
+    # are committed from the driver (delta-rs, lake.lake_tables) below DRIVER_WRITE_LINES, by Spark's Delta writer
     # above; its quarantine (raw lines of any size) always by Spark. The same rows every way.
     from deltalake import DeltaTable
 
@@ -542,7 +535,10 @@ def test_a_stream_compacting_every_two_commits_gives_the_same_tables(spark, tmp_
     assert metrics_totals(spark, many / "lake") == {**metrics_totals(spark, one / "lake"), "batches": 6}
     for table in ("alerts", "quotes", "batch_metrics"):
         assert compaction.data_files(lake_mod.table_path(many / "lake", table)) < 6, table
-    committed = lake_mod.committed_batches(spark, many / "lake")
+    from market_spread.lake.lake_tables import LakeTables
+    from market_spread.stream.checkpoint_files import query_id
+
+    committed = LakeTables(str(many / "lake"), query_id(many / "lake" / "_checkpoints" / "stream")).marks()
     assert [committed[t] for t in ("alerts", "quotes", "symbol_state", "batch_metrics")] == [5] * 4
 
 

@@ -26,7 +26,7 @@ def test_an_order_never_enters_a_batch_ahead_of_a_quote_that_landed_before_it(sp
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     spec = StreamSpec(lake=lake, symbols=symbols, landing=landing, available_now=False, interval=0.0)
     batches = []
-    query, busy = start_query(spark, spec, on_batch=batches.append)
+    query, busy, _ = start_query(spark, spec, on_batch=batches.append)
     try:
         rng = random.Random(3)
         for k, symbol in enumerate(symbols):

@@ -110,7 +110,7 @@ def idle_run(spark, spec, warm, seconds: float, broker_session: int | None = Non
     figures["settled_seconds"] = settle(jvm_pid)
     watcher = threading.Thread(target=measure, daemon=True)
     watcher.start()
-    query, busy = start_query(spark, spec, lambda result: warmed.set())
+    query, busy, _ = start_query(spark, spec, lambda result: warmed.set())
     supervise(query, busy, stop)
     watcher.join()
     return figures

@@ -125,7 +125,7 @@ def _one_rate(spark, work: Path, bootstrap: str, rate: int, rate_seconds: float,
     spec = StreamSpec(lake=work / f"kafka-lat{rate}" / "lake", symbols=symbols, available_now=False,
                       source=feed_source(settings))
     with batch_times(spark) as listener:
-        query, busy = start_query(spark, spec, ticks.on_batch)
+        query, busy, _ = start_query(spark, spec, ticks.on_batch)
         supervise(query, busy, stop)
         listener.take(query)
         feeder.join()

@@ -98,7 +98,7 @@ def run_stream(spark, landing: Location, lake: Location, symbols: list[str], on_
         spec_fields["before_commit"] = lease.check
     try:
         spec = StreamSpec(lake=lake, symbols=symbols, landing=landing, **spec_fields)
-        query, busy = start_query(spark, spec, on_batch or (lambda r: None))
+        query, busy, _ = start_query(spark, spec, on_batch or (lambda r: None))
         supervise(query, busy, stop or threading.Event())
         if on_query is not None:  # the ended query, e.g. for its progress (bench_phases.BatchTimes)
             on_query(query)

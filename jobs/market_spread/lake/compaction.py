@@ -1,5 +1,5 @@
 """Small-file compaction inside the stream: the append-only tables' files are bin-packed with
-delta-rs every `every` commits to a table, on a background thread (lake.log_writer), so that no
+delta-rs every `every` commits to a table, on the upkeep thread (lake.lake_tables), so that no
 batch waits for it (one did: 0.25 s, as the last partly filled file grew).
 
 Why: every micro-batch adds one small file to each table it appends to (quotes, alerts,
@@ -9,10 +9,10 @@ Each commit, checkpoint and re-opening of a table handles every file's entry, so
 with the file count (the growth run: writes 114 -> 172 ms and the batch_metrics commit 4.5 -> 23 ms
 over 4,000 batches, with the log already bounded).
 
-Safe for the same reason as the driver's other commits (lake.log_writer): the stream is the lake's
-only writer (the lock), and a compaction holds its table's writer until its commit is made, so the
-driver's next append to that table comes after it. A compaction commit
-changes no row (`dataChange` false), keeps the files' statistics (so `committed_batches` reads the
+A compaction is a delta-rs commit like the driver's others (lake.commits): it holds its table's
+lock until its commit is made, so the driver's next append to that table comes after it, and
+delta-rs checks it against any other writer's commit. A compaction commit
+changes no row (`dataChange` false), keeps the files' statistics (so `LakeTables.marks` reads the
 same last batch) and carries the tag of the table's last batch. A kill during it leaves at most
 unreferenced files for VACUUM. Readers of older versions keep working until `maintain`'s VACUUM
 deletes the replaced files (`--retain-hours`, 7 days by default).
@@ -25,8 +25,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Callable
 
-from market_spread.lake import delta_rs, log_writer
+from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
+from market_spread.lake.lake_tables import LakeTables
 from market_spread.runtime import settings
 
 # Files below this are bin-packed into files of about this size. It also bounds the work of one
@@ -58,12 +59,12 @@ class Compactor:
     """Counts the commits to each append-only table of one lake and compacts a table once it has
     had `every` of them (at most one table a batch, so that no batch pays for all four)."""
 
-    lake: str
+    tables: LakeTables
     every: int = field(default_factory=every_from_env)
     # Per table, small files added since its last compaction; read from the lake at first use, so a
     # stream that restarts often still compacts.
     pending: dict[str, int] | None = None
-    # The compaction on the background thread: its table and future (lake.log_writer.compact).
+    # The compaction on the upkeep thread: its table and future (LakeTables.compact).
     running: tuple[str, Future] | None = None
 
     def enabled(self) -> bool:
@@ -72,8 +73,8 @@ class Compactor:
     def _start(self) -> dict[str, int]:
         pending = {}
         for table in APPEND_ONLY:
-            path = lake_mod.table_path(self.lake, table)
-            pending[table] = small_files(path) if lake_mod.is_delta_table(path) else 0
+            path = self.tables.path(table)
+            pending[table] = small_files(self.tables.read(table)) if lake_mod.is_delta_table(path) else 0
         return pending
 
     def wrote(self, tables: list[str]) -> None:
@@ -97,14 +98,13 @@ class Compactor:
     def run(self, committed: dict[str, int], guard: Callable[[], None] | None = None) -> Compaction | None:
         """Start compacting the table that is due on the background thread, tagging the commit
         with its last batch (`committed`), unless a compaction is still running; `guard` runs
-        before its commit (log_writer.compact). Returns the compaction that has finished since the
+        before its commit (LakeTables.compact). Returns the compaction that has finished since the
         last call, if any (raises its error, if it failed)."""
         finished = self.finished(wait=False)
         table = self.due() if self.running is None else None
         if table is not None:
             self.pending[table] = 0
-            self.running = (table, log_writer.compact(lake_mod.table_path(self.lake, table), committed.get(table, -1),
-                                                      TARGET_BYTES, guard))
+            self.running = (table, self.tables.compact(table, committed.get(table, -1), TARGET_BYTES, guard))
         return finished
 
     def finished(self, wait: bool) -> Compaction | None:
@@ -116,15 +116,16 @@ class Compactor:
         return Compaction(table, int(metrics.get("numFilesRemoved", 0)), int(metrics.get("numFilesAdded", 0)), ms)
 
 
-def small_files(path: str) -> int:
-    """Data files of the table at `path` smaller than the compaction's target."""
+def small_files(table) -> int:
+    """Data files of the delta-rs table `table` smaller than the compaction's target."""
     import pyarrow as pa
 
-    sizes = pa.table(delta_rs.open_table(path).get_add_actions(flatten=True))["size_bytes"].to_pylist()
+    sizes = pa.table(table.get_add_actions(flatten=True))["size_bytes"].to_pylist()
     return sum(1 for s in sizes if s is not None and s < TARGET_BYTES)
 
 
 def data_files(path: str) -> int:
     """Data files in the table's current version (for tests and the bench)."""
-    return len(delta_rs.open_table(path).file_uris())
+    from market_spread.runtime.storage import open_delta
 
+    return len(open_delta(path).file_uris())

@@ -12,8 +12,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from market_spread.domain.rules import quote_key_greater_sql, quote_key_sql
-from market_spread.lake import delta_rs, log_writer
+from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
+from market_spread.lake.commits import BatchMark
+from market_spread.lake.lake_tables import LakeTables
+from market_spread.lake.writes import USER_METADATA
+from market_spread.runtime.spark import session_settings
 from market_spread.transforms.asof import STATE_QUOTE_COLUMNS
 
 
@@ -76,7 +80,7 @@ LATE_LOOKBACK_DAYS = 1
 LATE_RECENT_WINDOW = timedelta(minutes=1)
 
 
-def late_history_rows(lake: str, late: list[dict]) -> pa.Table:
+def late_history_rows(tables: LakeTables, late: list[dict]) -> pa.Table:
     """The history quotes that late orders (older than their symbol's stored state) may be checked
     against, read on the driver with delta-rs, as Arrow (STATE_QUOTE_COLUMNS). `late`: symbol,
     first_order and last_order (aware datetimes) of each symbol with late orders.
@@ -103,7 +107,7 @@ def late_history_rows(lake: str, late: list[dict]) -> pa.Table:
     recent_from = first - LATE_RECENT_WINDOW
     floor = first.date() - timedelta(days=LATE_LOOKBACK_DAYS)
     ceiling = max(lasts.values()).date()
-    history = delta_rs.open_table(lake_mod.table_path(lake, "quotes"))
+    history = tables.read("quotes")  # with every quote committed before this batch (lake.commits)
 
     def date(d) -> str:
         return f"CAST('{d.isoformat()}' AS DATE)"
@@ -154,67 +158,44 @@ def from_current_quote(rows: pa.Table, first_order: dict[str, datetime]) -> pa.T
     return rows.filter(keep)
 
 
-def merge_state(spark: SparkSession, lake: str, newest: DataFrame | pa.Table, batch_id: int) -> None:
+def merge_state(tables: LakeTables, newest: DataFrame | pa.Table, batch_id: int, guard=None) -> None:
     """Upsert the batch's newest quote per symbol (`newest`: one row per symbol, as
     `newest_per_symbol` gives, in Arrow on the driver or as a Spark DataFrame); an older quote (by
     rules.quote_key) never overwrites.
 
-    Rows on the driver are merged there, in Arrow (`merged_state`), and the table's new content
-    committed by lake.log_writer: a few milliseconds, against 35-43 ms for delta-rs's MERGE and 1.5-2 s
-    for Spark's. Otherwise Spark merges them; the source is not materialised again by
-    Delta (the session sets `merge.materializeSource=none`: it is deterministic, an aggregate of the
-    cached batch, the update time a literal). No broadcast hint: Delta's MERGE joins drop it (a full
-    outer join cannot build the left side)."""
+    Rows on the driver are merged by delta-rs's MERGE (lake.lake_tables), whose commit carries the
+    batch's mark and honours the table's features (Change Data Feed records each update's pre- and
+    post-image). Otherwise Spark merges them (`spark_merge`)."""
     updated_at = datetime.now(timezone.utc)
-    path = lake_mod.table_path(lake, "symbol_state")
+    if isinstance(newest, pa.Table) and delta_rs.enabled():
+        tables.merge("symbol_state", state_rows(newest, updated_at, batch_id), batch_id, quote_key_greater_sql(), guard)
+        return
+    spark = tables.spark
     if isinstance(newest, pa.Table):
-        if delta_rs.enabled():
-            schema = delta_rs.arrow_schema(lake_mod.SCHEMAS["symbol_state"])
-            merged = merged_state(log_writer.current_rows(path, schema), state_rows(newest, updated_at, batch_id))
-            log_writer.replace(path, merged, batch_id, MERGE_PARAMETERS)
-            return
         newest = spark.createDataFrame(newest)
     newest = newest.select(
         "*", F.lit(updated_at).cast("timestamp").alias("updated_at"), F.lit(batch_id).cast("bigint").alias("batch_id"),
     )
-    target = DeltaTable.forPath(spark, path)
-    columns = {c: f"s.{c}" for c in newest.columns}
-    (
-        target.alias("t")
-        .merge(newest.alias("s"), "t.symbol = s.symbol")
-        .whenMatchedUpdate(condition=f"{quote_key_sql('s.')} > {quote_key_sql('t.')}", set=columns)
-        .whenNotMatchedInsert(values=columns)
-        .execute()
-    )
+    if guard is not None:
+        guard()
+    spark_merge(spark, tables.path("symbol_state"), newest, tables.mark(batch_id))
+    tables.kept("symbol_state").mark_stale()
 
 
-# How the state's commits describe themselves in the table's history: the MERGE they stand for.
-MERGE_PARAMETERS = {"mergePredicate": "t.symbol = s.symbol",
-                    "matchedPredicates": json.dumps([{"actionType": "update", "predicate": quote_key_greater_sql()}]),
-                    "notMatchedPredicates": json.dumps([{"actionType": "insert"}])}
-
-
-def merged_state(current: pa.Table, source: pa.Table) -> pa.Table | None:
-    """The state after merging `source` (one row per symbol) into `current`: a symbol's row replaced
-    when the source's quote is greater by rules.quote_key, a new symbol's row added. None when no
-    row changes. The MERGE's rule (`quote_key_greater_sql`), in Arrow: null compares as not greater."""
-    at = pc.index_in(source["symbol"], value_set=current["symbol"])  # the stored row of each source row
-    stored = {c: current[c].take(at) for c in ("quote_time", "seq", "bid", "offer")}
-
-    def key(columns: dict) -> list:
-        seq = columns["seq"]
-        return [columns["quote_time"], pc.is_valid(seq).cast(pa.int8()), pc.coalesce(seq, 0), columns["bid"], columns["offer"]]
-
-    def greater(pairs: list) -> pa.Array:
-        (a, b), *rest = pairs
-        return pc.greater(a, b) if not rest else pc.or_kleene(pc.greater(a, b), pc.and_kleene(pc.equal(a, b), greater(rest)))
-
-    wins = pc.or_(pc.is_null(at), pc.fill_null(greater(list(zip(key({c: source[c] for c in stored}), key(stored)))), False))
-    updated = source.filter(wins)
-    if updated.num_rows == 0:
-        return None
-    kept = current.filter(pc.invert(pc.is_in(current["symbol"], value_set=updated["symbol"])))
-    return pa.concat_tables([kept, updated.cast(current.schema)]).sort_by("symbol")
+def spark_merge(spark: SparkSession, path: str, source: DataFrame, mark: BatchMark) -> None:
+    """The state MERGE through Spark, marked with the batch (Delta's idempotent-DML settings). The
+    source is not materialised again by Delta (the session sets `merge.materializeSource=none`: it
+    is deterministic, an aggregate of the cached batch, the update time a literal). No broadcast
+    hint: Delta's MERGE joins drop it (a full outer join cannot build the left side)."""
+    columns = {c: f"s.{c}" for c in source.columns}
+    with session_settings(spark, {**mark.spark_conf(), USER_METADATA: lake_mod.batch_tag(mark.batch_id)}):
+        (
+            DeltaTable.forPath(spark, path).alias("t")
+            .merge(source.alias("s"), "t.symbol = s.symbol")
+            .whenMatchedUpdate(condition=f"{quote_key_sql('s.')} > {quote_key_sql('t.')}", set=columns)
+            .whenNotMatchedInsert(values=columns)
+            .execute()
+        )
 
 
 def state_rows(newest: pa.Table, updated_at: datetime, batch_id: int) -> pa.Table:

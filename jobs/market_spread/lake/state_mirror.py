@@ -17,10 +17,10 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
 from market_spread.domain.rules import quote_key
-from market_spread.lake import tables as lake_mod
+from market_spread.lake.lake_tables import LakeTables
 from market_spread.lake.state import ARROW_SCHEMA, read_state_quotes
 from market_spread.runtime import settings
 from market_spread.transforms.asof import STATE_QUOTE_COLUMNS
@@ -43,8 +43,8 @@ def _key(q: Quote) -> tuple:
 class StateMirror:
     """The quotes of symbol_state, on the driver. `enabled` is False past MIRROR_MAX_ROWS symbols."""
 
-    def __init__(self, spark: SparkSession, lake: str) -> None:
-        self.spark, self.lake = spark, lake
+    def __init__(self, tables: LakeTables) -> None:
+        self.tables, self.spark, self.lake = tables, tables.spark, tables.lake
         self._quotes: dict[str, Quote] | None = None
         self._df: DataFrame | None = None
         self.enabled = MIRROR_MAX_ROWS > 0
@@ -52,11 +52,9 @@ class StateMirror:
     def _load(self) -> None:
         from deltalake import QueryBuilder
 
-        from market_spread.runtime.storage import open_delta
-
         # Through delta-rs's own query engine: a process that read with pyarrow's dataset scanner
         # sometimes aborted at exit ("terminate called without an active exception", 1 of 2 runs here).
-        table = pa.table(QueryBuilder().register("s", open_delta(lake_mod.table_path(self.lake, "symbol_state")))
+        table = pa.table(QueryBuilder().register("s", self.tables.read("symbol_state"))
                          .execute(f"SELECT {', '.join(STATE_QUOTE_COLUMNS)} FROM s"))
         if table.num_rows > MIRROR_MAX_ROWS:
             self.enabled = False

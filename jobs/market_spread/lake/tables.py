@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -69,10 +70,22 @@ TABLE_PROPERTIES = {
 CHECKPOINT_INTERVALS = {"quotes": 10, "alerts": 11, "symbol_state": 12, "batch_metrics": 13}
 
 
+def stats_columns(name: str) -> list[str]:
+    """The columns whose statistics (min, max, nulls) each data file records: all but the decimals,
+    the booleans (Delta keeps none for them), the partition columns and the raw quarantined lines. delta-rs writes a decimal's bounds through a
+    binary float (1234567890.12345678 became 1234567890.1234567, below the value it bounds), so any
+    reader that skips files by them could miss rows: an equality on an 18-digit price found nothing."""
+    columns = [c.strip().split(" ", 1) for c in re.split(r",(?![^()]*\))", SCHEMAS[name])]
+    return [c for c, kind in columns
+            if not kind.upper().startswith(("DECIMAL", "BOOLEAN")) and c not in PARTITIONS.get(name, ()) and c != "raw"]
+
+
 def table_properties(name: str) -> dict[str, str]:
-    """The properties written to table `name` (TABLE_PROPERTIES with its checkpoint interval)."""
+    """The properties written to table `name` (TABLE_PROPERTIES with its checkpoint interval and
+    statistics columns)."""
     interval = CHECKPOINT_INTERVALS.get(name, int(TABLE_PROPERTIES["delta.checkpointInterval"]))
-    return {**TABLE_PROPERTIES, "delta.checkpointInterval": str(interval)}
+    return {**TABLE_PROPERTIES, "delta.checkpointInterval": str(interval),
+            "delta.dataSkippingStatsColumns": ",".join(stats_columns(name))}
 
 
 TABLES = tuple(SCHEMAS)
@@ -132,7 +145,7 @@ def register_views(spark: SparkSession, lake: str | Path) -> list[str]:
 
 
 def _upgrade(spark: SparkSession, name: str, path: str) -> None:
-    """Bring a table made by an earlier release up to date: properties, then added columns.
+    """Bring a table made by an earlier release up to date: added columns, then properties.
 
     Read from the log with delta-rs (milliseconds); Spark's `detail()` is a snapshot and a job per
     table, ~1.3 s each at every start."""
@@ -145,11 +158,12 @@ def _upgrade(spark: SparkSession, name: str, path: str) -> None:
         view = (DeltaTable.forPath(spark, path).detail().first()["properties"] or {},
                 spark.read.format("delta").load(path).columns)
     have, columns = view
+    # Columns first: the statistics columns a property names must exist.
+    add_missing_columns(spark, path, columns, ADDED_COLUMNS.get(name, {}))
     missing = {k: v for k, v in table_properties(name).items() if have.get(k) != v}
     if missing:
         props = ", ".join(f"'{k}' = '{v}'" for k, v in missing.items())
         spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({props})")
-    add_missing_columns(spark, path, columns, ADDED_COLUMNS.get(name, {}))
 
 
 def add_missing_columns(spark: SparkSession, path: str, present: list[str], added: dict[str, str]) -> None:
@@ -161,8 +175,9 @@ def add_missing_columns(spark: SparkSession, path: str, present: list[str], adde
         spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
 
 
-# Every commit of the stream carries this in its commitInfo.userMetadata, with the batch id: on a
-# restart, the newest tagged commit of a table says which batch last wrote it (see pipeline.py).
+# Every commit of the stream carries this in its commitInfo.userMetadata, with the batch id, beside
+# Delta's txn action (lake.commits): what `DESCRIBE HISTORY` shows of a batch, and what the quality
+# run reads of a commit whose files lack batch_id statistics (quality.versions).
 BATCH_TAG = "market-spread"
 
 
@@ -181,55 +196,3 @@ def tagged_batch(user_metadata: object) -> int | None:
     if isinstance(value, dict) and value.get("writer") == BATCH_TAG and isinstance(value.get("batch_id"), int):
         return value["batch_id"]
     return None
-
-
-def newest_tagged_batch(table: str | Path, look_back: int = 200) -> int | None:
-    """The batch of the newest stream commit still in the table's log, read without Spark.
-
-    Commits are scanned newest first (maintenance commits carry no tag and are passed over). Old
-    commit files may be gone after Delta's log clean-up; callers also read the rows (see
-    `committed_batches`), so an empty answer here is never taken alone as "nothing written".
-    """
-    log = location(table) / "_delta_log"
-    if not log.is_dir():
-        return None
-    versions = sorted((int(p.name[:20]) for p in log.glob("[0-9]" * 20 + ".json")), reverse=True)
-    for version in versions[:look_back]:
-        try:
-            text = (log / f"{version:020d}.json").read_text(encoding="utf-8")
-        except OSError:
-            continue
-        for line in text.splitlines():
-            if '"commitInfo"' not in line:
-                continue
-            info = json.loads(line).get("commitInfo", {})
-            batch = tagged_batch(info.get("userMetadata"))
-            if batch is not None:
-                return batch
-    return None
-
-
-def committed_batches(spark: SparkSession, lake: str | Path, tables: tuple[str, ...] = TABLES) -> dict[str, int]:
-    """Per table, the highest micro-batch whose write is committed (-1 for none).
-
-    The larger of the newest tagged commit in the log and the highest `batch_id` among the rows:
-    the log survives row deletions (quote retention), the rows survive log clean-up. Read once when
-    a stream starts; after that the stream itself is the only writer (the lake's lock).
-    """
-    from pyspark.sql import functions as F
-
-    from market_spread.lake.deltalog import max_from_stats
-
-    out: dict[str, int] = {}
-    for name in tables:
-        path = table_path(lake, name)
-        if not is_delta_table(path):
-            out[name] = -1
-            continue
-        # The files' statistics hold each file's largest batch_id: no Spark job, unless one lacks them.
-        known, from_rows = max_from_stats(path, "batch_id")
-        if not known:
-            from_rows = spark.read.format("delta").load(path).agg(F.max("batch_id")).first()[0]
-        candidates = [b for b in (newest_tagged_batch(path), from_rows) if b is not None]
-        out[name] = max(candidates, default=-1)
-    return out

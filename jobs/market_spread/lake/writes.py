@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from market_spread.runtime import settings
+
+if TYPE_CHECKING:
+    from market_spread.lake.commits import BatchMark
 
 # The session setting whose value Delta stores as each commit's userMetadata (lake.batch_tag).
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
@@ -29,8 +31,15 @@ def literal_row(spark: SparkSession, schema: str, values: tuple) -> DataFrame:
     )
 
 
-def append(df: DataFrame, path: str) -> None:
-    df.write.format("delta").mode("append").save(path)
+def append(df: DataFrame, path: str, mark: "BatchMark | None" = None) -> None:
+    """Append through Spark; with `mark`, the commit carries the batch's txn and tag, and Delta skips
+    it when the table already holds that batch of the stream."""
+    writer = df.write.format("delta").mode("append")
+    if mark is not None:
+        from market_spread.lake.tables import batch_tag
+
+        writer = writer.options(**mark.spark_options()).option("userMetadata", batch_tag(mark.batch_id))
+    writer.save(path)
 
 
 # The phase (batch_metrics, bench) each concurrent task's time is recorded under; tables not named here are appends.
@@ -53,14 +62,3 @@ def run_all(writes: dict[str, Callable[[], None]], phases_ms: dict[str, int]) ->
         futures = [pool.submit(timed, name) for name in writes]
     for future in futures:
         future.result()
-
-
-@contextmanager
-def tagged(spark: SparkSession, batch_id: int) -> Iterator[None]:
-    """Commits made inside carry the batch tag (lake.batch_tag) in their userMetadata: the witness
-    a restarted stream reads to skip the writes a replayed batch already made."""
-    from market_spread.lake.tables import batch_tag
-    from market_spread.runtime.spark import session_settings
-
-    with session_settings(spark, {USER_METADATA: batch_tag(batch_id)}):
-        yield

@@ -1,5 +1,5 @@
 """S3 from Python: `S3Path`, an object or key prefix with the `Path` methods the product uses (its
-reads and writes of one object through runtime.s3_requests, the rest through boto3's client), and
+reads and writes of one object through runtime.s3_objects, the rest through boto3's client), and
 `S3Config` (runtime.s3_config) again. Callers import both from runtime.storage; boto3 is imported
 only when an S3 location is used."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any, Iterator
 
-from market_spread.runtime import s3_requests
+from market_spread.runtime import s3_objects
 from market_spread.runtime.s3_config import S3Config  # noqa: F401 - imported from here too
 
 
@@ -165,14 +165,14 @@ class S3Path:
         return (obj for obj, _ in self.listing() if fnmatch.fnmatchcase(obj.name, pattern))
 
     def read_bytes(self) -> bytes:
-        return s3_requests.get(self.bucket, self.key)
+        return s3_objects.get(self.bucket, self.key)
 
     def read_text(self, encoding: str = "utf-8", errors: str = "strict") -> str:
         return self.read_bytes().decode(encoding, errors)
 
     # -- writing --------------------------------------------------------------------------------
     def write_bytes(self, data: bytes) -> None:
-        s3_requests.put(self.bucket, self.key, data)
+        s3_objects.put(self.bucket, self.key, data)
 
     def write_text(self, text: str, encoding: str = "utf-8") -> None:
         self.write_bytes(text.encode(encoding))
@@ -180,7 +180,7 @@ class S3Path:
     def create(self, data: bytes) -> bool:
         """Put-if-absent (`If-None-Match: *`): True when this call created the object, False when
         one was there already (HTTP 412); the store decides atomically."""
-        return s3_requests.put(self.bucket, self.key, data, if_none_match=True)
+        return s3_objects.put(self.bucket, self.key, data, if_none_match=True)
 
     def mkdir(self, parents: bool = True, exist_ok: bool = True) -> None:
         """An empty `key/` marker, which S3A (and Spark's existence checks) read as a folder."""

@@ -1,5 +1,5 @@
-"""The S3 settings of every component (Spark's S3A, delta-rs, boto3 and the signed requests of
-runtime.s3_requests), from the AWS variables."""
+"""The S3 settings of every component (Spark's S3A, delta-rs, boto3 and obstore), from the AWS
+variables, and how long one request may take with its retries."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,11 +15,16 @@ class S3Config:
     access_key: str | None
     secret_key: str | None
     region: str
+    # The longest one request may take, its retries included: a third of the lease's safety margin
+    # (runtime.lease: the holder stops committing `ttl / 3` before anyone else may take the lake),
+    # so a commit of a few requests that began while the lease was proven ends before it lapses.
+    request_seconds: float = 10 / 3
 
     @staticmethod
     def from_env() -> "S3Config":
+        margin = value("MARKET_SPREAD_LEASE_SECONDS") / 3
         return S3Config(value("AWS_ENDPOINT_URL"), value("AWS_ACCESS_KEY_ID"), value("AWS_SECRET_ACCESS_KEY"),
-                        value("AWS_REGION"))
+                        value("AWS_REGION"), request_seconds=margin / 3)
 
     @property
     def plain_http(self) -> bool:
@@ -42,8 +47,10 @@ class S3Config:
         return conf
 
     def delta_rs_options(self) -> dict[str, str]:
-        """delta-rs (object_store) options: its commits are put-if-absent on S3 (If-None-Match)."""
-        options = {"AWS_REGION": self.region}
+        """delta-rs (object_store) options: its commits are put-if-absent on S3 (If-None-Match), and
+        each request with its retries ends within `request_seconds`."""
+        half = f"{self.request_seconds / 2:g}s"
+        options = {"AWS_REGION": self.region, "timeout": half, "max_retries": "3", "retry_timeout": half}
         if self.endpoint:
             options.update(AWS_ENDPOINT_URL=self.endpoint, AWS_VIRTUAL_HOSTED_STYLE_REQUEST="false")
             if self.plain_http:

@@ -1,17 +1,16 @@
 """One micro-batch: parse both feeds, check every order as of its time, write the lake exactly once.
 
 Writes: quarantine, quote history, alerts and the symbol_state MERGE side by side, then
-batch_metrics last (a metrics row means every other write of the batch is in). Each commit carries
-the batch id in its commitInfo.userMetadata (`lake.batch_tag`). Rows that are on the driver, or few
-enough to bring there (a small batch's; a larger one's quote history and alerts), are committed
-there with delta-rs (`lake.delta_rs`); Spark computes them all.
+batch_metrics last (a metrics row means every other write of the batch is in). Rows that are on the
+driver, or few enough to bring there (a small batch's; a larger one's quote history and alerts), are
+committed there through delta-rs (lake.lake_tables); Spark computes them all, and commits the rest.
 
-Exactly once without Delta's txn tags: Spark replays only the batch that was in flight when a run
-died (its offsets are logged, its commit is not). When a stream starts, `lake.committed_batches`
-reads, per table, the last batch that wrote it; a write of a batch at or below that mark is
-skipped. After that the stream is the lake's only writer (the lock), so it keeps the marks in
-memory. Delta's own `txnAppId/txnVersion` did the same, but every tagged commit read the table's
-whole set of transactions (a state reconstruction, several Spark jobs) on every batch.
+Exactly once with Delta's own idempotency: every commit of a batch carries Delta's transaction
+identifier (txn: the stream's id, the batch), written by delta-rs or by Spark (`txnAppId`,
+`txnVersion`). Spark replays only the batch that was in flight when a run died (its offsets are
+logged, its commit is not). When a stream starts, `LakeTables.marks` reads, per table, the last
+batch the stream committed there; a write of a batch at or below that mark is skipped. After that
+the stream is the lake's only writer of rows (the lock), so it keeps the marks in memory.
 
 A replay reads the lake as the interrupted attempt left it (state or history may already hold this
 batch's quotes). The answers do not change: every candidate quote an order may need is still there
@@ -36,9 +35,12 @@ from pyspark.sql import functions as F
 from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.compaction import Compactor
+from market_spread.lake.lake_tables import DEFAULT_STREAM_ID, LakeTables
 from market_spread.lake.state import merge_state, newest_of_rows, newest_per_symbol
 from market_spread.lake.state_mirror import StateMirror
 from market_spread.lake.writes import append, ms_since
+from market_spread.runtime.storage import Location
+from market_spread.stream.checkpoint_files import query_id
 from market_spread.runtime import spark as runtime_spark
 from market_spread.runtime.spark import SMALL_BATCH_LINES, kept_for_batch, sized_for, spark_jobs_so_far
 from market_spread.stream import driver_batch
@@ -58,6 +60,9 @@ class BatchProcessor:
 
     settings: BatchSettings
     on_batch: Callable[[BatchResult], None] = print
+    # Where the query keeps its id: the stream's id in every Delta commit it makes (lake.commits).
+    checkpoint: Location | None = None
+    tables: LakeTables | None = None  # the lake's tables as this stream keeps them open
     # Per table, the last batch committed; read from the lake at the first batch of this process.
     committed: dict[str, int] | None = None
     state: StateMirror | None = None  # symbol_state's quotes on the driver (this process is the only writer)
@@ -66,18 +71,21 @@ class BatchProcessor:
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         spark = batch_df.sparkSession
+        if self.tables is None:
+            stream_id = (query_id(self.checkpoint) if self.checkpoint is not None else None) or DEFAULT_STREAM_ID
+            self.tables = LakeTables(self.settings.lake, stream_id, spark)
         if self.committed is None:
             # A start, or the batch after a failed one: every table is read from its log again.
-            delta_rs.forget_tables()
-            self.committed = lake_mod.committed_batches(spark, self.settings.lake)
+            self.tables.forget()
+            self.committed = self.tables.marks()
         if self.state is None:
-            self.state = StateMirror(spark, self.settings.lake)
+            self.state = StateMirror(self.tables)
         if self.compactor is None:
-            self.compactor = Compactor(self.settings.lake)
+            self.compactor = Compactor(self.tables)
         try:
             result = process_batch(batch_df, batch_id, self.settings, self.committed, self.state,
                                    expect_small=self.last_lines is not None and self.last_lines < SMALL_BATCH_LINES,
-                                   compactor=self.compactor, lines_before=self.last_lines)
+                                   compactor=self.compactor, lines_before=self.last_lines, tables=self.tables)
         except BaseException:
             # Some writes may be in and the copy ahead of the table: read both from the lake again.
             self.committed = None
@@ -109,32 +117,34 @@ def process_batch(
     expect_small: bool = False,
     compactor: Compactor | None = None,
     lines_before: int | None = None,
+    tables: LakeTables | None = None,
 ) -> BatchResult:
     """Process one micro-batch. `committed` (table -> last batch written) is updated in place;
     None reads it from the lake (a one-off call, e.g. in tests). `state` likewise. `expect_small`:
     the batch is likely small (the one before it was), so its summary carries the per-symbol rows.
     `compactor`: after the batch's last commit, compact a table that has had enough commits.
     `lines_before`: the input lines of the batch before (None: none yet), to choose where a batch
-    is checked (stream.driver_batch)."""
+    is checked (stream.driver_batch). `tables`: the lake's tables as the stream keeps them (None: a
+    one-off set, with the default stream id)."""
     spark = batch_df.sparkSession
+    tables = tables or LakeTables(settings.lake, DEFAULT_STREAM_ID, spark)
     if committed is None:
-        committed = lake_mod.committed_batches(spark, settings.lake)
+        committed = tables.marks()
     if state is None:
-        state = StateMirror(spark, settings.lake)
-    batch = BatchRun(spark, batch_id, settings, committed, state, BatchResult(batch_id),
+        state = StateMirror(tables)
+    batch = BatchRun(spark, batch_id, settings, committed, state, tables, BatchResult(batch_id),
                      t0=time.perf_counter(), jobs0=spark_jobs_so_far(spark), started_at=datetime.now(timezone.utc))
     scope = ExitStack()  # the parsed batch's cache and the size-dependent settings, until the batch ends
     try:
         if state.ready() and driver_batch.likely_small(batch_df, lines_before) and driver_batch.driver_steps(batch, batch_df, compactor):
             return batch.result
         batch.describe("parse")
-        delta_rs.committed_elsewhere()  # Spark's plan commits to the lake: kept tables read their log again
+        tables.committed_elsewhere()  # Spark's plan commits to the lake: kept tables read their log again
         parsed = _parse_step(batch, parsing.nonblank_lines(batch_df), scope, expect_small)
         alerts, observed = _check_step(batch, parsed)
-        settings.guard()  # one writer per lake: prove it before the first commit, and again before the last
         written = _write_step(batch, parsed, alerts, observed)
         finish(batch, written, parsed.driver_commits, compactor)
-        delta_rs.committed_elsewhere()  # and after its commits, for tables read during the batch
+        tables.committed_elsewhere()  # and after its commits, for tables read during the batch
         return batch.result
     finally:
         scope.close()
@@ -214,9 +224,10 @@ def _planned_writes(batch: BatchRun, p: _Parsed, alerts: DataFrame | None, appen
     def append_to(table: str, frame: DataFrame, rows: Callable[[], pa.Table] | None = None) -> None:
         if p.quarantine_on_driver if table == "quarantine" else p.on_driver:
             rows_now = rows() if rows else delta_rs.arrow_rows(lake_mod.SCHEMAS[table], frame)
-            appended[table] = delta_rs.append_rows(batch.path(table), rows_now, batch_id)
+            appended[table] = batch.tables.append(table, rows_now, batch_id, batch.settings.before_commit)
         else:
-            append(frame, batch.path(table))
+            batch.settings.guard()
+            append(frame, batch.path(table), batch.tables.mark(batch_id))
 
     writes: dict[str, Callable[[], None]] = {}
     newest = None
@@ -236,7 +247,7 @@ def _planned_writes(batch: BatchRun, p: _Parsed, alerts: DataFrame | None, appen
         history_rows = once(lambda: delta_rs.arrow_rows(lake_mod.SCHEMAS["quotes"], history)) if p.on_driver else None
         writes["quotes"] = lambda: append_to("quotes", history, history_rows)
         newest = once(lambda: newest_quotes(quotes, p.summary.newest, batch.state.enabled, history_rows))
-        writes["symbol_state"] = lambda: merge_state(batch.spark, batch.settings.lake, newest(), batch_id)
+        writes["symbol_state"] = lambda: merge_state(batch.tables, newest(), batch_id, batch.settings.before_commit)
     if alerts is not None:
         writes["alerts"] = lambda: append_to("alerts", alerts)
     return writes, newest

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
 from datetime import datetime, timezone
@@ -14,11 +13,14 @@ from typing import Callable
 from pyspark.sql import SparkSession
 
 from market_spread.domain.rules import Thresholds
+import pyarrow as pa
+
 from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.compaction import Compaction, Compactor
+from market_spread.lake.lake_tables import LakeTables
 from market_spread.lake.state_mirror import StateMirror
-from market_spread.lake.writes import append, literal_row, ms_since, run_all, tagged
+from market_spread.lake.writes import append, literal_row, ms_since, run_all
 from market_spread.runtime.spark import spark_jobs_so_far
 
 
@@ -56,7 +58,7 @@ class BatchSettings:
     lake: str
     symbols: list[str]  # the universe
     thresholds: Thresholds
-    # Raises when the stream may no longer commit (its lease lost): called before each batch's commits.
+    # Raises when the stream may no longer commit (its lease lost): called right before each commit.
     before_commit: Callable[[], None] | None = None
 
     @cached_property
@@ -77,6 +79,7 @@ class BatchRun:
     settings: BatchSettings
     committed: dict[str, int]  # table -> last batch written (updated in place)
     state: StateMirror
+    tables: LakeTables  # the lake's tables as the stream keeps them: its commits go through them
     result: BatchResult
     t0: float  # time.perf_counter() at the start: the batch's own time
     jobs0: int | None  # Spark jobs run before the batch
@@ -106,16 +109,22 @@ def commit_metrics(batch: BatchRun, driver_commits: bool) -> None:
     t3 = time.perf_counter()
     batch.describe("write batch_metrics")
     if batch.committed.get("batch_metrics", -1) < batch_id:
-        schema, path = lake_mod.SCHEMAS["batch_metrics"], batch.path("batch_metrics")
+        schema = lake_mod.SCHEMAS["batch_metrics"]
         if driver_commits:  # one row of Python values: a few ms with delta-rs, 0.2-0.3 s through Spark
-            delta_rs.append_row(path, schema, values, batch_id)
+            batch.tables.append("batch_metrics", one_row(schema, values), batch_id, batch.settings.before_commit)
         else:
-            with tagged(batch.spark, batch_id):
-                append(literal_row(batch.spark, schema, values), path)
+            batch.settings.guard()
+            append(literal_row(batch.spark, schema, values), batch.path("batch_metrics"), batch.tables.mark(batch_id))
         batch.committed["batch_metrics"] = batch_id
     else:
         result.skipped.append("batch_metrics")
     result.phases_ms["commit_metrics"] = ms_since(t3)
+
+
+def one_row(schema_sql: str, values: tuple) -> pa.Table:
+    """One row of Python values (in the schema's order) as an Arrow table of the SQL schema."""
+    schema = delta_rs.arrow_schema(schema_sql)
+    return pa.Table.from_arrays([pa.array([v], type=f.type) for v, f in zip(values, schema)], schema=schema)
 
 
 def run_writes(batch: BatchRun, planned: dict[str, Callable[[], None]], newest: Callable[[], object] | None) -> list[str]:
@@ -133,21 +142,18 @@ def run_writes(batch: BatchRun, planned: dict[str, Callable[[], None]], newest: 
     tasks = dict(writes)
     if result.quotes and state.enabled and newest is not None:  # not a table
         tasks["state_mirror"] = lambda: (spark_jobs and batch.describe("advance state mirror"), state.take(newest()))
-    # Different tables: side by side, since a small commit is mostly waiting. The driver's commits
-    # carry their batch tag themselves (lake.log_writer); Spark's take it from the session.
-    with tagged(batch.spark, batch.batch_id) if spark_jobs else nullcontext():
-        run_all(tasks, result.phases_ms)
+    # Different tables: side by side, since a small commit is mostly waiting (and delta-rs lets go
+    # of the interpreter while it works). Each commit carries the batch's mark (lake.commits).
+    run_all(tasks, result.phases_ms)
     for table in writes:
         batch.committed[table] = batch.batch_id
     return list(writes)
 
 
 def finish(batch: BatchRun, written: list[str], driver_commits: bool, compactor: Compactor | None) -> None:
-    """The batch_metrics row last, then compaction; the lease proven before each."""
-    batch.settings.guard()
+    """The batch_metrics row last, then compaction (each commit proves the lease right before it)."""
     commit_metrics(batch, driver_commits)
     if compactor is not None:
-        batch.settings.guard()
         compact_step(batch, compactor, written)
     batch.result.seconds = time.perf_counter() - batch.t0
 
@@ -172,7 +178,7 @@ def compact_quietly(compactor: Compactor, committed: dict[str, int], wait: bool 
         started = compactor.run(committed, guard)
         return compactor.finished(wait=True) if wait else started
     except Exception as exc:  # noqa: BLE001 - see above
-        delta_rs.forget_tables()  # the failed table is read from its log again
+        compactor.tables.forget()  # the failed table is read from its log again
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
         print(f"warning: compaction failed (no row changed; tried again later): {first}", file=sys.stderr, flush=True)
         return None

@@ -41,7 +41,7 @@ def check_orders(
         on_driver = spans().toArrow() if bounds_rows is None else bounds_rows
         late = state.late(on_driver)
         candidates = quotes.select(*STATE_QUOTE_COLUMNS).unionByName(state.quotes(on_driver["symbol"].to_pylist()))
-        history = late_history_rows(settings.lake, late) if late else None
+        history = late_history_rows(state.tables, late) if late else None
         if history is not None and history.num_rows:
             candidates = candidates.unionByName(spark.createDataFrame(history))
     else:
@@ -64,7 +64,7 @@ def check_orders(
             # Collected timestamps are naive, in this process's local time: made aware for delta-rs.
             spans = [{"symbol": r["symbol"], "first_order": r["first_order"].astimezone(timezone.utc),
                       "last_order": r["last_order"].astimezone(timezone.utc)} for r in late]
-            history = late_history_rows(settings.lake, spans)
+            history = late_history_rows(state.tables, spans)
             if history.num_rows:
                 candidates = candidates.unionByName(spark.createDataFrame(history))
     return asof_alerts(candidates, orders, settings.thresholds, batch_id), len(late)

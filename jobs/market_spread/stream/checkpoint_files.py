@@ -36,3 +36,15 @@ def rewrite(path: Location, text: str) -> None:
         os.fsync(f.fileno())
     path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
     os.replace(tmp, path)
+
+
+def query_id(checkpoint: Location) -> str | None:
+    """The streaming query's id, which Spark writes to the checkpoint's `metadata` when the query
+    first starts and keeps across restarts: the stream's id in its Delta commits (lake.commits)."""
+    import json
+
+    try:
+        found = json.loads((checkpoint / "metadata").read_text().splitlines()[0]).get("id")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    return found if isinstance(found, str) and found else None

@@ -199,11 +199,10 @@ def _row_steps(batch: BatchRun, rows: driver_rows.DriverBatch, collected: int, t
     result, settings = batch.result, batch.settings
     _counted(batch, len(rows.quotes), len(rows.orders), (rows.files, rows.last_offsets), collected, t1)
     t2 = time.perf_counter()
-    quotes_of, result.late_symbols = driver_rows.candidates(rows, batch.state, settings.lake)
+    quotes_of, result.late_symbols = driver_rows.candidates(rows, batch.state, batch.tables)
     chosen = order_check.as_of(rows.orders, quotes_of)
     alerts = driver_rows.alert_rows(rows.orders, chosen, settings.thresholds, batch.batch_id, datetime.now(timezone.utc))
     result.phases_ms["check"] = ms_since(t2)
-    settings.guard()
     t3 = time.perf_counter()
     newest = driver_rows.newest_rows(rows.quotes, settings.thresholds) if rows.quotes else None
     history = driver_rows.quote_rows(rows.quotes, batch.batch_id, settings.thresholds) if rows.quotes else None
@@ -217,12 +216,11 @@ def _column_steps(batch: BatchRun, cols: driver_columns.ColumnBatch, collected: 
     t2 = time.perf_counter()
     alerts = None
     if cols.orders.num_rows:
-        quotes_of, result.late_symbols = driver_columns.candidates(cols, batch.state, settings.lake)
+        quotes_of, result.late_symbols = driver_columns.candidates(cols, batch.state, batch.tables)
         chosen = driver_columns.as_of(cols.orders, quotes_of)
         alerts = driver_columns.alerts(cols.orders, chosen, settings.thresholds, batch.batch_id,
                                        datetime.now(timezone.utc), driver_rows.SCHEMAS["alerts"])
     result.phases_ms["check"] = ms_since(t2)
-    settings.guard()
     t3 = time.perf_counter()
     history = newest = None
     if cols.quotes.num_rows:
@@ -244,11 +242,11 @@ def _write(batch: BatchRun, history: pa.Table | None, alerts: pa.Table | None, n
 def _writes(batch: BatchRun, history: pa.Table | None, alerts: pa.Table | None, newest: pa.Table | None,
             ) -> dict[str, Callable[[], None]]:
     """The driver's batch's writes, by table, not run yet (as stream.batch._planned_writes for Spark's)."""
-    spark, settings, batch_id = batch.spark, batch.settings, batch.batch_id
+    tables, guard, batch_id = batch.tables, batch.settings.before_commit, batch.batch_id
     writes: dict[str, Callable[[], None]] = {}
     if history is not None:
-        writes["quotes"] = lambda: delta_rs.append_rows(batch.path("quotes"), history, batch_id)
-        writes["symbol_state"] = lambda: merge_state(spark, settings.lake, newest, batch_id)
+        writes["quotes"] = lambda: tables.append("quotes", history, batch_id, guard)
+        writes["symbol_state"] = lambda: merge_state(tables, newest, batch_id, guard)
     if alerts is not None:
-        writes["alerts"] = lambda: delta_rs.append_rows(batch.path("alerts"), alerts, batch_id)
+        writes["alerts"] = lambda: tables.append("alerts", alerts, batch_id, guard)
     return writes

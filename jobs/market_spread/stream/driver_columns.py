@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from market_spread.domain.rules import Thresholds
 from market_spread.lake.state import late_history_rows
+from market_spread.lake.lake_tables import LakeTables
 from market_spread.lake.state_mirror import StateMirror
 
 PRICE = pa.decimal128(18, 8)
@@ -224,7 +225,7 @@ def history(quotes: pa.Table, batch_id: int, thresholds: Thresholds, schema: pa.
     return pa.table({f.name: pc.cast(columns[f.name], f.type) for f in schema}, schema=schema)
 
 
-def candidates(cols: ColumnBatch, state: StateMirror, lake: str) -> tuple[pa.Table, int]:
+def candidates(cols: ColumnBatch, state: StateMirror, tables: LakeTables) -> tuple[pa.Table, int]:
     """The quotes the orders may be checked against (as `candidates`), as one table (symbol, bid,
     offer, time, seq); and how many symbols had late orders."""
     orders = cols.orders
@@ -236,7 +237,7 @@ def candidates(cols: ColumnBatch, state: StateMirror, lake: str) -> tuple[pa.Tab
     late = state.late(pa.table({"symbol": spans["symbol"], "first_order": spans["time_min"],
                                 "last_order": spans["time_max"]}))
     if late:
-        parts.append(_state_rows(late_history_rows(lake, late)))
+        parts.append(_state_rows(late_history_rows(tables, late)))
     return pa.concat_tables(parts), len(late)
 
 

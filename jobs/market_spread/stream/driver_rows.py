@@ -17,6 +17,7 @@ from market_spread.domain.rules import Thresholds, should_reject
 from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.state import NEWEST_COLUMNS, late_history_rows
+from market_spread.lake.lake_tables import LakeTables
 from market_spread.lake.state_mirror import StateMirror, micros
 
 _DAY_US = 86_400_000_000
@@ -68,7 +69,7 @@ def sources(names: set[str]) -> tuple[list[str], dict[str, int]]:
     return sorted(files), last
 
 
-def candidates(batch: DriverBatch, state: StateMirror, lake: str) -> tuple[dict[str, list[Quote]], int]:
+def candidates(batch: DriverBatch, state: StateMirror, tables: LakeTables) -> tuple[dict[str, list[Quote]], int]:
     """Per symbol with orders, the quotes its orders may be checked against; and how many symbols
     had late orders (older than their stored state: history read for them, as stream.check does)."""
     spans = order_check.spans(batch.orders)
@@ -80,7 +81,7 @@ def candidates(batch: DriverBatch, state: StateMirror, lake: str) -> tuple[dict[
         out[symbol].append(Quote(symbol, *q))
     late = state.late(_bounds(spans))
     if late:
-        history = late_history_rows(lake, late)
+        history = late_history_rows(tables, late)
         for row in zip(history["symbol"].to_pylist(), history["bid"].to_pylist(), history["offer"].to_pylist(),
                        micros(history["quote_time"]), history["seq"].to_pylist()):
             out[row[0]].append(Quote(*row))

@@ -9,10 +9,10 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from market_spread.domain.rules import DEFAULT_THRESHOLDS, Thresholds
-from market_spread.lake import log_writer
+from market_spread.errors import MarketSpreadError
 from market_spread.lake import tables as lake_mod
 from market_spread.runtime.storage import Location, S3Path, location
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from market_spread.stream.batch import BatchProcessor
     from market_spread.stream.batch_run import BatchResult
 
 FEEDS = ("quotes", "orders")
@@ -73,14 +74,21 @@ class StreamSpec:
         return self.checkpoint if self.checkpoint is not None else location(self.lake) / lake_mod.CHECKPOINT_SUBDIR
 
 
-def start_query(spark: SparkSession, spec: StreamSpec,
-                on_batch: Callable | None = None) -> tuple[StreamingQuery, threading.Event]:
-    """Start the streaming query; returns (query, busy flag). No lock: callers hold the lake's lock.
+class Started(NamedTuple):
+    """A started query, the flag set while a batch runs, and the batch processor (its lake's tables)."""
+
+    query: StreamingQuery
+    busy: threading.Event
+    processor: BatchProcessor
+
+
+def start_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None = None) -> Started:
+    """Start the streaming query. No lock: callers hold the lake's lock.
 
     `on_batch` gets each batch's BatchResult (default: print its progress line)."""
     archiving = _prepare(spark, spec)
     busy = threading.Event()
-    guarded = _guarded_processor(spec, on_batch, busy, archiving)
+    guarded, processor = _guarded_processor(spec, on_batch, busy, archiving)
     feeds = _landing_feeds(spark, spec, archiving) if spec.source is None else spec.source(spark)
     writer = feeds.writeStream.foreachBatch(guarded)
     writer = writer.option("checkpointLocation", str(spec.checkpoint_path))
@@ -89,7 +97,7 @@ def start_query(spark: SparkSession, spec: StreamSpec,
     from market_spread.runtime.spark import session_settings
 
     with session_settings(spark, trigger_conf(spec)):  # read when the query starts
-        return writer.start(), busy
+        return Started(writer.start(), busy, processor)
 
 
 # Spark's own setting (internal, 10 ms by default): how long the engine sleeps after finding no
@@ -147,14 +155,14 @@ def _print_progress(result: BatchResult) -> None:
 
 
 def _guarded_processor(spec: StreamSpec, on_batch: Callable | None, busy: threading.Event,
-                       archiving: bool) -> Callable[[DataFrame, int], None]:
+                       archiving: bool) -> tuple[Callable[[DataFrame, int], None], BatchProcessor]:
     """The foreachBatch function: the batch processor, flagged busy while it runs (so a stop waits
     for it), trimming the source log every N batches when files are archived."""
     from market_spread.stream.batch import BatchProcessor, BatchSettings
     from market_spread.stream.source_log import trim_interval
 
     processor = BatchProcessor(BatchSettings(str(spec.lake), spec.symbols, spec.thresholds, spec.before_commit),
-                               on_batch or _print_progress)
+                               on_batch or _print_progress, checkpoint=spec.checkpoint_path)
     trim_every = trim_interval() if archiving else 0
 
     def guarded(batch_df: DataFrame, batch_id: int) -> None:
@@ -163,10 +171,13 @@ def _guarded_processor(spec: StreamSpec, on_batch: Callable | None, busy: thread
             processor(batch_df, batch_id)
             if trim_every and batch_id > 0 and batch_id % trim_every == 0:
                 trim_archived_entries(spec.checkpoint_path)
+        except MarketSpreadError as exc:  # said in one line here: Spark wraps it in pages of its own
+            print(f"market-spread stream: error: batch {batch_id}: {exc}", file=sys.stderr, flush=True)
+            raise
         finally:
             busy.clear()
 
-    return guarded
+    return guarded, processor
 
 
 def _landing_feeds(spark: SparkSession, spec: StreamSpec, archiving: bool) -> DataFrame:
@@ -227,14 +238,15 @@ def run_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None =
           f"checkpoint {spec.checkpoint_path})", flush=True)
     from pyspark.errors import StreamingQueryException
 
-    query, busy = start_query(spark, spec, on_batch)
+    query, busy, processor = start_query(spark, spec, on_batch)
     try:
         return supervise(query, busy, stop_requested)
     except StreamingQueryException as exc:
         print(f"market-spread stream: error: {failure_line(exc)}", file=sys.stderr, flush=True)
         return 1
     finally:
-        log_writer.settle()  # the tables' upkeep started by the last batches (a checkpoint, a compaction) ends first
+        if processor.tables is not None:  # the upkeep the last batches started (a checkpoint, a compaction) ends first
+            processor.tables.settle()
         for s, handler in previous.items():
             signal.signal(s, handler)
 

@@ -1,0 +1,196 @@
+"""The lake's tables as one stream holds them: kept open in delta-rs (lake.commits), committed to
+with the batch's mark, read fresh, checkpointed and compacted off the batch's path.
+
+A `LakeTables` belongs to the stream that made it (its BatchProcessor), not to the process: two
+streams in one process (tests) keep their own tables. Its `marks()` read, per table, the last batch
+the stream committed there (Delta's txn version for the stream's id), once when a stream starts.
+"""
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, Callable
+
+import pyarrow as pa
+
+from market_spread.lake import tables as lake_mod
+from market_spread.lake.commits import BatchMark, ConstraintViolated, KeptTable, NeedsSpark, Upkeep, marked_version, no_hooks
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+# The stream id of batches processed outside a streaming query (tests, tools); a query's own id is
+# read from its checkpoint (stream.query).
+DEFAULT_STREAM_ID = "market-spread"
+
+Guard = Callable[[], None] | None
+
+
+class LakeTables:
+    """The Delta tables of one lake that one stream commits to and reads."""
+
+    def __init__(self, lake: str, stream_id: str = DEFAULT_STREAM_ID, spark: "SparkSession | None" = None) -> None:
+        self.lake, self.stream_id, self.spark = str(lake), stream_id, spark
+        self.upkeep = Upkeep()
+        self._kept: dict[str, KeptTable] = {}
+        self._lock = threading.Lock()
+
+    def mark(self, batch_id: int) -> BatchMark:
+        return BatchMark(self.stream_id, batch_id)
+
+    def path(self, name: str) -> str:
+        return lake_mod.table_path(self.lake, name)
+
+    def kept(self, name: str) -> KeptTable:
+        with self._lock:
+            kept = self._kept.get(name)
+            if kept is None:
+                kept = self._kept[name] = KeptTable(self.path(name), self.upkeep)
+            return kept
+
+    def read(self, name: str) -> Any:
+        """The delta-rs table `name` with every commit this process made to it (for reads)."""
+        return self.kept(name).current()
+
+    # -- commits ----------------------------------------------------------------------------------
+    def append(self, name: str, rows: pa.Table, batch_id: int, guard: Guard = None) -> int:
+        """Append `rows` (the table's columns) in one commit marked with the batch; how many.
+        No rows, no commit: a replay computes the same nothing again."""
+        if rows.num_rows == 0:
+            return 0
+        from deltalake import write_deltalake
+
+        mark, kept = self.mark(batch_id), self.kept(name)
+        if not kept.spark_only:
+            try:
+                kept.commit(lambda table: write_deltalake(table, rows, mode="append", commit_properties=mark.commit_properties(),
+                                                          post_commithook_properties=no_hooks()), mark, guard)
+                return rows.num_rows
+            except NeedsSpark as exc:
+                self._to_spark(kept, exc)
+            except ConstraintViolated:
+                raise self._violation(name, rows, batch_id) from None
+        self._spark_append(kept, rows, mark, guard)
+        return rows.num_rows
+
+    def merge(self, name: str, source: pa.Table, batch_id: int, condition: str, guard: Guard = None) -> None:
+        """Upsert `source` (the table's columns, one row per key `symbol`) in one MERGE marked with the
+        batch: a stored row is updated where `condition` (over `s.` source and `t.` target) holds,
+        a new key inserted. delta-rs's MERGE, so a table with Change Data Feed records the updates."""
+        mark, kept = self.mark(batch_id), self.kept(name)
+
+        def merge(table: Any) -> None:
+            (table.merge(source, "t.symbol = s.symbol", source_alias="s", target_alias="t", streamed_exec=False,
+                         commit_properties=mark.commit_properties(), post_commithook_properties=no_hooks())
+             .when_matched_update_all(predicate=condition).when_not_matched_insert_all().execute())
+
+        if not kept.spark_only:
+            try:
+                kept.commit(merge, mark, guard)
+                return
+            except NeedsSpark as exc:
+                self._to_spark(kept, exc)
+            except ConstraintViolated:
+                raise self._violation(name, source, batch_id) from None
+        from market_spread.lake.state import spark_merge
+
+        if guard is not None:
+            guard()
+        spark_merge(self._session(kept), kept.path, self._session(kept).createDataFrame(source), mark)
+        kept.mark_stale()
+
+    def _violation(self, name: str, rows: pa.Table, batch_id: int) -> ConstraintViolated:
+        """The one-line error of rows that break the table's rules, naming the CHECK constraints they
+        break (evaluated by Spark, whose SQL the constraints are written in, when it is at hand)."""
+        config = self.kept(name).refresh().metadata().configuration
+        rules = {k.removeprefix("delta.constraints."): v for k, v in config.items() if k.startswith("delta.constraints.")}
+        broken = sorted(rules)
+        if self.spark is not None and rules:
+            frame = self.spark.createDataFrame(rows)
+            broken = [n for n in sorted(rules) if frame.where(f"NOT ({rules[n]})").limit(1).count()] or broken
+        named = ", ".join(f"{n} ({rules[n]})" for n in broken) or "an invariant of a column"
+        return ConstraintViolated(f"{name}: rows of batch {batch_id} break the table's CHECK constraint {named}; "
+                                  "nothing of them was committed: drop or change the constraint, or correct the input, "
+                                  "then start the stream again")
+
+    def _to_spark(self, kept: KeptTable, why: NeedsSpark) -> None:
+        import sys
+
+        self._session(kept)
+        kept.spark_only = True
+        print(f"market-spread stream: {why}; this table's commits go through Spark from now on", file=sys.stderr, flush=True)
+
+    def _session(self, kept: KeptTable) -> "SparkSession":
+        if self.spark is None:
+            raise NeedsSpark(f"{kept.path}: the table asks for a feature delta-rs cannot write, and no Spark session is at hand")
+        return self.spark
+
+    def _spark_append(self, kept: KeptTable, rows: pa.Table, mark: BatchMark, guard: Guard) -> None:
+        if guard is not None:
+            guard()
+        frame = self._session(kept).createDataFrame(rows)
+        (frame.write.format("delta").mode("append").options(**mark.spark_options())
+         .option("userMetadata", lake_mod.batch_tag(mark.batch_id)).save(kept.path))
+        kept.mark_stale()
+
+    def compact(self, name: str, batch_id: int, target_bytes: int, guard: Guard = None) -> Future:
+        """Bin-pack the table's files under `target_bytes` (delta-rs's compaction: one commit that
+        changes no row, tagged with the table's last batch) on the upkeep thread; the future gives
+        (delta-rs's metrics, milliseconds). It holds the table's lock until its commit, so the next
+        commit to that table (only) comes after it; `guard` runs right before it."""
+        return self.upkeep.submit("compact", self.path(name), self._compact, name, batch_id, target_bytes, guard)
+
+    def _compact(self, name: str, batch_id: int, target_bytes: int, guard: Guard) -> tuple[dict[str, Any], int]:
+        import time
+
+        from deltalake import CommitProperties
+
+        began, kept = time.perf_counter(), self.kept(name)
+        with kept.lock:
+            table = kept.current()
+            if guard is not None:
+                guard()
+            metrics = table.optimize.compact(
+                target_size=target_bytes, post_commithook_properties=no_hooks(),
+                commit_properties=CommitProperties(custom_metadata={"userMetadata": lake_mod.batch_tag(batch_id)}))
+            kept.after_commit()
+        return metrics, int((time.perf_counter() - began) * 1000)
+
+    # -- what this process knows ------------------------------------------------------------------
+    def committed_elsewhere(self) -> None:
+        """This process commits (or committed) to the lake another way (Spark's plan): every kept
+        table reads its log's new commits before its next use, and no upkeep runs beside Spark's commits."""
+        self.upkeep.settle()
+        with self._lock:
+            kept = list(self._kept.values())
+        for table in kept:
+            table.mark_stale()
+
+    def forget(self) -> None:
+        """Drop every kept table (a stream's start, a failed batch): each is opened from its log again."""
+        self.upkeep.settle()
+        with self._lock:
+            kept, self._kept = list(self._kept.values()), {}
+        for table in kept:
+            table.forget()
+
+    def settle(self) -> None:
+        self.upkeep.settle()
+
+    def marks(self, names: tuple[str, ...] = lake_mod.TABLES) -> dict[str, int]:
+        """Per table, the last batch this stream committed there (-1 for none): Delta's txn version
+        for the stream's id; for a table no commit of this release marked, the highest `batch_id`
+        of its files' statistics (lakes written before the txn marks)."""
+        from market_spread.lake.deltalog import max_from_stats
+
+        out = {}
+        for name in names:
+            if not lake_mod.is_delta_table(self.path(name)):
+                out[name] = -1
+                continue
+            marked = marked_version(self.read(name), self.stream_id)
+            if marked is None:
+                known, highest = max_from_stats(self.path(name), "batch_id")
+                marked = highest if known and highest is not None else None
+            out[name] = -1 if marked is None else int(marked)
+        return out
