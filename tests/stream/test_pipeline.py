@@ -270,9 +270,9 @@ def test_small_and_large_batches_give_the_same_tables_whoever_commits_them(spark
 
     modes = []
 
-    def merge_state(batch_spark, *args):  # the batch's own session: the stream's clone of `spark`
-        modes.append((batch_spark.conf.get(spark_mod.CODEGEN_MODE), batch_spark.conf.get(spark_mod.SHUFFLE_PARTITIONS)))
-        real_merge(batch_spark, *args)
+    def merge_state(tables, *args):  # the batch's own session: the stream's clone of `spark`
+        modes.append((tables.spark.conf.get(spark_mod.CODEGEN_MODE), tables.spark.conf.get(spark_mod.SHUFFLE_PARTITIONS)))
+        real_merge(tables, *args)
 
     def writers(lake: Path, table: str) -> set[str]:
         history = DeltaTable(str(lake_mod.table_path(lake, table))).history()
@@ -293,8 +293,8 @@ def test_small_and_large_batches_give_the_same_tables_whoever_commits_them(spark
     assert modes == [("NO_CODEGEN", "1"), ("FALLBACK", partitions), ("FALLBACK", partitions)]
     assert partitions != "1", "the test session must differ from a small batch's"
     assert {name: [writers(lake, t) for t in ("quotes", "alerts", "quarantine")] for name, lake in lakes.items()} == {
-        "small": [{"market-spread"}] * 3,
-        "large, driver": [{"market-spread"}, {"market-spread"}, {"Apache-Spark"}],
+        "small": [{"delta-rs"}] * 3,
+        "large, driver": [{"delta-rs"}, {"delta-rs"}, {"Apache-Spark"}],
         "large, Spark": [{"Apache-Spark"}] * 3,
     }
     want = comparable_tables(spark, lakes["small"])
@@ -546,6 +546,7 @@ def test_late_history_holds_only_what_the_as_of_choice_can_use(spark, tmp_path):
     """lake.state.late_history_rows: per late symbol, from its newest quote at or before its first
     late order (every quote of that time) up to its last late order, found in the last minute, the
     lookback days or further back: nothing older, nothing later."""
+    from market_spread.lake.lake_tables import LakeTables
     from market_spread.lake.state import late_history_rows
 
     landing, lake = tmp_path / "landing", tmp_path / "lake"
@@ -566,7 +567,7 @@ def test_late_history_holds_only_what_the_as_of_choice_can_use(spark, tmp_path):
         {"symbol": "IBM", "first_order": at("2026-11-23T10:00:40Z"), "last_order": at("2026-11-23T10:00:45Z")},
         {"symbol": "GOOG", "first_order": at("2026-11-23T10:00:41Z"), "last_order": at("2026-11-23T10:00:41Z")},
     ]
-    rows = late_history_rows(str(lake), late).to_pylist()
+    rows = late_history_rows(LakeTables(str(lake)), late).to_pylist()
     assert sorted((r["symbol"], r["seq"]) for r in rows) == [("GOOG", 8), ("IBM", 7), ("MSFT", 2), ("MSFT", 3), ("MSFT", 4)]
 
 
