@@ -6,7 +6,8 @@ from decimal import Decimal as D
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from market_spread.domain.rules import Thresholds, reject_sql, should_reject
+from market_spread.domain.rules import Thresholds, reject_sql
+from market_spread_tools.reference import should_reject
 
 prices = st.decimals(min_value=D("0.00000001"), max_value=D("9999999999.99999999"), places=8)
 THRESHOLDS = [(D("0.05"), D("0.05")), (D("0"), D("0.00000001")), (D("0.01"), D("1.5")), (D("12.5"), D("0"))]

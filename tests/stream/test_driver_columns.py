@@ -1,6 +1,7 @@
-"""stream.driver_columns against the pure-Python statements of the same things: its parse takes a
-line only with the values domain.certain_lines gives it, its as-of choice is domain.order_check's,
-its reject rule is rules.should_reject (exact at the thresholds)."""
+"""The driver's columns against plain-Python statements of the same things: stream.driver_columns
+takes a line only with the values domain.certain_lines gives it, and stream.driver_rows gives the
+same columns; domain.columns' as-of choice and newest quote follow the reference engine's quote key,
+its reject rule is the reference's should_reject (exact at the thresholds)."""
 from __future__ import annotations
 
 import random
@@ -9,10 +10,11 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from market_spread.domain import order_check
 from market_spread.domain.certain_lines import Order, Quote, parse_order, parse_quote
-from market_spread.domain.rules import Thresholds, should_reject
+from market_spread.domain.rules import Thresholds
 from market_spread.stream import driver_columns as dc
+from market_spread.stream import driver_rows
+from market_spread_tools.reference import quote_key, should_reject
 from tests.helpers.records import order, quote
 
 UNIVERSE = frozenset({"AAPL", "MSFT", "IBM"})
@@ -82,6 +84,21 @@ def test_a_line_is_taken_only_with_certain_lines_values(feed, line):
     assert _record(feed, table.to_pylist()[0]) == want
 
 
+@pytest.mark.parametrize("feed,line", [("quotes", q) for q in QUOTE_LINES] + [("orders", o) for o in ORDER_LINES])
+def test_the_line_by_line_parse_gives_certain_lines_values_in_the_same_columns(feed, line):
+    lines = pa.table({"stream": [feed], "value": [line], "source_file": ["f"]})
+    got = driver_rows.parse(lines, UNIVERSE)
+    want = parse_quote(line, UNIVERSE) if feed == "quotes" else parse_order(line, UNIVERSE)
+    if want is None:
+        assert got is None
+        return
+    table = got.quotes if feed == "quotes" else got.orders
+    assert _record(feed, table.to_pylist()[0]) == want
+    regex = _one(feed, line)
+    if regex is not None:
+        assert (got.quotes, got.orders, got.sources) == (regex.quotes, regex.orders, regex.sources)
+
+
 def test_blank_lines_are_dropped_and_a_bad_line_declines_the_batch():
     lines = pa.table({"stream": ["quotes", "quotes", "orders"], "value": [QUOTE_LINES[0], " \t", ORDER_LINES[0]],
                       "source_file": ["a", "a", "b"]})
@@ -108,7 +125,7 @@ def _quotes_table(quotes: list[Quote]) -> pa.Table:
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_the_as_of_choice_and_the_newest_quote_are_order_checks(seed):
+def test_the_as_of_choice_and_the_newest_quote_follow_the_quote_key(seed):
     rng = random.Random(seed)
     symbols = ["AAPL", "MSFT", "IBM", "ZZZ"]
     prices = [Decimal("1.00"), Decimal("1.01"), Decimal("1.05"), Decimal("2")]
@@ -118,13 +135,15 @@ def test_the_as_of_choice_and_the_newest_quote_are_order_checks(seed):
               for i in range(300)]
     table = pa.table({"symbol": [o.symbol for o in orders], "time": pa.array([o.time for o in orders], pa.int64())})
     chosen = dc.as_of(table, _quotes_table(quotes)).to_pylist()
-    by_symbol = {s: [q for q in quotes if q.symbol == s] for s in symbols}
-    want = order_check.as_of(orders, by_symbol)
+    def key(q: Quote):
+        return quote_key(q.time, q.seq, q.bid, q.offer)
+
+    want = [max((q for q in quotes if q.symbol == o.symbol and q.time <= o.time), key=key, default=None) for o in orders]
     got = [None if c["time"] is None else Quote(c["symbol"], c["bid"], c["offer"], c["time"], c["seq"]) for c in chosen]
     assert got == want
     newest = {r["symbol"]: Quote(r["symbol"], r["bid"], r["offer"], r["time"], r["seq"])
               for r in dc.newest(_quotes_table(quotes)).to_pylist()}
-    assert newest == order_check.newest_by_symbol(quotes)
+    assert newest == {s: max((q for q in quotes if q.symbol == s), key=key) for s in {q.symbol for q in quotes}}
 
 
 def test_the_reject_rule_is_should_rejects_exactly_at_its_thresholds():

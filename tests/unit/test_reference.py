@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from market_spread.cli.main import main
 from market_spread_tools.reference import landing_files, parse_line, run_reference, run_reference_landing
-from market_spread.domain.rules import quote_key, should_reject
+from market_spread_tools.reference import quote_key, should_reject
 from tests.helpers.landing import land
 from tests.helpers.records import T0, order, quote
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 from decimal import Decimal as D
 
 import pytest
-from market_spread.domain.rules import parse_threshold, quote_key, should_reject
+from market_spread.domain.rules import parse_threshold
+from market_spread_tools.reference import quote_key, should_reject
 
 
 @pytest.mark.parametrize(

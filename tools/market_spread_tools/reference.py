@@ -1,8 +1,9 @@
 """An event-at-a-time reference implementation of the contract ("the oracle"), in plain Python.
 
 The way Wallaroo runs Market Spread: a dict of per-symbol state, events processed one by one.
-It shares nothing with the Spark job but the pure reject rule and quote order of `rules`, so the
-two can cross-check each other. Per micro-batch: every valid quote of the batch enters its
+It shares nothing with the stream: its reject rule (`should_reject`, in Python decimals) and order
+of quotes (`quote_key`) are written here again, so the stream's Spark and Arrow forms and this one
+cross-check each other. Per micro-batch: every valid quote of the batch enters its
 symbol's history (kept sorted by `quote_key`) and state (the max key wins); then every valid
 order is checked against the latest quote of its symbol whose time is at or before the order's
 (a binary search in the history, so a late order sees the past, not the newer state).
@@ -20,9 +21,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
-from market_spread.domain.rules import DEFAULT_MAX_SPREAD, DEFAULT_MAX_SPREAD_RATIO, PRICE_LIMIT, SCALE, quote_key, should_reject
+from market_spread.domain.rules import DEFAULT_MAX_SPREAD, DEFAULT_MAX_SPREAD_RATIO, PRICE_LIMIT, SCALE
 
 QUANTUM = Decimal(1).scaleb(-SCALE)  # 1e-8
 OVERFLOW = Decimal("1e30")  # beyond DECIMAL(38,8), Spark's parse type: overflow, not a value
@@ -56,6 +57,43 @@ class _NonFinite:
 
 NON_FINITE = _NonFinite()
 _DECODER = json.JSONDecoder(parse_float=Decimal, parse_int=int, parse_constant=lambda _: NON_FINITE)
+
+
+# --- the rule and the order, in Python decimals ------------------------------------------------
+
+
+def should_reject(
+    bid: Decimal,
+    offer: Decimal,
+    max_spread: Decimal = DEFAULT_MAX_SPREAD,
+    max_spread_ratio: Decimal = DEFAULT_MAX_SPREAD_RATIO,
+) -> bool:
+    """True when trades against this quote must be rejected; exact decimal arithmetic."""
+    with localcontext() as ctx:
+        ctx.prec = 80  # far beyond 2 x 18 digits: every operation below is exact
+        spread = offer - bid
+        if spread <= 0:  # crossed or locked markets never reject
+            return False
+        mid = (bid + offer) / 2
+        return spread >= max_spread or spread >= max_spread_ratio * mid
+
+
+
+
+class QuoteKey(NamedTuple):
+    """Total order of quotes of one symbol: later time wins, then higher seq (a missing seq is
+    lowest), then, for exact ties, the higher bid and offer. Being a total order over the quote's
+    own fields, the winner never depends on how the input was cut into files or batches."""
+
+    time: object
+    has_seq: bool
+    seq: int
+    bid: Decimal
+    offer: Decimal
+
+
+def quote_key(time: object, seq: int | None, bid: Decimal, offer: Decimal) -> QuoteKey:
+    return QuoteKey(time, seq is not None, seq if seq is not None else 0, bid, offer)
 
 
 @dataclass

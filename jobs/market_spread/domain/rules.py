@@ -1,16 +1,17 @@
-"""The reject rule and the ordering of quotes: pure Python, and the same rule as a Spark SQL expression.
+"""The reject rule's thresholds, and the rule and the order of quotes as SQL: Spark's expressions
+and the MERGE condition (domain.columns holds the driver's Arrow form of each, the reference engine
+in market_spread_tools a plain-Python one, as the independent check).
 
 spread = offer - bid, mid = (bid + offer) / 2
 reject  = spread > 0 AND (spread >= max_spread OR spread >= max_spread_ratio * mid)
 
-The Spark form compares `2 * spread >= ratio * (bid + offer)`: no division, so DECIMAL(18,8) inputs
+The SQL form compares `2 * spread >= ratio * (bid + offer)`: no division, so DECIMAL(18,8) inputs
 stay exact within Spark's 38 digits (a division would widen the scale and Spark may round).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation, localcontext
-from typing import NamedTuple
+from decimal import Decimal, InvalidOperation
 
 DEFAULT_MAX_SPREAD = Decimal("0.05")
 DEFAULT_MAX_SPREAD_RATIO = Decimal("0.05")
@@ -29,22 +30,6 @@ def parse_threshold(text: str, name: str = "threshold") -> Decimal:
     if value >= PRICE_LIMIT or -value.as_tuple().exponent > SCALE:
         raise ValueError(f"{name} must fit DECIMAL(18,8), got {text!r}")
     return value
-
-
-def should_reject(
-    bid: Decimal,
-    offer: Decimal,
-    max_spread: Decimal = DEFAULT_MAX_SPREAD,
-    max_spread_ratio: Decimal = DEFAULT_MAX_SPREAD_RATIO,
-) -> bool:
-    """True when trades against this quote must be rejected; exact decimal arithmetic."""
-    with localcontext() as ctx:
-        ctx.prec = 80  # far beyond 2 x 18 digits: every operation below is exact
-        spread = offer - bid
-        if spread <= 0:  # crossed or locked markets never reject
-            return False
-        mid = (bid + offer) / 2
-        return spread >= max_spread or spread >= max_spread_ratio * mid
 
 
 @dataclass(frozen=True)
@@ -69,24 +54,9 @@ def reject_sql(bid: str, offer: str, thresholds: Thresholds = DEFAULT_THRESHOLDS
     )
 
 
-class QuoteKey(NamedTuple):
-    """Total order of quotes of one symbol: later time wins, then higher seq (a missing seq is
-    lowest), then, for exact ties, the higher bid and offer. Being a total order over the quote's
-    own fields, the winner never depends on how the input was cut into files or batches."""
-
-    time: object
-    has_seq: bool
-    seq: int
-    bid: Decimal
-    offer: Decimal
-
-
-def quote_key(time: object, seq: int | None, bid: Decimal, offer: Decimal) -> QuoteKey:
-    return QuoteKey(time, seq is not None, seq if seq is not None else 0, bid, offer)
-
-
 def quote_key_sql(prefix: str = "") -> str:
-    """The same total order as a Spark SQL struct (structs compare field by field)."""
+    """The total order of quotes (domain.columns.sort_by_key) as a Spark SQL struct (structs compare
+    field by field): later time, then a seq over none, then the higher seq, bid, offer."""
     p = prefix
     return (
         f"named_struct('t', {p}quote_time, 'has_seq', {p}seq IS NOT NULL, "

@@ -17,7 +17,7 @@ from market_spread.lake import tables as lake_mod
 from market_spread.lake.commits import BatchMark, ConstraintViolated, KeptTable, NeedsSpark, Upkeep, marked_version, no_hooks
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 # The stream id of batches processed outside a streaming query (tests, tools); a query's own id is
 # read from its checkpoint (stream.query).
@@ -73,10 +73,12 @@ class LakeTables:
         self._spark_append(kept, rows, mark, guard)
         return rows.num_rows
 
-    def merge(self, name: str, source: pa.Table, batch_id: int, condition: str, guard: Guard = None) -> None:
+    def merge(self, name: str, source: pa.Table, batch_id: int, condition: str, spark_condition: str,
+              guard: Guard = None) -> None:
         """Upsert `source` (the table's columns, one row per key `symbol`) in one MERGE marked with the
-        batch: a stored row is updated where `condition` (over `s.` source and `t.` target) holds,
-        a new key inserted. delta-rs's MERGE, so a table with Change Data Feed records the updates."""
+        batch: a stored row is updated where `condition` (DataFusion SQL over `s.` source and `t.`
+        target; `spark_condition` the same in Spark SQL) holds, a new key inserted. delta-rs's MERGE,
+        so a table with Change Data Feed records the updates; Spark's for a table delta-rs cannot write."""
         mark, kept = self.mark(batch_id), self.kept(name)
 
         def merge(table: Any) -> None:
@@ -92,11 +94,25 @@ class LakeTables:
                 self._to_spark(kept, exc)
             except ConstraintViolated:
                 raise self._violation(name, source, batch_id) from None
-        from market_spread.lake.state import spark_merge
+        self.spark_merge(name, self._session(kept).createDataFrame(source), batch_id, spark_condition, guard)
 
+    def spark_merge(self, name: str, source: "DataFrame", batch_id: int, condition: str, guard: Guard = None) -> None:
+        """The same MERGE through Spark, marked with the batch (Delta's idempotent-DML settings)."""
+        from delta.tables import DeltaTable
+
+        from market_spread.lake.writes import USER_METADATA
+        from market_spread.runtime.spark import session_settings
+
+        kept, mark = self.kept(name), self.mark(batch_id)
         if guard is not None:
             guard()
-        spark_merge(self._session(kept), kept.path, self._session(kept).createDataFrame(source), mark)
+        columns = {c: f"s.{c}" for c in source.columns}
+        with session_settings(source.sparkSession, {**mark.spark_conf(), USER_METADATA: lake_mod.batch_tag(batch_id)}):
+            (DeltaTable.forPath(source.sparkSession, kept.path).alias("t")
+             .merge(source.alias("s"), "t.symbol = s.symbol")
+             .whenMatchedUpdate(condition=condition, set=columns)
+             .whenNotMatchedInsert(values=columns)
+             .execute())
         kept.mark_stale()
 
     def _violation(self, name: str, rows: pa.Table, batch_id: int) -> ConstraintViolated:

@@ -2,22 +2,17 @@
 Delta MERGE) and the quote history read for late orders."""
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from market_spread.domain.rules import quote_key_greater_sql, quote_key_sql
 from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
-from market_spread.lake.commits import BatchMark
 from market_spread.lake.lake_tables import LakeTables
-from market_spread.lake.writes import USER_METADATA
-from market_spread.runtime.spark import session_settings
 from market_spread.transforms.asof import STATE_QUOTE_COLUMNS
 
 
@@ -161,41 +156,25 @@ def from_current_quote(rows: pa.Table, first_order: dict[str, datetime]) -> pa.T
 def merge_state(tables: LakeTables, newest: DataFrame | pa.Table, batch_id: int, guard=None) -> None:
     """Upsert the batch's newest quote per symbol (`newest`: one row per symbol, as
     `newest_per_symbol` gives, in Arrow on the driver or as a Spark DataFrame); an older quote (by
-    rules.quote_key) never overwrites.
+    the quote key) never overwrites.
 
     Rows on the driver are merged by delta-rs's MERGE (lake.lake_tables), whose commit carries the
     batch's mark and honours the table's features (Change Data Feed records each update's pre- and
-    post-image). Otherwise Spark merges them (`spark_merge`)."""
+    post-image). Otherwise Spark merges them; the source is not materialised again by Delta (the
+    session sets `merge.materializeSource=none`: it is deterministic, an aggregate of the cached
+    batch, the update time a literal). No broadcast hint: Delta's MERGE joins drop it."""
     updated_at = datetime.now(timezone.utc)
+    spark_condition = f"{quote_key_sql('s.')} > {quote_key_sql('t.')}"
     if isinstance(newest, pa.Table) and delta_rs.enabled():
-        tables.merge("symbol_state", state_rows(newest, updated_at, batch_id), batch_id, quote_key_greater_sql(), guard)
+        tables.merge("symbol_state", state_rows(newest, updated_at, batch_id), batch_id, quote_key_greater_sql(),
+                     spark_condition, guard)
         return
-    spark = tables.spark
     if isinstance(newest, pa.Table):
-        newest = spark.createDataFrame(newest)
+        newest = tables.spark.createDataFrame(newest)
     newest = newest.select(
         "*", F.lit(updated_at).cast("timestamp").alias("updated_at"), F.lit(batch_id).cast("bigint").alias("batch_id"),
     )
-    if guard is not None:
-        guard()
-    spark_merge(spark, tables.path("symbol_state"), newest, tables.mark(batch_id))
-    tables.kept("symbol_state").mark_stale()
-
-
-def spark_merge(spark: SparkSession, path: str, source: DataFrame, mark: BatchMark) -> None:
-    """The state MERGE through Spark, marked with the batch (Delta's idempotent-DML settings). The
-    source is not materialised again by Delta (the session sets `merge.materializeSource=none`: it
-    is deterministic, an aggregate of the cached batch, the update time a literal). No broadcast
-    hint: Delta's MERGE joins drop it (a full outer join cannot build the left side)."""
-    columns = {c: f"s.{c}" for c in source.columns}
-    with session_settings(spark, {**mark.spark_conf(), USER_METADATA: lake_mod.batch_tag(mark.batch_id)}):
-        (
-            DeltaTable.forPath(spark, path).alias("t")
-            .merge(source.alias("s"), "t.symbol = s.symbol")
-            .whenMatchedUpdate(condition=f"{quote_key_sql('s.')} > {quote_key_sql('t.')}", set=columns)
-            .whenNotMatchedInsert(values=columns)
-            .execute()
-        )
+    tables.spark_merge("symbol_state", newest, batch_id, spark_condition, guard)
 
 
 def state_rows(newest: pa.Table, updated_at: datetime, batch_id: int) -> pa.Table:

@@ -3,7 +3,7 @@
 Each read of the table through Spark costs Delta a snapshot and a file listing (two or three Spark
 jobs), and keeping the copy as a Spark local relation cost a job a batch to advance it. Here the copy
 is a dict (symbol -> quote) advanced with the batch's newest quotes by the same total order as the
-MERGE (rules.quote_key), read from the table with delta-rs when a process starts and again after any
+MERGE (domain.columns.newest), read from the table with delta-rs when a process starts and again after any
 failed batch, and handed to Spark as a local relation built from Arrow (about 15 ms for 3,000 rows,
 no job). The late check (which symbols have orders older than their state) runs against it in Python.
 
@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 
-from market_spread.domain.rules import quote_key
+from market_spread.domain import columns
 from market_spread.lake.lake_tables import LakeTables
 from market_spread.lake.state import ARROW_SCHEMA, read_state_quotes
 from market_spread.runtime import settings
@@ -34,10 +34,6 @@ Quote = tuple[Decimal, Decimal, int, "int | None"]  # bid, offer, quote time (µ
 def micros(column: Any) -> list[int | None]:
     """A timestamp column of an Arrow table as microseconds since the epoch."""
     return pc.cast(column, pa.int64()).to_pylist()
-
-
-def _key(q: Quote) -> tuple:
-    return quote_key(q[2], q[3], q[0], q[1])
 
 
 class StateMirror:
@@ -89,18 +85,27 @@ class StateMirror:
 
     def take(self, newest: pa.Table) -> None:
         """Take in quotes (an Arrow table with STATE_QUOTE_COLUMNS, at most one row per symbol), as
-        the state MERGE does: a symbol only ever moves to a higher quote key."""
+        the state MERGE does: a symbol only ever moves to a higher quote key (domain.columns)."""
         if self._quotes is None:
             return  # not loaded (or dropped after a failure): the next use reads the table
-        rows = zip(newest["symbol"].to_pylist(), newest["bid"].to_pylist(), newest["offer"].to_pylist(),
-                   micros(newest["quote_time"]), newest["seq"].to_pylist())
-        for symbol, *quote in rows:
-            old = self._quotes.get(symbol)
-            if old is None or _key(tuple(quote)) > _key(old):
-                self._quotes[symbol] = tuple(quote)
+        incoming = pa.table({"symbol": newest["symbol"], "bid": newest["bid"], "offer": newest["offer"],
+                             "time": pc.cast(newest["quote_time"], pa.int64()), "seq": newest["seq"]})
+        stored = self._keyed(self.stored(newest["symbol"].to_pylist()))
+        winners = columns.newest(pa.concat_tables([stored, incoming.cast(stored.schema)]))
+        for symbol, bid, offer, time, seq in zip(*(winners[c].to_pylist() for c in winners.column_names)):
+            self._quotes[symbol] = (bid, offer, time, seq)
         self._df = None
         if len(self._quotes) > MIRROR_MAX_ROWS:
             self.enabled, self._quotes = False, None
+
+    @staticmethod
+    def _keyed(q: dict[str, Quote]) -> pa.Table:
+        """Stored quotes as domain.columns' quotes (time in µs)."""
+        return pa.table({"symbol": pa.array(list(q), pa.string()),
+                         "bid": pa.array([v[0] for v in q.values()], ARROW_SCHEMA.field("bid").type),
+                         "offer": pa.array([v[1] for v in q.values()], ARROW_SCHEMA.field("offer").type),
+                         "time": pa.array([v[2] for v in q.values()], pa.int64()),
+                         "seq": pa.array([v[3] for v in q.values()], pa.int64())})
 
     def stored(self, symbols: list[str]) -> dict[str, Quote]:
         """The stored quote (bid, offer, time in µs, seq) of each of `symbols` that has one (`ready()` first)."""

@@ -24,8 +24,8 @@ from typing import Callable
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from market_spread.domain import order_check
 from market_spread.lake import delta_rs
+from market_spread.lake import tables as lake_mod
 from market_spread.lake.compaction import Compactor
 from market_spread.lake.state import NEWEST_COLUMNS, merge_state
 from market_spread.lake.writes import ms_since
@@ -34,6 +34,7 @@ from market_spread.runtime.storage import S3Path, location
 from market_spread.stream import driver_columns, driver_rows
 from market_spread.stream.batch_run import BatchRun, finish, run_writes
 
+SCHEMAS = {t: delta_rs.arrow_schema(lake_mod.SCHEMAS[t]) for t in ("quotes", "alerts")}
 _BYTES_PER_LINE = 256  # a landing line is about 120-180 bytes: the bound errs towards Spark
 # Line by line in Python a batch costs about 35 µs a line: past this many, Spark's plan is faster.
 ROWS_MAX_LINES = 50_000
@@ -173,10 +174,10 @@ def driver_steps(batch: BatchRun, batch_df: DataFrame, compactor: Compactor | No
         return True
     if lines.num_rows > ROWS_MAX_LINES:
         return False
-    rows = driver_rows.parse(lines, batch.settings.universe)
-    if rows is None:
+    columns = driver_rows.parse(lines, batch.settings.universe)
+    if columns is None:
         return False
-    _row_steps(batch, rows, collected, t1, compactor)
+    _column_steps(batch, columns, collected, t1, compactor)
     return True
 
 
@@ -195,20 +196,6 @@ def _counted(batch: BatchRun, quotes: int, orders: int, sources: tuple[list[str]
     result.phases_ms.update(collect=collected, parse=ms_since(t1))
 
 
-def _row_steps(batch: BatchRun, rows: driver_rows.DriverBatch, collected: int, t1: float, compactor: Compactor | None) -> None:
-    result, settings = batch.result, batch.settings
-    _counted(batch, len(rows.quotes), len(rows.orders), (rows.files, rows.last_offsets), collected, t1)
-    t2 = time.perf_counter()
-    quotes_of, result.late_symbols = driver_rows.candidates(rows, batch.state, batch.tables)
-    chosen = order_check.as_of(rows.orders, quotes_of)
-    alerts = driver_rows.alert_rows(rows.orders, chosen, settings.thresholds, batch.batch_id, datetime.now(timezone.utc))
-    result.phases_ms["check"] = ms_since(t2)
-    t3 = time.perf_counter()
-    newest = driver_rows.newest_rows(rows.quotes, settings.thresholds) if rows.quotes else None
-    history = driver_rows.quote_rows(rows.quotes, batch.batch_id, settings.thresholds) if rows.quotes else None
-    _write(batch, history, alerts if rows.orders else None, newest, t3, compactor)
-
-
 def _column_steps(batch: BatchRun, cols: driver_columns.ColumnBatch, collected: int, t1: float,
                   compactor: Compactor | None) -> None:
     result, settings = batch.result, batch.settings
@@ -219,14 +206,14 @@ def _column_steps(batch: BatchRun, cols: driver_columns.ColumnBatch, collected: 
         quotes_of, result.late_symbols = driver_columns.candidates(cols, batch.state, batch.tables)
         chosen = driver_columns.as_of(cols.orders, quotes_of)
         alerts = driver_columns.alerts(cols.orders, chosen, settings.thresholds, batch.batch_id,
-                                       datetime.now(timezone.utc), driver_rows.SCHEMAS["alerts"])
+                                       datetime.now(timezone.utc), SCHEMAS["alerts"])
     result.phases_ms["check"] = ms_since(t2)
     t3 = time.perf_counter()
     history = newest = None
     if cols.quotes.num_rows:
-        history = driver_columns.history(cols.quotes, batch.batch_id, settings.thresholds, driver_rows.SCHEMAS["quotes"])
+        history = driver_columns.history(cols.quotes, batch.batch_id, settings.thresholds, SCHEMAS["quotes"])
         top = driver_columns.newest(cols.quotes)
-        newest = driver_columns.history(top, 0, settings.thresholds, driver_rows.SCHEMAS["quotes"]).select(list(NEWEST_COLUMNS))
+        newest = driver_columns.history(top, 0, settings.thresholds, SCHEMAS["quotes"]).select(list(NEWEST_COLUMNS))
     _write(batch, history, alerts, newest, t3, compactor)
 
 

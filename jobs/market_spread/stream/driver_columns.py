@@ -10,9 +10,9 @@ choice is a sorted search in NumPy.
 Certain-or-nothing, as domain.certain_lines: `parse` takes a batch only when every non-blank line
 matches its feed's layout and every field converts (a stricter subset of what certain_lines takes,
 with the same values: zone `Z` only, no escapes, prices as plain decimals with at most 8 fractional
-digits); for anything else it returns None and driver_batch parses line by line. The check gives
-domain.order_check's choice (the highest rules.quote_key at or before the order's time) and
-rules.should_reject's answer in exact decimal arithmetic (Arrow's DECIMAL128).
+digits); for anything else it returns None and driver_batch parses line by line (stream.driver_rows,
+into the same columns). The check is domain.columns' (the as-of choice and the reject rule in
+Arrow's kernels, exact in DECIMAL128), for both.
 """
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from market_spread.domain.columns import PRICE, as_of, newest, rejects, sort_by_key  # noqa: F401 - the driver's check
 from market_spread.domain.rules import Thresholds
 from market_spread.lake.state import late_history_rows
 from market_spread.lake.lake_tables import LakeTables
 from market_spread.lake.state_mirror import StateMirror
 
-PRICE = pa.decimal128(18, 8)
 _TIME = pa.timestamp("us", tz="UTC")
 _DAY_US = 86_400_000_000
 
@@ -133,55 +133,6 @@ def _orders(values: pa.ChunkedArray, universe: pa.Array) -> pa.Table:
     return pa.table({"order_id": f.field("order_id"), "account": pc.cast(f.field("account"), pa.int64()),
                      "symbol": _symbols(f, universe), "side": f.field("side"), "qty": _price(f, "qty"),
                      "price": _price(f, "price"), "time": _micros(f), "seq": _seq(f)})
-
-
-def rejects(bid: pa.Array, offer: pa.Array, thresholds: Thresholds) -> pa.Array:
-    """rules.should_reject over columns, exact: spread > 0 and (spread >= max_spread or
-    2 * spread >= ratio * (bid + offer)) in DECIMAL128 (38 digits hold every product here)."""
-    spread = pc.subtract(offer, bid)
-    wide = pc.greater_equal(spread, pa.scalar(thresholds.max_spread, PRICE))
-    ratio = pc.greater_equal(pc.add(spread, spread), pc.multiply(pa.scalar(thresholds.max_spread_ratio, PRICE),
-                                                               pc.add(bid, offer)))
-    return pc.and_(pc.greater(spread, pa.scalar(Decimal(0), PRICE)), pc.or_(wide, ratio))
-
-
-def sort_by_key(quotes: pa.Table) -> pa.Table:
-    """Quotes ordered by symbol, then rules.quote_key (time, a seq over none, seq, bid, offer)."""
-    keyed = quotes.append_column("_has_seq", pc.is_valid(quotes["seq"])).append_column(
-        "_seq", pc.fill_null(quotes["seq"], 0))
-    order = [("symbol", "ascending"), ("time", "ascending"), ("_has_seq", "ascending"), ("_seq", "ascending"),
-             ("bid", "ascending"), ("offer", "ascending")]
-    return keyed.sort_by(order).drop_columns(["_has_seq", "_seq"])
-
-
-def newest(quotes: pa.Table) -> pa.Table:
-    """Each symbol's highest quote by rules.quote_key (order_check.newest_by_symbol)."""
-    ranked = sort_by_key(quotes)
-    symbols = ranked["symbol"].combine_chunks()
-    if len(symbols) == 0:
-        return ranked
-    last = np.flatnonzero(pc.not_equal(symbols[1:], symbols[:-1]).to_numpy(zero_copy_only=False))
-    return ranked.take(np.append(last, len(symbols) - 1))
-
-
-def as_of(orders: pa.Table, candidates: pa.Table) -> pa.Table:
-    """For each order (in order), its chosen quote's columns (null where none): the highest
-    quote key among its symbol's candidates at or before the order's time (order_check.as_of)."""
-    ranked = sort_by_key(candidates)
-    names = pc.unique(ranked["symbol"])
-    c_code = pc.index_in(ranked["symbol"], value_set=names).to_numpy(zero_copy_only=False).astype(np.int64)
-    o_code = pc.index_in(orders["symbol"], value_set=names).to_numpy(zero_copy_only=False)
-    known = ~np.isnan(o_code) if o_code.dtype.kind == "f" else np.ones(len(o_code), bool)
-    o_code = np.where(known, np.nan_to_num(o_code), -1).astype(np.int64)
-    c_time, o_time = ranked["time"].to_numpy(), orders["time"].to_numpy()
-    # (symbol, time) as one sortable integer: the time's rank among all times in the batch.
-    times, rank = np.unique(np.concatenate([c_time, o_time]), return_inverse=True)
-    span = len(times) + 1
-    c_comp = c_code * span + rank[: len(c_time)]
-    o_comp = o_code * span + rank[len(c_time):]
-    at = np.searchsorted(c_comp, o_comp, side="right") - 1
-    found = known & (at >= 0) & (c_code[np.clip(at, 0, None)] == o_code) if len(c_code) else np.zeros(len(o_code), bool)
-    return ranked.take(pa.array(np.where(found, at, 0), mask=~found))
 
 
 def quote_days(micros: pa.Array) -> pa.Array:
