@@ -27,15 +27,20 @@ TABLES_WITH_LOGS = ("quotes", "symbol_state", "alerts", "quarantine", "batch_met
 
 
 def make_source(source: Path, symbols: list[str], seed: int, quotes: int, orders: int, files: int,
-                bad_per_file: int = 2) -> list[tuple[str, Path]]:
-    """Write the whole feed once (so an uninterrupted run can see the very same files); every file
-    also carries a few bad lines, so that each micro-batch writes the quarantine too. Returns the
-    files in landing order: quotes of pair k one step ahead of the orders of pair k, so that every
-    quote lands strictly earlier than the orders it affects (contract 5.2 and 5.8)."""
+                bad_per_file: int = 2, dirty_every: int = 1) -> list[tuple[str, Path]]:
+    """Write the whole feed once (so an uninterrupted run can see the very same files); every
+    `dirty_every`-th file pair also carries a few bad lines, so that micro-batches write the
+    quarantine too (a batch of clean files only is checked on the driver, one with a bad line by
+    Spark's plan). Returns the files in landing order: quotes of pair k one step ahead of the orders
+    of pair k, so that every quote lands strictly earlier than the orders it affects (contract 5.2
+    and 5.8), and the orders of pair k land after the quotes of pair k + 1: late orders, older than
+    their symbols' state, checked against the quote history."""
     write_backlog(source, Generator(symbols, seed=seed, wide_share=0.4), quotes, orders, files, f"s{seed}")
     rng = random.Random(seed)
     for feed in ("quotes", "orders"):
-        for path in sorted((source / feed).glob("*.jsonl")):
+        for k, path in enumerate(sorted((source / feed).glob("*.jsonl"))):
+            if k % dirty_every:
+                continue
             lines = path.read_text().splitlines()
             for bad in bad_lines(rng, bad_per_file, f"{feed}/{path.name}"):
                 lines.insert(rng.randrange(len(lines) + 1), bad)
