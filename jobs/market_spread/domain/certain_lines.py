@@ -4,8 +4,8 @@
 A line is taken only when it is certainly valid and its values are certainly the ones Spark's
 parse (transforms.parsing) gives it; for anything else `parse_line` returns None and the whole
 batch goes to Spark, which alone decides quarantine reasons. So this module can make a batch slower,
-never different. What it takes: a JSON object with no key outside its feed's fields and no key
-twice, starting with `{` and ending with `}` (no surrounding whitespace, which Spark's `rtrim` and
+never different. What it takes: a JSON object with no key twice (keys outside its feed's fields
+are ignored, as Spark does), starting with `{` and ending with `}` (no surrounding whitespace, which Spark's `rtrim` and
 Python's parser treat differently), required fields present and not null, text fields non-empty
 ASCII strings, the symbol in the universe, the side BUY or SELL, integers as JSON integers within
 64 bits, prices and quantities as JSON numbers > 0 and < 1e10 with at most 8 fractional digits (no
@@ -29,8 +29,6 @@ _INT64 = (-(1 << 63), (1 << 63) - 1)
 # Blank, as Spark's `rlike('\S')` sees it: Java's \s is these six ASCII characters only.
 _BLANK = re.compile(r"[ \t\n\x0b\f\r]*")
 
-QUOTE_FIELDS = frozenset(("symbol", "transact_time", "bid", "offer", "seq"))
-ORDER_FIELDS = frozenset(("order_id", "account", "symbol", "side", "qty", "price", "transact_time", "seq"))
 
 
 class Quote(NamedTuple):
@@ -119,22 +117,22 @@ def _time(obj: dict[str, Any]) -> int:
     return micros(v)
 
 
-def _object(line: str, fields: frozenset[str]) -> dict[str, Any]:
+def _object(line: str) -> dict[str, Any]:
     if not (line.startswith("{") and line.endswith("}")):
         raise _Uncertain
     try:
         obj = _DECODER.decode(line)
     except ValueError:  # json.JSONDecodeError is one
         raise _Uncertain from None
-    if type(obj) is not dict or not fields.issuperset(obj):
+    if type(obj) is not dict:
         raise _Uncertain
-    return obj
+    return obj  # other keys are ignored, as Spark's reader skips them
 
 
 def parse_quote(line: str, universe: frozenset[str]) -> Quote | None:
     """The quote of a certainly valid quotes line, else None."""
     try:
-        obj = _object(line, QUOTE_FIELDS)
+        obj = _object(line)
         symbol = _text(obj, "symbol")
         if symbol not in universe:
             raise _Uncertain
@@ -146,7 +144,7 @@ def parse_quote(line: str, universe: frozenset[str]) -> Quote | None:
 def parse_order(line: str, universe: frozenset[str]) -> Order | None:
     """The order of a certainly valid orders line, else None."""
     try:
-        obj = _object(line, ORDER_FIELDS)
+        obj = _object(line)
         symbol, side = _text(obj, "symbol"), _text(obj, "side")
         if symbol not in universe or side not in ("BUY", "SELL"):
             raise _Uncertain
