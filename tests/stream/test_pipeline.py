@@ -572,22 +572,27 @@ def test_late_history_holds_only_what_the_as_of_choice_can_use(spark, tmp_path):
 
 
 def test_the_driver_and_sparks_plan_check_batches_alike(spark, tmp_path, monkeypatch):
-    # A batch of certainly valid lines is parsed and checked on the driver (stream.driver_batch):
-    # in Arrow's kernels when its lines have the product's own layout (stream.driver_columns), else
-    # line by line ("rows": the kernels' parse declines every batch here); with that path off
-    # (MARKET_SPREAD_DRIVER_BATCH_LINES=0), Spark's plan does it all. The same tables each way, over
-    # several batches, ties, orders without market data and late orders (history). A batch with one
-    # bad line goes to Spark whole.
-    taken, by_columns = [], []
+    # A batch is parsed and checked on the driver (stream.driver_batch): lines in the product's own
+    # layout in Arrow's kernels (stream.driver_columns), the others line by line ("rows": every line
+    # goes that way here), bad lines given their quarantine reason there, and the few only Spark can
+    # judge parsed by Spark alone; with that path off (MARKET_SPREAD_DRIVER_BATCH_LINES=0), Spark's
+    # plan does it all. The same tables each way, over several batches, ties, orders without market
+    # data, late orders (history) and bad lines of every sort.
+    taken, left = [], []
     from market_spread.stream import driver_batch, driver_columns
 
-    real, real_parse = driver_batch.driver_steps, driver_columns.parse
+    real, real_split = driver_batch.driver_steps, driver_columns.split
+
+    def rows_only(lines, universe):
+        columns, _ = real_split(lines, universe)
+        return driver_columns.ColumnBatch(columns.quotes.slice(0, 0), columns.orders.slice(0, 0), []), lines
+
     monkeypatch.setattr(driver_batch, "driver_steps", lambda *args: taken.append(real(*args)) or taken[-1])
     lakes = {}
     for name, limit in (("driver", "50000"), ("rows", "50000"), ("spark", "0")):
         monkeypatch.setenv("MARKET_SPREAD_DRIVER_BATCH_LINES", limit)
-        columns = (lambda *a: by_columns.append(real_parse(*a)) or by_columns[-1]) if name == "driver" else (lambda *a: None)
-        monkeypatch.setattr(driver_columns, "parse", columns)
+        split = (lambda *a: left.append(real_split(*a)[1].num_rows) or real_split(*a)) if name == "driver" else rows_only
+        monkeypatch.setattr(driver_columns, "split", split)
         landing, lake = tmp_path / name / "landing", tmp_path / name / "lake"
         _generated(landing, files=2, seed=21)
         assert stream(spark, landing, lake) == 0
@@ -599,13 +604,17 @@ def test_the_driver_and_sparks_plan_check_batches_alike(spark, tmp_path, monkeyp
         assert stream(spark, landing, lake) == 0
         land(landing, "orders", [order("late2", "MSFT", at(-7200))], name="b3.jsonl")
         assert stream(spark, landing, lake) == 0
-        land(landing, "orders", [order("bad-neighbour", "AAPL", at(8)), "{not json"], name="b4.jsonl")
+        single_quoted = order("single", "AAPL", at(8)).replace('"', "'")  # valid to Spark's reader alone
+        land(landing, "orders", [order("bad-neighbour", "AAPL", at(8)), "{not json", single_quoted, "{'x': 1}",
+                                 *[line for lines in BAD_ORDERS.values() for line in lines]], name="b4.jsonl")
+        land(landing, "quotes", [line for lines in BAD_QUOTES.values() for line in lines], name="b4.jsonl")
         assert stream(spark, landing, lake) == 0
         lakes[name] = lake
-    assert taken == [True, True, True, False] * 2, "the driver takes the valid batches; a bad line sends one to Spark"
-    assert [b is not None for b in by_columns] == [True, True, True, False], "Arrow's parse took the valid batches"
+    assert taken == [True] * 8, "the driver takes every batch, the bad lines' too"
+    assert left[:3] == [0, 0, 0] and left[3] > 0, "Arrow's parse took the valid batches' lines whole"
     want = comparable_tables(spark, lakes["spark"])
-    assert {r["order_id"] for r in want["alerts"]} >= {"tie", "none", "late", "late2", "bad-neighbour"}
+    assert {r["order_id"] for r in want["alerts"]} >= {"tie", "none", "late", "late2", "bad-neighbour", "single"}
+    assert len(want["quarantine"]) == 2 + sum(map(len, BAD_ORDERS.values())) + sum(map(len, BAD_QUOTES.values()))
     assert comparable_tables(spark, lakes["driver"]) == want
     assert comparable_tables(spark, lakes["rows"]) == want
     late = read_table(spark, lakes["driver"], "batch_metrics").where("batch_id = 1").first()

@@ -43,7 +43,7 @@ from market_spread.runtime.storage import Location
 from market_spread.stream.checkpoint_files import query_id
 from market_spread.runtime import spark as runtime_spark
 from market_spread.runtime.spark import SMALL_BATCH_LINES, kept_for_batch, sized_for, spark_jobs_so_far
-from market_spread.stream import driver_batch
+from market_spread.stream import driver_batch, driver_spark
 from market_spread.stream.batch_run import BatchResult, BatchRun, BatchSettings, compact_quietly, finish, run_writes
 from market_spread.stream.check import check_orders
 from market_spread.stream.summary import BatchSummary, summarize
@@ -68,6 +68,7 @@ class BatchProcessor:
     state: StateMirror | None = None  # symbol_state's quotes on the driver (this process is the only writer)
     compactor: Compactor | None = None  # compacts the append-only tables every N commits (lake.compaction)
     last_lines: int | None = None  # input lines of the batch before (None: none yet in this process)
+    warm: driver_spark.Warm | None = None  # Spark's parse of a driver batch's uncertain lines, warmed at start
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         spark = batch_df.sparkSession
@@ -82,10 +83,13 @@ class BatchProcessor:
             self.state = StateMirror(self.tables)
         if self.compactor is None:
             self.compactor = Compactor(self.tables)
+        if self.warm is None and driver_batch.limit_lines() and delta_rs.enabled():
+            self.warm = driver_spark.Warm(spark, self.settings.symbols)
         try:
             result = process_batch(batch_df, batch_id, self.settings, self.committed, self.state,
                                    expect_small=self.last_lines is not None and self.last_lines < SMALL_BATCH_LINES,
-                                   compactor=self.compactor, lines_before=self.last_lines, tables=self.tables)
+                                   compactor=self.compactor, lines_before=self.last_lines, tables=self.tables,
+                                   warm=self.warm)
         except BaseException:
             # Some writes may be in and the copy ahead of the table: read both from the lake again.
             self.committed = None
@@ -118,6 +122,7 @@ def process_batch(
     compactor: Compactor | None = None,
     lines_before: int | None = None,
     tables: LakeTables | None = None,
+    warm: driver_spark.Warm | None = None,
 ) -> BatchResult:
     """Process one micro-batch. `committed` (table -> last batch written) is updated in place;
     None reads it from the lake (a one-off call, e.g. in tests). `state` likewise. `expect_small`:
@@ -133,7 +138,8 @@ def process_batch(
     if state is None:
         state = StateMirror(tables)
     batch = BatchRun(spark, batch_id, settings, committed, state, tables, BatchResult(batch_id),
-                     t0=time.perf_counter(), jobs0=spark_jobs_so_far(spark), started_at=datetime.now(timezone.utc))
+                     t0=time.perf_counter(), jobs0=spark_jobs_so_far(spark), started_at=datetime.now(timezone.utc),
+                     warm=warm)
     scope = ExitStack()  # the parsed batch's cache and the size-dependent settings, until the batch ends
     try:
         if state.ready() and driver_batch.likely_small(batch_df, lines_before) and driver_batch.driver_steps(batch, batch_df, compactor):

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Any, Callable
 
 from pyspark.sql import SparkSession
 
@@ -84,6 +84,7 @@ class BatchRun:
     t0: float  # time.perf_counter() at the start: the batch's own time
     jobs0: int | None  # Spark jobs run before the batch
     started_at: datetime
+    warm: Any = None  # stream.driver_spark.Warm: the parse of uncertain lines, warmed at the start
 
     def describe(self, phase: str) -> None:
         """Name the phase in the Spark UI (a job description is per thread)."""

@@ -31,10 +31,10 @@ from market_spread.lake.state import NEWEST_COLUMNS, merge_state
 from market_spread.lake.writes import ms_since
 from market_spread.runtime import settings
 from market_spread.runtime.storage import S3Path, location
-from market_spread.stream import driver_columns, driver_rows
+from market_spread.stream import driver_columns, driver_rows, driver_spark
 from market_spread.stream.batch_run import BatchRun, finish, run_writes
 
-SCHEMAS = {t: delta_rs.arrow_schema(lake_mod.SCHEMAS[t]) for t in ("quotes", "alerts")}
+SCHEMAS = {t: delta_rs.arrow_schema(lake_mod.SCHEMAS[t]) for t in ("quotes", "alerts", "quarantine")}
 _BYTES_PER_LINE = 256  # a landing line is about 120-180 bytes: the bound errs towards Spark
 # Line by line in Python a batch costs about 35 µs a line: past this many, Spark's plan is faster.
 ROWS_MAX_LINES = 50_000
@@ -158,27 +158,45 @@ def _get_pool() -> ThreadPoolExecutor:
 
 
 def driver_steps(batch: BatchRun, batch_df: DataFrame, compactor: Compactor | None) -> bool:
-    """The whole batch on the driver (stream.driver_batch); False, having committed nothing, when a
-    line is not certainly valid: Spark then takes the batch (the attempt's time counts in its parse,
-    which is timed from the batch's start). Lines in the product's own layout go through Arrow's
-    kernels (stream.driver_columns), any other batch line by line."""
+    """The whole batch on the driver (stream.driver_batch); False, having committed nothing, when
+    its lines are not UTF-8 or too many are outside the product's own layout: Spark then takes the
+    batch (the attempt's time counts in its parse, which is timed from the batch's start)."""
     batch.describe("read lines")
     lines = read_lines(batch_df)
     collected = ms_since(batch.t0)
     t1 = time.perf_counter()
-    if lines is None:
+    parsed = None if lines is None else parse_lines(batch, lines)
+    if parsed is None:
         return False
-    columns = driver_columns.parse(lines, _universe(batch.settings.universe))
-    if columns is not None:
-        _column_steps(batch, columns, collected, t1, compactor)
-        return True
-    if lines.num_rows > ROWS_MAX_LINES:
-        return False
-    columns = driver_rows.parse(lines, batch.settings.universe)
-    if columns is None:
-        return False
-    _column_steps(batch, columns, collected, t1, compactor)
+    _column_steps(batch, *parsed, collected, t1, compactor)
     return True
+
+
+def parse_lines(batch: BatchRun, lines: pa.Table) -> tuple[driver_columns.ColumnBatch, pa.Table | None] | None:
+    """The batch's valid lines as columns and its bad ones as quarantine rows (stream, raw, reason,
+    source_file): lines in the product's own layout through Arrow's kernels (stream.driver_columns),
+    the others one by one (stream.driver_rows), the few neither is certain of through Spark's
+    parse of those lines alone (stream.driver_spark). None: Spark's plan takes the batch."""
+    split = driver_columns.split(lines, _universe(batch.settings.universe))
+    if split is None:
+        return None
+    columns, rest = split
+    if rest.num_rows == 0:
+        return columns, None
+    if rest.num_rows > ROWS_MAX_LINES:
+        return None
+    sorted_lines = driver_rows.sort_lines(rest, batch.settings.universe)
+    if sorted_lines is None:
+        return None
+    parts, bad = [columns, sorted_lines.columns], [sorted_lines.quarantine]
+    if sorted_lines.uncertain.num_rows:
+        if batch.warm is not None:
+            batch.warm.wait()
+        batch.describe("parse uncertain lines")
+        by_spark, spark_bad = driver_spark.parse(batch.spark, sorted_lines.uncertain, batch.settings.symbols)
+        parts.append(by_spark)
+        bad.append(spark_bad)
+    return driver_columns.concat(parts), pa.concat_tables(bad)
 
 
 @lru_cache(maxsize=4)
@@ -186,20 +204,22 @@ def _universe(universe: frozenset[str]) -> pa.Array:
     return pa.array(sorted(universe), pa.string())
 
 
-def _counted(batch: BatchRun, quotes: int, orders: int, sources: tuple[list[str], dict[str, int]], collected: int,
-             t1: float) -> None:
+def _counted(batch: BatchRun, quotes: int, orders: int, quarantined: int, sources: tuple[list[str], dict[str, int]],
+             collected: int, t1: float) -> None:
     result = batch.result
     result.on_driver = True
-    result.quotes, result.orders, result.quarantined = quotes, orders, 0
-    result.input_lines = quotes + orders
+    result.quotes, result.orders, result.quarantined = quotes, orders, quarantined
+    result.input_lines = quotes + orders + quarantined
     result.files, result.last_offsets = sources
     result.phases_ms.update(collect=collected, parse=ms_since(t1))
 
 
-def _column_steps(batch: BatchRun, cols: driver_columns.ColumnBatch, collected: int, t1: float,
+def _column_steps(batch: BatchRun, cols: driver_columns.ColumnBatch, bad: pa.Table | None, collected: int, t1: float,
                   compactor: Compactor | None) -> None:
     result, settings = batch.result, batch.settings
-    _counted(batch, cols.quotes.num_rows, cols.orders.num_rows, driver_rows.sources(set(cols.sources)), collected, t1)
+    quarantined = bad.num_rows if bad is not None else 0
+    _counted(batch, cols.quotes.num_rows, cols.orders.num_rows, quarantined, driver_rows.sources(set(cols.sources)),
+             collected, t1)
     t2 = time.perf_counter()
     alerts = None
     if cols.orders.num_rows:
@@ -214,12 +234,21 @@ def _column_steps(batch: BatchRun, cols: driver_columns.ColumnBatch, collected: 
         history = driver_columns.history(cols.quotes, batch.batch_id, settings.thresholds, SCHEMAS["quotes"])
         top = driver_columns.newest(cols.quotes)
         newest = driver_columns.history(top, 0, settings.thresholds, SCHEMAS["quotes"]).select(list(NEWEST_COLUMNS))
-    _write(batch, history, alerts, newest, t3, compactor)
+    quarantine = quarantine_rows(bad, batch.batch_id) if quarantined else None
+    _write(batch, history, alerts, newest, quarantine, t3, compactor)
 
 
-def _write(batch: BatchRun, history: pa.Table | None, alerts: pa.Table | None, newest: pa.Table | None, t3: float,
-           compactor: Compactor | None) -> None:
-    written = run_writes(batch, _writes(batch, history, alerts, newest), newest=lambda: newest)
+def quarantine_rows(bad: pa.Table, batch_id: int) -> pa.Table:
+    """Quarantine rows (stream, raw, reason, source_file) stamped with the time and the batch."""
+    n = bad.num_rows
+    stamp = pa.array([datetime.now(timezone.utc)] * n, SCHEMAS["quarantine"].field("detected_at").type)
+    return bad.append_column("detected_at", stamp).append_column("batch_id", pa.array([batch_id] * n, pa.int64())) \
+        .cast(SCHEMAS["quarantine"])
+
+
+def _write(batch: BatchRun, history: pa.Table | None, alerts: pa.Table | None, newest: pa.Table | None,
+           quarantine: pa.Table | None, t3: float, compactor: Compactor | None) -> None:
+    written = run_writes(batch, _writes(batch, history, alerts, newest, quarantine), newest=lambda: newest)
     batch.result.alerts = alerts.num_rows if alerts is not None else 0
     batch.result.phases_ms["write"] = ms_since(t3)
     batch.result.phases_ms.setdefault("merge", 0)
@@ -227,7 +256,7 @@ def _write(batch: BatchRun, history: pa.Table | None, alerts: pa.Table | None, n
 
 
 def _writes(batch: BatchRun, history: pa.Table | None, alerts: pa.Table | None, newest: pa.Table | None,
-            ) -> dict[str, Callable[[], None]]:
+            quarantine: pa.Table | None) -> dict[str, Callable[[], None]]:
     """The driver's batch's writes, by table, not run yet (as stream.batch._planned_writes for Spark's)."""
     tables, guard, batch_id = batch.tables, batch.settings.before_commit, batch.batch_id
     writes: dict[str, Callable[[], None]] = {}
@@ -236,4 +265,6 @@ def _writes(batch: BatchRun, history: pa.Table | None, alerts: pa.Table | None, 
         writes["symbol_state"] = lambda: merge_state(tables, newest, batch_id, guard)
     if alerts is not None:
         writes["alerts"] = lambda: tables.append("alerts", alerts, batch_id, guard)
+    if quarantine is not None:
+        writes["quarantine"] = lambda: tables.append("quarantine", quarantine, batch_id, guard)
     return writes

@@ -71,68 +71,109 @@ class ColumnBatch:
     sources: list[str]
 
 
-def parse(lines: pa.Table, universe: pa.Array) -> ColumnBatch | None:
-    """The lines (stream, value, source_file) as columns; None unless every line is certain here."""
+def split(lines: pa.Table, universe: pa.Array) -> tuple[ColumnBatch, pa.Table] | None:
+    """The lines (stream, value, source_file) in the product's own layout as columns, and the other
+    non-blank lines as they came (for stream.driver_rows); None when a line is not UTF-8."""
     try:
         lines.column("value").validate(full=True)  # UTF-8: a line that is not goes elsewhere
-        # Spark's Arrow hands over large strings (Kafka); the state's and history's symbols are not.
-        lines = pa.table({c: pc.cast(lines.column(c), pa.string()) for c in ("stream", "value", "source_file")})
-        keep = pc.invert(pc.match_substring_regex(lines.column("value"), _BLANK))
-        lines = lines.filter(keep)
-        is_quote = pc.equal(lines.column("stream"), "quotes")
-        quotes = _quotes(lines.filter(is_quote).column("value"), universe)
-        orders = _orders(lines.filter(pc.invert(is_quote)).column("value"), universe)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, _NotCertain):
+    except pa.ArrowInvalid:
         return None
-    sources = pc.unique(lines.column("source_file")).to_pylist()
-    return ColumnBatch(quotes, orders, sources)
+    # Spark's Arrow hands over large strings (Kafka); the state's and history's symbols are not.
+    lines = pa.table({c: pc.cast(lines.column(c), pa.string()) for c in ("stream", "value", "source_file")})
+    lines = lines.filter(pc.invert(pc.match_substring_regex(lines.column("value"), _BLANK)))
+    is_quote = pc.equal(lines.column("stream"), "quotes")
+    quote_lines, order_lines = lines.filter(is_quote), lines.filter(pc.invert(is_quote))
+    quotes, quote_taken = _quotes(quote_lines.column("value"), universe)
+    orders, order_taken = _orders(order_lines.column("value"), universe)
+    taken = pa.concat_tables([quote_lines.filter(quote_taken), order_lines.filter(order_taken)])
+    rest = pa.concat_tables([quote_lines.filter(pc.invert(quote_taken)), order_lines.filter(pc.invert(order_taken))])
+    return ColumnBatch(quotes, orders, pc.unique(taken.column("source_file")).to_pylist()), rest
 
 
-class _NotCertain(Exception):
-    """A line outside this module's layout: driver_batch parses the batch line by line."""
+def concat(parts: list[ColumnBatch]) -> ColumnBatch:
+    """One batch of several parts' columns (each part's tables in the same columns and types)."""
+    return ColumnBatch(pa.concat_tables([p.quotes for p in parts]), pa.concat_tables([p.orders for p in parts]),
+                       sorted({s for p in parts for s in p.sources}))
 
 
-def _fields(values: pa.ChunkedArray, pattern: str) -> pa.StructArray:
+def parse(lines: pa.Table, universe: pa.Array) -> ColumnBatch | None:
+    """The lines as columns; None unless every line is in the product's own layout."""
+    done = split(lines, universe)
+    return done[0] if done is not None and done[1].num_rows == 0 else None
+
+
+def _fields(values: pa.ChunkedArray, pattern: str) -> tuple[pa.StructArray, np.ndarray]:
+    """The pattern's fields of the lines it matches, and those lines' positions."""
     fields = pc.extract_regex(values.combine_chunks() if len(values) else pa.array([], pa.string()), pattern)
-    if fields.null_count:
-        raise _NotCertain
-    return fields
+    at = pc.indices_nonzero(pc.is_valid(fields))
+    return fields.take(at), at.to_numpy()
 
 
-def _symbols(fields: pa.StructArray, universe: pa.Array) -> pa.Array:
-    symbol = fields.field("symbol")
-    if not pc.all(pc.is_in(symbol, value_set=universe)).as_py() and len(symbol):
-        raise _NotCertain
-    return symbol
+def _taken(size: int, at: np.ndarray, ok: pa.Array) -> pa.Array:
+    """Over all `size` lines, which were taken: matched (at `at`) and `ok`."""
+    taken = np.zeros(size, bool)
+    taken[at[ok.to_numpy(zero_copy_only=False)]] = True
+    return pa.array(taken)
 
 
-def _price(fields: pa.StructArray, name: str) -> pa.Array:
-    price = pc.cast(fields.field(name), PRICE)
-    if len(price) and not pc.all(pc.greater(price, pa.scalar(Decimal(0), PRICE))).as_py():
-        raise _NotCertain  # zero: not a price (certain_lines wants > 0)
-    return price
+def _cast(text: pa.Array, kind: pa.DataType) -> pa.Array:
+    """`text` cast to `kind`; a value that does not convert (February 30th, a 64-bit overflow) null,
+    found one at a time only when the whole cast fails."""
+    try:
+        return pc.cast(text, kind)
+    except pa.ArrowInvalid:
+        def one(value: pa.Scalar) -> object:
+            try:
+                return pc.cast(pa.array([value.as_py()], text.type), kind)[0].as_py()
+            except pa.ArrowInvalid:
+                return None
+
+        return pa.array([one(v) for v in text], kind)
+
+
+def _positive(price: pa.Array) -> pa.Array:
+    return pc.fill_null(pc.greater(price, pa.scalar(Decimal(0), PRICE)), False)  # zero: not a price
 
 
 def _micros(fields: pa.StructArray) -> pa.Array:
-    return pc.cast(pc.cast(fields.field("time"), _TIME), pa.int64())
+    return pc.cast(_cast(fields.field("time"), _TIME), pa.int64())
 
 
 def _seq(fields: pa.StructArray) -> pa.Array:
     text = fields.field("seq")
-    return pc.cast(pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.string()), text), pa.int64())
+    return _cast(pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.string()), text), pa.int64())
 
 
-def _quotes(values: pa.ChunkedArray, universe: pa.Array) -> pa.Table:
-    f = _fields(values, QUOTE_LINE)
-    return pa.table({"symbol": _symbols(f, universe), "bid": _price(f, "bid"), "offer": _price(f, "offer"),
-                     "time": _micros(f), "seq": _seq(f)})
+def _ok(*masks: pa.Array) -> pa.Array:
+    out = pc.fill_null(masks[0], False)
+    for mask in masks[1:]:
+        out = pc.and_(out, pc.fill_null(mask, False))
+    return out
 
 
-def _orders(values: pa.ChunkedArray, universe: pa.Array) -> pa.Table:
-    f = _fields(values, ORDER_LINE)
-    return pa.table({"order_id": f.field("order_id"), "account": pc.cast(f.field("account"), pa.int64()),
-                     "symbol": _symbols(f, universe), "side": f.field("side"), "qty": _price(f, "qty"),
-                     "price": _price(f, "price"), "time": _micros(f), "seq": _seq(f)})
+def _seq_ok(f: pa.StructArray, seq: pa.Array) -> pa.Array:
+    """A seq that converted, or none given."""
+    return pc.or_(pc.is_valid(seq), pc.equal(pc.fill_null(f.field("seq"), ""), ""))
+
+
+def _quotes(values: pa.ChunkedArray, universe: pa.Array) -> tuple[pa.Table, pa.Array]:
+    f, at = _fields(values, QUOTE_LINE)
+    bid, offer, time, seq = pc.cast(f.field("bid"), PRICE), pc.cast(f.field("offer"), PRICE), _micros(f), _seq(f)
+    ok = _ok(pc.is_in(f.field("symbol"), value_set=universe), _positive(bid), _positive(offer), pc.is_valid(time),
+             _seq_ok(f, seq))
+    table = pa.table({"symbol": f.field("symbol"), "bid": bid, "offer": offer, "time": time, "seq": seq})
+    return table.filter(ok), _taken(len(values), at, ok)
+
+
+def _orders(values: pa.ChunkedArray, universe: pa.Array) -> tuple[pa.Table, pa.Array]:
+    f, at = _fields(values, ORDER_LINE)
+    account, qty, price, time, seq = (_cast(f.field("account"), pa.int64()), pc.cast(f.field("qty"), PRICE),
+                                      pc.cast(f.field("price"), PRICE), _micros(f), _seq(f))
+    ok = _ok(pc.is_in(f.field("symbol"), value_set=universe), pc.is_valid(account), _positive(qty), _positive(price),
+             pc.is_valid(time), _seq_ok(f, seq))
+    table = pa.table({"order_id": f.field("order_id"), "account": account, "symbol": f.field("symbol"),
+                      "side": f.field("side"), "qty": qty, "price": price, "time": time, "seq": seq})
+    return table.filter(ok), _taken(len(values), at, ok)
 
 
 def quote_days(micros: pa.Array) -> pa.Array:

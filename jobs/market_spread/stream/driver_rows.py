@@ -1,15 +1,18 @@
-"""A driver batch's lines parsed one by one in Python (domain.certain_lines) into the columns
-stream.driver_columns makes: for batches of certainly valid lines that are not all in the layout
-driver_columns' regex takes (another key order, a zone offset, an escape, `1.0` for an integer
-field). The check that follows is the same for both (domain.columns, in driver_batch); only the
-parse differs, at about 20 µs a line here.
+"""A driver batch's lines that are not in the product's own layout, one by one in Python: the
+certainly valid ones (domain.certain_lines: another key order, a zone offset, an escape, keys Spark
+ignores) into the columns stream.driver_columns makes, the certainly bad ones with the quarantine
+reason Spark's parse would give (domain.bad_lines), the rest left to Spark's parse. The check that
+follows is the same for all (domain.columns, in driver_batch); only the parse differs, at about
+20 µs a line here.
 """
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import pyarrow as pa
 
+from market_spread.domain.bad_lines import certain_reason
 from market_spread.domain.certain_lines import Order, Quote, is_blank, parse_order, parse_quote
 from market_spread.domain.columns import PRICE
 from market_spread.stream.driver_columns import ColumnBatch
@@ -17,11 +20,24 @@ from market_spread.stream.driver_columns import ColumnBatch
 _OFFSET = re.compile(r"(.*)/([0-9]+)", re.DOTALL)
 
 
-def parse(table: pa.Table, universe: frozenset[str]) -> ColumnBatch | None:
-    """The lines (stream, value, source_file) as columns (blank ones dropped, as
-    parsing.nonblank_lines does); None when a line is not certainly valid."""
+@dataclass
+class Lines:
+    """A batch's lines as the driver sorts them: certainly valid ones as columns, certainly bad ones
+    with their quarantine reason, and the few only Spark's parse can judge."""
+
+    columns: ColumnBatch
+    quarantine: pa.Table  # stream, raw, reason, source_file
+    uncertain: pa.Table  # stream, value, source_file
+
+
+def sort_lines(table: pa.Table, universe: frozenset[str]) -> Lines | None:
+    """The lines (stream, value, source_file) one by one: parsed (domain.certain_lines), given their
+    quarantine reason (domain.bad_lines), or left to Spark; blank ones dropped, as
+    parsing.nonblank_lines does. None when a line is not UTF-8 (Spark reads the batch)."""
     quotes: list[Quote] = []
     orders: list[Order] = []
+    bad: list[tuple[str, str, str, str]] = []
+    unsure: list[tuple[str, str, str]] = []
     seen: set[str] = set()
     try:
         columns = [table[c].to_pylist() for c in ("stream", "value", "source_file")]
@@ -31,12 +47,28 @@ def parse(table: pa.Table, universe: frozenset[str]) -> ColumnBatch | None:
         line = line.removeprefix("\ufeff")
         if is_blank(line):
             continue
-        record = parse_quote(line, universe) if stream == "quotes" else parse_order(line, universe)
-        if record is None:
-            return None
-        (quotes if stream == "quotes" else orders).append(record)
         seen.add(source)
-    return ColumnBatch(_table(quotes, QUOTE_TYPES), _table(orders, ORDER_TYPES), sorted(seen))
+        record = parse_quote(line, universe) if stream == "quotes" else parse_order(line, universe)
+        if record is not None:
+            (quotes if stream == "quotes" else orders).append(record)
+        elif (reason := certain_reason(stream, line, universe)) is not None:
+            bad.append((stream, line, reason, source))
+        else:
+            unsure.append((stream, line, source))
+    return Lines(ColumnBatch(_table(quotes, QUOTE_TYPES), _table(orders, ORDER_TYPES), sorted(seen)),
+                 pa.table({n: pa.array([b[i] for b in bad], pa.string()) for i, n in enumerate(QUARANTINE)}),
+                 pa.table({n: pa.array([u[i] for u in unsure], pa.string()) for i, n in enumerate(LINE_COLUMNS)}))
+
+
+QUARANTINE = ("stream", "raw", "reason", "source_file")
+LINE_COLUMNS = ("stream", "value", "source_file")
+
+
+def parse(table: pa.Table, universe: frozenset[str]) -> ColumnBatch | None:
+    """The lines as columns; None unless every line is certainly valid."""
+    lines = sort_lines(table, universe)
+    ok = lines is not None and lines.quarantine.num_rows == 0 and lines.uncertain.num_rows == 0
+    return lines.columns if ok else None
 
 
 QUOTE_TYPES = {"symbol": pa.string(), "bid": PRICE, "offer": PRICE, "time": pa.int64(), "seq": pa.int64()}
