@@ -280,6 +280,7 @@ def test_small_and_large_batches_give_the_same_tables_whoever_commits_them(spark
 
     real_merge = pipeline.merge_state
     monkeypatch.setattr(pipeline, "merge_state", merge_state)
+    monkeypatch.setenv("MARKET_SPREAD_DRIVER_BATCH_LINES", "0")  # Spark's plan, whose sizes are the subject
     lakes = {}
     for name, small_below, driver_below in (("small", 10**9, 0), ("large, driver", 0, 10**9), ("large, Spark", 0, 0)):
         monkeypatch.setattr(spark_mod, "SMALL_BATCH_LINES", small_below)
@@ -316,10 +317,14 @@ def test_a_batch_replayed_after_a_crash_between_its_writes_leaves_exact_tables(s
     def crash(*args, **kwargs):
         raise RuntimeError("simulated crash between the writes of one micro-batch")
 
-    monkeypatch.setattr(pipeline, "merge_state", crash)
+    from market_spread.stream import driver_batch
+
+    for checked_by in (pipeline, driver_batch):  # Spark's plan or the driver
+        monkeypatch.setattr(checked_by, "merge_state", crash)
     assert stream(spark, crashed / "landing", crashed / "lake") == 1
     assert rows(spark, crashed / "lake", "alerts"), "the appends happened before the crash"
-    monkeypatch.setattr(pipeline, "merge_state", real_merge)
+    for checked_by in (pipeline, driver_batch):
+        monkeypatch.setattr(checked_by, "merge_state", real_merge)
     assert stream(spark, crashed / "landing", crashed / "lake") == 0
 
     assert comparable_tables(spark, crashed / "lake") == comparable_tables(spark, clean / "lake")

@@ -11,6 +11,7 @@ Measures on this machine, in one run:
 - where the time of a micro-batch goes (parse, as-of check, appends, MERGE);
 - the median 2,000-event batch, p99 at 1,000 events/s and the backlog's throughput on the local S3
   server (`market-spread object-store`, started for the run) beside local disk (part `s3`);
+- latency and the cost of a batch with quarantined lines, with bad lines among the feed's (part `dirty`);
 - the CPU an idle stream takes, from files and from Kafka (part `idle`).
 The latency and idle runs start the stream with the product's defaults (its default trigger).
 Writes latest.json, PNG plots and summary.md into bench/results/quick or bench/results/full (--out).
@@ -28,6 +29,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from market_spread_tools.bench_dirty import dirty_feeds
 from market_spread_tools.bench_idle import idle_cost
 from market_spread_tools.bench_kafka import broker_available, kafka_latency
 from market_spread_tools.bench_latency import latency
@@ -71,6 +73,8 @@ def measure(spark, work: Path, plan: Plan, parts: set[str], kafka_skipped: str |
             # The file source's rates up to 10,000 events/s, for the row beside its own.
             rates = tuple(r for r in plan.rates if r <= 10_000)
             results["kafka_latency_ms"] = kafka_latency(spark, work, rates, plan.rate_seconds, bench_symbols(3_000))
+    if "dirty" in parts:
+        results["dirty"] = dirty_feeds(spark, work, plan.rate_seconds, bench_symbols(3_000), kafka_skipped)
     if "idle" in parts:
         results["idle"] = idle_cost(spark, work, plan.idle_seconds, kafka_skipped)
     if "s3" in parts:
@@ -108,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     shutil.rmtree(work, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     # The idle part measures a stream from Kafka too, when a broker can be started.
-    with_kafka = bool({"kafka", "idle"} & parts)
+    with_kafka = bool({"kafka", "idle", "dirty"} & parts)
     kafka_skipped = broker_available() if with_kafka else None
     s3_skipped = s3_unavailable() if "s3" in parts else None
     spark = _session(with_kafka and not kafka_skipped)

@@ -25,8 +25,9 @@ from market_spread.feeds.broker import BrokerProcess, broker_jars
 from market_spread.feeds.generate import Generator
 from market_spread.feeds.producer import KafkaSink
 from market_spread.stream.kafka_source import KafkaSettings, feed_source, kafka_jars
-from market_spread_tools.bench_latency import feed_ticks, latency_figures, warmup_seconds
-from market_spread_tools.bench_phases import Batches, batch_times, run_batch_times, split_figures, split_line
+from market_spread_tools.bench_latency import Dirty, feed_ticks, latency_figures, warmup_seconds
+from market_spread_tools.bench_phases import (Batches, batch_cost, batch_times, run_batch_times, split_figures,
+                                              split_line)
 
 
 def broker_available() -> str | None:
@@ -81,13 +82,14 @@ class Ticks:
         return all(name in self.done for name in self.produced)
 
 
-def _send(sink, gen, ticks: Ticks, tick: str, count: int) -> float:
+def _send(sink, gen, ticks: Ticks, tick: str, count: int, dirty: Dirty | None = None) -> float:
     """One tick to the broker, quotes then orders; returns when it was handed over."""
     at = time.time()
     events = gen.events(count // 2, count - count // 2)
     last_of: dict[str, int] = {}
     for feed in ("quotes", "orders"):
-        for where in sink.send_tracked(feed, [l for f, _, l in events if f == feed]):
+        lines = [line for f, _, line in events if f == feed]
+        for where in sink.send_tracked(feed, dirty(feed, lines) if dirty else lines):
             part, _, offset = where.rpartition("/")
             last_of[part] = max(int(offset), last_of.get(part, -1))
     ticks.sent(tick, last_of)
@@ -95,13 +97,13 @@ def _send(sink, gen, ticks: Ticks, tick: str, count: int) -> float:
 
 
 def _feed(sink, ticks: Ticks, stop: threading.Event, rate: int, rate_seconds: float, symbols: list[str],
-          drain_seconds: float) -> None:
+          drain_seconds: float, dirty: Dirty | None) -> None:
     gen = Generator(symbols, seed=rate, profile="wallaroo", wide_share=0.05, start=datetime.now(timezone.utc))
     _send(sink, gen, ticks, "warm", 100)
     if not ticks.warmed.wait(timeout=300):
         stop.set()
         return
-    feed_ticks(lambda name, count: _send(sink, gen, ticks, name, count), lambda n: f"t{n:06d}", rate,
+    feed_ticks(lambda name, count: _send(sink, gen, ticks, name, count, dirty), lambda n: f"t{n:06d}", rate,
                warmup_seconds(rate_seconds), rate_seconds, ticks.produced)
     ends = time.monotonic() + drain_seconds
     while time.monotonic() < ends and not ticks.all_through():
@@ -110,19 +112,19 @@ def _feed(sink, ticks: Ticks, stop: threading.Event, rate: int, rate_seconds: fl
 
 
 def _one_rate(spark, work: Path, bootstrap: str, rate: int, rate_seconds: float, symbols: list[str],
-              drain_seconds: float) -> dict:
+              drain_seconds: float, dirty: Dirty | None = None, name: str = "") -> dict:
     from market_spread.stream.query import StreamSpec, start_query, supervise
 
-    settings = KafkaSettings(bootstrap, f"quotes-{rate}", f"orders-{rate}")
+    settings = KafkaSettings(bootstrap, f"quotes-{rate}{name}", f"orders-{rate}{name}")
     sink = KafkaSink(bootstrap, settings.quotes_topic, settings.orders_topic)
     ticks, stop = Ticks(), threading.Event()
     print(f"bench: kafka latency: {rate:,} events/s for {rate_seconds:.0f}s after a "
           f"{warmup_seconds(rate_seconds):.0f}s warm-up", flush=True)
-    feeder = threading.Thread(target=_feed, args=(sink, ticks, stop, rate, rate_seconds, symbols, drain_seconds),
+    feeder = threading.Thread(target=_feed, args=(sink, ticks, stop, rate, rate_seconds, symbols, drain_seconds, dirty),
                               daemon=True)
     feeder.start()
     # No interval: the product's default trigger is what is measured.
-    spec = StreamSpec(lake=work / f"kafka-lat{rate}" / "lake", symbols=symbols, available_now=False,
+    spec = StreamSpec(lake=work / f"kafka-lat{rate}{name}" / "lake", symbols=symbols, available_now=False,
                       source=feed_source(settings))
     with batch_times(spark) as listener:
         query, busy, _ = start_query(spark, spec, ticks.on_batch)
@@ -132,6 +134,7 @@ def _one_rate(spark, work: Path, bootstrap: str, rate: int, rate_seconds: float,
         figures, latencies, behind = latency_figures(ticks.produced, ticks.done)
         figures["split_ms"] = split_figures(ticks.produced, ticks.done, ticks.batch_of, listener, ticks.batches)
     figures["batch_seconds"] = run_batch_times(ticks.batch_of, ticks.produced, ticks.batches)
+    figures["batch_cost"] = batch_cost(ticks.batch_of, ticks.produced, ticks.batches)
     row = {**figures, "ticks": len(latencies), "ticks_behind": behind}
     print(f"bench: kafka latency at {rate:,}/s: p50 {row['p50']} ms, p95 {row['p95']} ms, "
           f"p99 {row['p99']} ms over {len(latencies)} ticks"
@@ -142,11 +145,12 @@ def _one_rate(spark, work: Path, bootstrap: str, rate: int, rate_seconds: float,
 
 
 def kafka_latency(spark, work: Path, rates: tuple[int, ...], rate_seconds: float, symbols: list[str],
-                  drain_seconds: float = 8.0) -> dict:
+                  drain_seconds: float = 8.0, dirty: Dirty | None = None, name: str = "") -> dict:
     """`drain_seconds`: how long the stream may go on after the last tick (as the file source's run:
-    8 s); it stops earlier once every tick is through."""
-    with running_broker(work) as broker:
-        return {str(rate): _one_rate(spark, work, broker.bootstrap, rate, rate_seconds, symbols, drain_seconds)
+    8 s); it stops earlier once every tick is through. `dirty` puts bad lines among each tick's."""
+    with running_broker(work / f"kafka{name}") as broker:
+        return {str(rate): _one_rate(spark, work, broker.bootstrap, rate, rate_seconds, symbols, drain_seconds,
+                                     dirty, name)
                 for rate in rates}
 
 

@@ -21,7 +21,8 @@ from typing import Callable
 from market_spread.feeds.generate import Generator, write_atomically
 from market_spread.runtime.storage import Location
 from market_spread_tools.bench_measure import bench_symbols, run_stream, say
-from market_spread_tools.bench_phases import Batches, batch_times, run_batch_times, split_figures, split_line
+from market_spread_tools.bench_phases import (Batches, batch_cost, batch_times, run_batch_times, split_figures,
+                                              split_line)
 from market_spread_tools.bench_plans import Plan
 
 TICK = 0.25  # seconds between two ticks of input
@@ -56,11 +57,17 @@ def feed_ticks(send: Callable[[str, int], float], name: Callable[[int], str], ra
         time.sleep(max(0.0, began + n * TICK - time.monotonic()))
 
 
-def file_latency(spark, work: Location, rate: int, rate_seconds: float, symbols: list[str]) -> tuple[dict, list[float], int]:
+Dirty = Callable[[str, list[str]], list[str]]  # (feed, lines) -> the lines with bad ones among them
+
+
+def file_latency(spark, work: Location, rate: int, rate_seconds: float, symbols: list[str],
+                 dirty: Dirty | None = None, name: str = "") -> tuple[dict, list[float], int]:
     """One rate from the file source: latency_figures over the file pairs landed after the warm-up,
-    with `split_ms` (bench_phases.split_figures) and `batch_seconds` (p50/p99/max of the batches
-    after the warm-up). `work` may be an S3 prefix: a file is then one PUT, landed when the PUT has completed."""
-    landing, lake = work / f"lat{rate}" / "landing", work / f"lat{rate}" / "lake"
+    with `split_ms` (bench_phases.split_figures), `batch_seconds` (p50/p99/max of the batches
+    after the warm-up) and `batch_cost` (batches with quarantined lines beside clean ones). `dirty`
+    puts bad lines among each file's. `work` may be an S3 prefix: a file is then one PUT, landed
+    when the PUT has completed."""
+    landing, lake = work / f"lat{rate}{name}" / "landing", work / f"lat{rate}{name}" / "lake"
     landed: dict[str, float] = {}
     done: dict[str, float] = {}
     batch_of: dict[str, int] = {}  # name -> the batch that took the later of its two files
@@ -81,8 +88,9 @@ def file_latency(spark, work: Location, rate: int, rate_seconds: float, symbols:
 
     def land(gen, name: str, count: int) -> float:
         events = gen.events(count // 2, count - count // 2)
-        write_atomically(landing / "quotes", name, [l for f, _, l in events if f == "quotes"])
-        write_atomically(landing / "orders", name, [l for f, _, l in events if f == "orders"])
+        for feed in ("quotes", "orders"):
+            lines = [line for f, _, line in events if f == feed]
+            write_atomically(landing / feed, name, dirty(feed, lines) if dirty else lines)
         return time.time()  # a file pair counts from its landing
 
     def feed() -> None:
@@ -113,6 +121,7 @@ def file_latency(spark, work: Location, rate: int, rate_seconds: float, symbols:
         figures, latencies, behind = latency_figures(landed, done)
         figures["split_ms"] = split_figures(landed, done, batch_of, listener, batches)
     figures["batch_seconds"] = run_batch_times(batch_of, landed, batches)
+    figures["batch_cost"] = batch_cost(batch_of, landed, batches)
     return figures, latencies, behind
 
 

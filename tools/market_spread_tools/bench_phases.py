@@ -89,6 +89,7 @@ class Batches:
     done_at: dict[int, float] = field(default_factory=dict)
     seconds: dict[int, float] = field(default_factory=dict)
     phases: dict[int, dict[str, int]] = field(default_factory=dict)
+    quarantined: dict[int, int] = field(default_factory=dict)
 
     def record(self, result) -> float:
         """Keep `result` (a BatchResult); returns the moment it was handed over."""
@@ -96,6 +97,7 @@ class Batches:
         self.done_at[result.batch_id] = now
         self.seconds[result.batch_id] = result.seconds
         self.phases[result.batch_id] = dict(result.phases_ms)
+        self.quarantined[result.batch_id] = result.quarantined
         return now
 
 
@@ -162,6 +164,21 @@ def run_batch_times(batch_of: dict[str, int], started: dict[str, float], batches
     measured = [batch_of[n] for n in started if n in batch_of]
     first = min(measured, default=None)
     return batch_time_stats([s for b, s in batches.seconds.items() if first is not None and b >= first])
+
+
+def batch_cost(batch_of: dict[str, int], started: dict[str, float], batches: Batches) -> dict:
+    """The median time of the run's batches with quarantined lines beside the median of its clean
+    ones (the warm-up's batches left out), and their ratio."""
+    measured = [batch_of[n] for n in started if n in batch_of]
+    first = min(measured, default=None)
+    kept = [b for b in batches.seconds if first is not None and b >= first]
+    clean = sorted(batches.seconds[b] for b in kept if not batches.quarantined.get(b))
+    dirty = sorted(batches.seconds[b] for b in kept if batches.quarantined.get(b))
+    median = lambda s: round(s[len(s) // 2], 4) if s else None  # noqa: E731
+    out = {"clean_batches": len(clean), "dirty_batches": len(dirty), "clean_p50_s": median(clean),
+           "dirty_p50_s": median(dirty)}
+    out["ratio"] = round(out["dirty_p50_s"] / out["clean_p50_s"], 3) if clean and dirty else None
+    return out
 
 
 def split_line(split_ms: dict) -> str:

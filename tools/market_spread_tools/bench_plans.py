@@ -10,7 +10,8 @@ from market_spread.errors import UsageError
 
 # s3: the median 2,000-event batch, p99 at 1,000 events/s and the backlog's throughput on the
 # local S3 server beside local disk (bench_storage). idle: the CPU an idle stream takes (bench_idle).
-PARTS = ("throughput", "latency", "growth", "symbols", "kafka", "idle", "s3")
+# dirty: latency and batch cost with bad lines among the feed's (bench_dirty).
+PARTS = ("throughput", "latency", "growth", "symbols", "kafka", "dirty", "idle", "s3")
 
 
 @dataclass(frozen=True)

@@ -201,6 +201,21 @@ def idle_lines(results: dict) -> list[str]:
     return [f"Idle stream, no input for {idle['seconds']:.0f} s after one warm-up batch: " + "; ".join(said) + ".", ""]
 
 
+def dirty_lines(dirty: dict | None) -> list[str]:
+    """The dirty feeds' table: latency and the cost of a batch with quarantined lines."""
+    if not dirty:
+        return []
+    lines = [f"Dirty feeds (bad lines of every kind the contract names among the feed's), {DEFAULTS}:", "",
+             "| source | one bad line in | p50 ms | p99 ms | batch with quarantined lines / clean batch (median s) |",
+             "| --- | --- | --- | --- | --- |"]
+    for source in ("files", "kafka"):
+        for every, d in dirty.get(source, {}).items():
+            c = d["batch_cost"]
+            lines.append(f"| {source} | {int(every):,} | {d['p50']} | {d['p99']} | {c['dirty_p50_s']} / {c['clean_p50_s']} "
+                         f"= {c['ratio']}x ({c['dirty_batches']} and {c['clean_batches']} batches) |")
+    return lines + [""]
+
+
 def summary_markdown(results: dict, command: str) -> str:
     m = results["machine"]
     lines = [f"# Benchmark ({results['mode']}, {results['finished_at']})", "",
@@ -234,6 +249,7 @@ def summary_markdown(results: dict, command: str) -> str:
         lines.append("")
     elif results.get("kafka_latency_skipped"):
         lines += [f"Kafka latency: skipped ({results['kafka_latency_skipped']}).", ""]
+    lines += dirty_lines(results.get("dirty"))
     lines += split_lines(results)
     if results.get("batch_time_growth"):
         g = results["batch_time_growth"]
