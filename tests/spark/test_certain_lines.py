@@ -110,7 +110,7 @@ def test_landing_files_read_on_the_driver_give_the_lines_sparks_text_source_give
     a file that is not UTF-8 is left to Spark."""
     import pyarrow as pa
 
-    from market_spread.stream import driver_batch, driver_columns, driver_rows
+    from market_spread.stream import driver_columns, driver_read, driver_rows
     from market_spread.stream.query import StreamSpec, _landing_feeds
 
     landing = tmp_path / "landing"
@@ -122,7 +122,7 @@ def test_landing_files_read_on_the_driver_give_the_lines_sparks_text_source_give
     seen = []
 
     def batch(df, batch_id):
-        got = driver_batch.read_lines(df)
+        got = driver_read.read_lines(df, 1 << 20)
         want = df.select("stream", "value", "source_file").toArrow()
         seen.append((sorted(zip(*(got[c].to_pylist() for c in got.column_names))),
                      sorted(zip(*(want[c].to_pylist() for c in want.column_names)))))
@@ -133,15 +133,15 @@ def test_landing_files_read_on_the_driver_give_the_lines_sparks_text_source_give
     query.awaitTermination()
     (got, want), = seen
     assert got == want and len(want) == 9
-    assert driver_batch.landing_files(spark.range(1), 1 << 20) is None, "not a landing batch"
+    assert driver_read.landing_files(spark.range(1), 1 << 20) is None, "not a landing batch"
 
     (landing / "quotes" / "c.jsonl").write_bytes(b'{"q": "\xff"}\n')  # not UTF-8: Spark reads it
     seen.clear()
     spark.streams.resetTerminated()
     query = (_landing_feeds(spark, spec, archiving=False).writeStream
-             .foreachBatch(lambda df, _: seen.append((driver_batch._file_lines(driver_batch.landing_files(df, 1 << 20)),
-                                                      driver_rows.parse(driver_batch.read_lines(df), frozenset(["A"])),
-                                                      driver_columns.parse(driver_batch.read_lines(df), pa.array(["A"])))))
+             .foreachBatch(lambda df, _: seen.append((driver_read._file_lines(driver_read.landing_files(df, 1 << 20)),
+                                                      driver_rows.parse(driver_read.read_lines(df, 1 << 20), frozenset(["A"])),
+                                                      driver_columns.parse(driver_read.read_lines(df, 1 << 20), pa.array(["A"])))))
              .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
     query.awaitTermination()
     assert seen == [(None, None, None)], "Spark's own read hands over the line's bytes: the batch is Spark's"

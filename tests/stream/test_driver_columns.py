@@ -164,7 +164,7 @@ def test_landing_files_are_read_in_order_and_a_missing_one_declines_the_batch(pl
     """The driver reads a batch's landing files itself (three here: on S3 the first GET in this
     thread, the others on kept threads): lines in file order with their feed and file, and a file
     that cannot be read hands the batch to Spark (None) rather than losing its lines."""
-    from market_spread.stream import driver_batch
+    from market_spread.stream import driver_read
 
     files = []
     for i, feed in enumerate(["quotes", "orders", "quotes"]):
@@ -174,10 +174,10 @@ def test_landing_files_are_read_in_order_and_a_missing_one_declines_the_batch(pl
         target.write_bytes(f"{feed}-{i}-a\n{feed}-{i}-b\r\n".encode())
         files.append(str(target).replace("s3://", "s3a://"))
 
-    lines = driver_batch._file_lines(files)
+    lines = driver_read._file_lines(files)
 
     assert lines.column("value").to_pylist() == ["quotes-0-a", "quotes-0-b", "orders-1-a", "orders-1-b",
                                                  "quotes-2-a", "quotes-2-b"]
     assert lines.column("stream").to_pylist() == ["quotes"] * 2 + ["orders"] * 2 + ["quotes"] * 2
     assert lines.column("source_file").to_pylist() == [f for f in files for _ in range(2)]
-    assert driver_batch._file_lines([*files, files[0].replace("f-0", "gone")]) is None
+    assert driver_read._file_lines([*files, files[0].replace("f-0", "gone")]) is None

@@ -118,9 +118,11 @@ declare(P + "SMALL_BATCH_LINES", whole(0), 100_000, "Batches of fewer input line
         "and without generated code.", ("stream",))
 declare(P + "DRIVER_WRITE_LINES", whole(0), 2_500_000, "Batches of fewer input lines commit their quote history "
         "and alerts from the driver (their own Delta commits, no log listing); larger ones through Spark.", ("stream",))
-declare(P + "DRIVER_BATCH_LINES", whole(0), 200_000, "Batches of fewer input lines, all of them valid, are parsed "
-        "and checked on the driver (in Arrow's kernels when the lines have the product's own layout, else line by "
-        "line in Python, up to 50,000 lines) instead of by Spark's plan; 0 turns it off.", ("stream",))
+declare(P + "DRIVER_BATCH_LINES", whole(0), None, "Batches of fewer input lines are parsed and checked on the "
+        "driver (in Arrow's kernels; lines outside the product's own layout, up to 50,000, line by line in Python; bad "
+        "lines given their quarantine reason there) instead of by Spark's plan; 0 turns it off. Unset: any size on a "
+        "local master, 200,000 on a cluster, whose executors take the larger batches.", ("stream",),
+        shown_default="any size on a local master, 200,000 on a cluster")
 declare(P + "DRIVER_COMMITS", boolean, True, "Commit small writes from the driver (off: every write "
         "goes through Spark).", ("stream",), shown_default="on")
 declare(P + "WRITE_THREADS", whole(1), 4, "Table writes of one batch run at once.", ("stream",), to_jobs=True)

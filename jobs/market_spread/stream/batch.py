@@ -83,7 +83,7 @@ class BatchProcessor:
             self.state = StateMirror(self.tables)
         if self.compactor is None:
             self.compactor = Compactor(self.tables)
-        if self.warm is None and driver_batch.limit_lines() and delta_rs.enabled():
+        if self.warm is None and driver_batch.limit_lines(spark) and delta_rs.enabled():
             self.warm = driver_spark.Warm(spark, self.settings.symbols)
         try:
             result = process_batch(batch_df, batch_id, self.settings, self.committed, self.state,

@@ -16,13 +16,12 @@ are small enough (a Kafka batch's size is not known before it is read: Spark tak
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Callable
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
@@ -30,131 +29,37 @@ from market_spread.lake.compaction import Compactor
 from market_spread.lake.state import NEWEST_COLUMNS, merge_state
 from market_spread.lake.writes import ms_since
 from market_spread.runtime import settings
-from market_spread.runtime.storage import S3Path, location
-from market_spread.stream import driver_columns, driver_rows, driver_spark
+from market_spread.stream import driver_columns, driver_read, driver_rows, driver_spark
 from market_spread.stream.batch_run import BatchRun, finish, run_writes
 
 SCHEMAS = {t: delta_rs.arrow_schema(lake_mod.SCHEMAS[t]) for t in ("quotes", "alerts", "quarantine")}
-_BYTES_PER_LINE = 256  # a landing line is about 120-180 bytes: the bound errs towards Spark
 # Line by line in Python a batch costs about 35 µs a line: past this many, Spark's plan is faster.
 ROWS_MAX_LINES = 50_000
 
 
-def limit_lines() -> int:
-    return settings.value("MARKET_SPREAD_DRIVER_BATCH_LINES")
+CLUSTER_BATCH_LINES = 200_000  # on a cluster, larger batches go to the executors' cores
+_ANY_SIZE = 1 << 40
+
+
+def limit_lines(spark: SparkSession | None = None) -> int:
+    """Batches of fewer lines than this are checked on the driver (MARKET_SPREAD_DRIVER_BATCH_LINES;
+    unset: any size on a local master, CLUSTER_BATCH_LINES on a cluster)."""
+    chosen = settings.value("MARKET_SPREAD_DRIVER_BATCH_LINES")
+    if chosen is not None:
+        return chosen
+    local = spark is None or spark.sparkContext.master.startswith("local")
+    return _ANY_SIZE if local else CLUSTER_BATCH_LINES
 
 
 def likely_small(batch_df: DataFrame, lines_before: int | None) -> bool:
     """Whether to try the batch on the driver: by the batch before, else by the files' size."""
-    limit = limit_lines()
+    limit = limit_lines(batch_df.sparkSession)
     if limit == 0 or not delta_rs.enabled():
         return False
     if lines_before is not None:
         return lines_before < limit
-    size = plan_bytes(batch_df)
-    return size is not None and size < limit * _BYTES_PER_LINE
-
-
-def plan_bytes(batch_df: DataFrame) -> int | None:
-    """The bytes Spark's plan says the batch reads (its files' sizes), None when it does not know."""
-    try:
-        size = int(str(batch_df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
-    except Exception:  # noqa: BLE001 - no estimate: Spark takes the batch
-        return None
-    return size if size < (1 << 62) else None  # a source without an estimate says "huge"
-
-
-def read_lines(batch_df: DataFrame) -> pa.Table | None:
-    """The batch's lines (stream, value, source_file) on the driver: a landing file's read here
-    straight from its folder or bucket (landing_files), Kafka records in one Spark job; None when
-    the batch is bigger than the limit after all (Spark then takes it)."""
-    limit = 2 * limit_lines()
-    files = landing_files(batch_df, limit * _BYTES_PER_LINE)
-    table = _file_lines(files) if files else None
-    if table is None:
-        table = batch_df.select("stream", "value", "source_file").toArrow()
-    return table if table.num_rows <= limit else None
-
-
-def landing_files(batch_df: DataFrame, max_bytes: int) -> list[str] | None:
-    """The landing files the batch reads, whole, from the Spark plan foreachBatch hands over (its
-    file scans' partitions), without running it; None for anything else (a Kafka batch, files
-    larger than `max_bytes` together). Reading them here saves the batch a Spark job (58-68 ms of a
-    5,000-line batch at 10,000 events/s, the largest phase of a driver batch)."""
-    try:
-        return _whole_files(batch_df._jdf.queryExecution().logical(), max_bytes)
-    except Exception:  # noqa: BLE001 - a plan of another shape (not foreachBatch's): Spark reads it
-        return None
-
-
-def _whole_files(plan, max_bytes: int) -> list[str] | None:
-    covered: dict[str, list[int]] = {}
-    rdds = [plan.rdd()]
-    while rdds:
-        rdd = rdds.pop()
-        deps = rdd.dependencies()
-        if deps.isEmpty():
-            if rdd.getClass().getSimpleName() != "FileScanRDD":
-                return None  # another source
-            for partition in _scala_list(rdd.filePartitions()):
-                for f in partition.files():
-                    seen = covered.setdefault(f.filePath().toPath().toString(), [0, f.fileSize()])
-                    seen[0] += f.length()
-            continue
-        rdds.extend(d.rdd() for d in _scala_list(deps))
-    if any(read != size for read, size in covered.values()) or sum(s for _, s in covered.values()) > max_bytes:
-        return None
-    return sorted(covered)
-
-
-def _scala_list(seq) -> list:
-    it, out = seq.iterator(), []
-    while it.hasNext():
-        out.append(it.next())
-    return out
-
-
-def _file_lines(files: list[str]) -> pa.Table | None:
-    """The lines of landing files as Spark's text source splits them (at \n, \r\n or \r), the feed
-    from each file's folder; None when a file is not UTF-8 or cannot be read here (Spark's collect
-    then reads the batch)."""
-    places = [location(name.removeprefix("file:") if name.startswith("file:") else name) for name in files]
-    streams, values, sources = [], [], []
-    for name, place, data in zip(files, places, _contents(places)):
-        try:
-            if isinstance(data, Exception):
-                raise data
-            # Hadoop's line reader drops a UTF-8 byte-order mark at a file's start.
-            data = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
-            lines = [line.decode("utf-8") for line in data.splitlines()]
-        except Exception:  # noqa: BLE001 - not UTF-8, gone, unreadable: Spark's read says what it is
-            return None
-        streams += [place.parent.name] * len(lines)
-        values += lines
-        sources += [name] * len(lines)
-    return pa.table({"stream": streams, "value": values, "source_file": sources})
-
-
-def _contents(places: list) -> list[bytes | Exception]:
-    """Each file's bytes (or why it could not be read); objects on S3 fetched side by side, the
-    first in this thread and the others on kept threads (a GET is a round trip to the server; a
-    pool made for each batch cost more than it saved: two GETs 4.1 ms against 2.9 ms in a row, and
-    a local read is not worth a thread)."""
-    def read(place) -> bytes | Exception:
-        try:
-            return place.read_bytes()
-        except Exception as exc:  # noqa: BLE001 - the caller hands the batch to Spark
-            return exc
-
-    if len(places) < 2 or not any(isinstance(p, S3Path) for p in places):
-        return [read(p) for p in places]
-    others = [_get_pool().submit(read, p) for p in places[1:]]
-    return [read(places[0]), *(f.result() for f in others)]
-
-
-@lru_cache(maxsize=1)
-def _get_pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=7, thread_name_prefix="landing-get")
+    size = driver_read.plan_bytes(batch_df)
+    return size is not None and size < limit * driver_read._BYTES_PER_LINE
 
 
 def driver_steps(batch: BatchRun, batch_df: DataFrame, compactor: Compactor | None) -> bool:
@@ -162,13 +67,14 @@ def driver_steps(batch: BatchRun, batch_df: DataFrame, compactor: Compactor | No
     its lines are not UTF-8 or too many are outside the product's own layout: Spark then takes the
     batch (the attempt's time counts in its parse, which is timed from the batch's start)."""
     batch.describe("read lines")
-    lines = read_lines(batch_df)
+    read = driver_read.read_batch(batch_df, _universe(batch.settings.universe), limit_lines(batch_df.sparkSession))
     collected = ms_since(batch.t0)
     t1 = time.perf_counter()
-    parsed = None if lines is None else parse_lines(batch, lines)
+    parsed = None if read is None else parse_lines(batch, read[1])
     if parsed is None:
         return False
-    _column_steps(batch, *parsed, collected, t1, compactor)
+    columns, bad = parsed
+    _column_steps(batch, driver_columns.concat([*read[0], columns]), bad, collected, t1, compactor)
     return True
 
 

@@ -61,6 +61,11 @@ ORDER_LINE = _line(_field("order_id", _TEXT), _field("account", _INTEGER), _fiel
 _BLANK = r"^[ \t\n\x0b\f\r]*$"  # Java's \s, as parsing.nonblank_lines drops lines
 
 
+QUOTE_TYPES = {"symbol": pa.string(), "bid": PRICE, "offer": PRICE, "time": pa.int64(), "seq": pa.int64()}
+ORDER_TYPES = {"order_id": pa.string(), "account": pa.int64(), "symbol": pa.string(), "side": pa.string(),
+               "qty": PRICE, "price": PRICE, "time": pa.int64(), "seq": pa.int64()}
+
+
 @dataclass
 class ColumnBatch:
     """A batch's quotes (symbol, bid, offer, time in µs, seq) and orders (order_id, account,
@@ -69,6 +74,13 @@ class ColumnBatch:
     quotes: pa.Table
     orders: pa.Table
     sources: list[str]
+
+    @staticmethod
+    def of(feed: str, rows: pa.Table, sources: list[str]) -> "ColumnBatch":
+        """One feed's rows (the other feed none)."""
+        empty = {"quotes": QUOTE_TYPES, "orders": ORDER_TYPES}
+        other = pa.schema(list(empty["orders" if feed == "quotes" else "quotes"].items())).empty_table()
+        return ColumnBatch(rows, other, sources) if feed == "quotes" else ColumnBatch(other, rows, sources)
 
 
 def split(lines: pa.Table, universe: pa.Array) -> tuple[ColumnBatch, pa.Table] | None:

@@ -14,8 +14,7 @@ import pyarrow as pa
 
 from market_spread.domain.bad_lines import certain_reason
 from market_spread.domain.certain_lines import Order, Quote, is_blank, parse_order, parse_quote
-from market_spread.domain.columns import PRICE
-from market_spread.stream.driver_columns import ColumnBatch
+from market_spread.stream.driver_columns import ORDER_TYPES, QUOTE_TYPES, ColumnBatch
 
 _OFFSET = re.compile(r"(.*)/([0-9]+)", re.DOTALL)
 
@@ -71,9 +70,6 @@ def parse(table: pa.Table, universe: frozenset[str]) -> ColumnBatch | None:
     return lines.columns if ok else None
 
 
-QUOTE_TYPES = {"symbol": pa.string(), "bid": PRICE, "offer": PRICE, "time": pa.int64(), "seq": pa.int64()}
-ORDER_TYPES = {"order_id": pa.string(), "account": pa.int64(), "symbol": pa.string(), "side": pa.string(),
-               "qty": PRICE, "price": PRICE, "time": pa.int64(), "seq": pa.int64()}
 
 
 def _table(records: list, types: dict[str, pa.DataType]) -> pa.Table:
