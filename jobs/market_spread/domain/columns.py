@@ -34,11 +34,29 @@ def sort_by_key(quotes: pa.Table) -> pa.Table:
     """Quotes ordered by symbol, then by the quote key: later time, then a seq over none, then the
     higher seq, then (exact ties) the higher bid and offer. A total order over the quote's own
     fields, so the winner never depends on how the input was cut into files or batches."""
-    keyed = quotes.append_column("_has_seq", pc.is_valid(quotes["seq"])).append_column(
-        "_seq", pc.fill_null(quotes["seq"], 0))
-    order = [("symbol", "ascending"), ("time", "ascending"), ("_has_seq", "ascending"), ("_seq", "ascending"),
-             ("bid", "ascending"), ("offer", "ascending")]
-    return keyed.sort_by(order).drop_columns(["_has_seq", "_seq"])
+    return quotes.take(_key_order(quotes))
+
+
+def _key_order(quotes: pa.Table) -> np.ndarray:
+    """The positions of `quotes` in sort_by_key's order: one NumPy lexsort over integer keys (the
+    symbol's rank, the time, whether a seq is given, the seq, the prices' unscaled integers)."""
+    if quotes.num_rows == 0:
+        return np.zeros(0, np.int64)
+    symbols = quotes["symbol"].combine_chunks()
+    names = pc.unique(symbols).sort()
+    seq = quotes["seq"].combine_chunks()
+    keys = [_unscaled(quotes["offer"]), _unscaled(quotes["bid"]), pc.fill_null(seq, 0).to_numpy(zero_copy_only=False),
+            pc.is_valid(seq).to_numpy(zero_copy_only=False), quotes["time"].combine_chunks().to_numpy(zero_copy_only=False),
+            pc.index_in(symbols, value_set=names).to_numpy(zero_copy_only=False)]
+    return np.lexsort(keys)  # the last key first
+
+
+def _unscaled(prices: pa.ChunkedArray) -> np.ndarray:
+    """DECIMAL(18,8) values as their unscaled 64-bit integers (18 digits fit in 63 bits): the low
+    word of each 128-bit value, for ordering."""
+    array = pc.fill_null(prices.combine_chunks(), pa.scalar(Decimal(0), PRICE))
+    words = np.frombuffer(array.buffers()[1], dtype=np.int64)
+    return words[2 * array.offset: 2 * (array.offset + len(array)): 2]
 
 
 def newest(quotes: pa.Table) -> pa.Table:

@@ -38,7 +38,10 @@ _PRICE_MAX = pa.scalar(Decimal("9999999999.99999999"), PRICE)  # below 1e10: DEC
 def parse_file(feed: str, data: bytes, universe: pa.Array) -> tuple[pa.Table, pa.Array] | None:
     """The file's rows in driver_columns' columns (time in µs) and the lines (as a string array) of
     the rows that are not certainly valid; None when the file is not of the shape read here."""
-    if not data or not _plain(feed, data):
+    if not data:
+        return None
+    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == 10)  # where each line ends
+    if not _plain(feed, data, ends):
         return None
     try:
         rows = pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(block_size=1 << 24),
@@ -46,19 +49,18 @@ def parse_file(feed: str, data: bytes, universe: pa.Array) -> tuple[pa.Table, pa
                                                           unexpected_field_behavior="ignore"))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    lines = _lines(data)
+    lines = _lines(data, ends)
     if len(lines) != rows.num_rows:
         return None
     table, ok = _typed(feed, rows, universe)
     return table.filter(ok), lines.filter(pc.invert(ok))
 
 
-def _plain(feed: str, data: bytes) -> bool:
+def _plain(feed: str, data: bytes, ends: np.ndarray) -> bool:
     """The shape whose reading by Arrow is certainly Spark's (see the module)."""
     if b"\\" in data or b"\r" in data or b"NaN" in data or b"Infinity" in data:
         return False
     buf = np.frombuffer(data, np.uint8)
-    ends = np.flatnonzero(buf == 10)
     if buf[0] != ord("{") or buf[-1] != ord("\n") or (ends.size and (buf[ends - 1] != ord("}")).any()):
         return False
     if ends.size > 1 and (buf[ends[:-1] + 1] != ord("{")).any():
@@ -68,11 +70,10 @@ def _plain(feed: str, data: bytes) -> bool:
     return quoted[0].as_py() == 0
 
 
-def _lines(data: bytes) -> pa.Array:
+def _lines(data: bytes, ends: np.ndarray) -> pa.Array:
     """The file's lines (it ends with a newline, has no carriage return) as strings, without copies
     of the bytes: one string array over them, each line's newline trimmed."""
-    buf = np.frombuffer(data, np.uint8)
-    offsets = np.concatenate([[0], np.flatnonzero(buf == 10) + 1]).astype(np.int32 if len(data) < 2**31 else np.int64)
+    offsets = np.concatenate([[0], ends + 1]).astype(np.int32 if len(data) < 2**31 else np.int64)
     kind = pa.string() if offsets.dtype == np.int32 else pa.large_string()
     lines = pa.Array.from_buffers(kind, len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
     return pc.utf8_rtrim(lines, characters="\n").cast(pa.string())

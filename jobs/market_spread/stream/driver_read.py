@@ -104,14 +104,17 @@ def _read_files(files: list[str], universe: pa.Array | None) -> tuple[list[drive
     and every other line (stream, value, source_file); None when a file is not UTF-8 or cannot be
     read here."""
     places = [location(name.removeprefix("file:") if name.startswith("file:") else name) for name in files]
+    contents = _contents(places)
+    if any(isinstance(data, Exception) for data in contents):
+        return None
+    feeds = [place.parent.name for place in places]
+    # Large files side by side: Arrow's reader lets go of the interpreter, and a file is one block.
+    big = [i for i, data in enumerate(contents) if universe is not None and len(data) >= JSON_FILE_BYTES]
+    fast = dict(zip(big, _get_pool().map(lambda i: driver_json.parse_file(feeds[i], contents[i], universe), big)))
     parts, streams, values, sources = [], [], [], []
-    for name, place, data in zip(files, places, _contents(places)):
-        if isinstance(data, Exception):
-            return None
-        feed = place.parent.name
-        fast = driver_json.parse_file(feed, data, universe) if universe is not None and len(data) >= JSON_FILE_BYTES else None
-        if fast is not None:
-            rows, others = fast
+    for i, (name, feed, data) in enumerate(zip(files, feeds, contents)):
+        if fast.get(i) is not None:
+            rows, others = fast[i]
             parts.append(driver_columns.ColumnBatch.of(feed, rows, [name]))
             lines = others.to_pylist()
         else:
