@@ -10,7 +10,6 @@ import platform
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -141,6 +140,9 @@ def throughput(spark, work: Path, plan: Plan) -> dict:
     say(f"throughput: {events:,} events in {seconds:.1f}s = {events / seconds:,.0f} events/s, {alerts:,} alerts, "
          f"{statistics.median([b.spark_jobs or 0 for b in batches]):.0f} Spark jobs per batch (median)")
     own = stream_command(work / "tp-cli", landing, symbols, plan.files_per_batch)
+    from market_spread_tools.bench_backlog import polars_baseline
+
+    polars = polars_baseline(landing)
 
     say("ceiling: one plain Spark batch job over the same files")
     start = time.perf_counter()
@@ -156,14 +158,21 @@ def throughput(spark, work: Path, plan: Plan) -> dict:
     ref_s = time.perf_counter() - start
     ref_total = result.quotes + result.orders + len(result.quarantined)
     say(f"reference: {ref_total / ref_s:,.0f} events/s ({len(result.alerts):,} alerts)")
+    big = None
+    if plan.big_backlog_events:
+        from market_spread_tools.bench_backlog import big_backlog
+
+        big = big_backlog(work, plan.big_backlog_events, symbols)
     return {
+        "big_backlog": big,
         "events": events, "seconds": round(seconds, 2), "throughput_events_per_s": round(events / seconds),
         "alerts": alerts, "batches": len(batches), "phases_ms": phases,
         "spark_jobs_per_batch": statistics.median([b.spark_jobs or 0 for b in batches]),
         "stream_command_events_per_s": own["events_per_s"], "stream_command": own,
         "batch_ceiling_events_per_s": round(events / ceiling_s), "ceiling_alerts": ceiling_alerts,
         "reference_events_per_s": round(ref_total / ref_s), "reference_alerts": len(result.alerts),
-        "alerts_agree": alerts == ceiling_alerts == len(result.alerts),
+        "polars_events_per_s": round(events / polars["seconds"]), "polars": polars,
+        "alerts_agree": alerts == ceiling_alerts == len(result.alerts) == own["alerts"] == polars["alerts"],
     }
 
 
@@ -183,18 +192,21 @@ def stream_command(work: Path, landing: Path, symbols: list[str], files_per_batc
     if files_per_batch:
         argv += ["--max-files-per-batch", str(files_per_batch)]
     say("throughput: the stream command in a process of its own")
-    began = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
-    wall = time.perf_counter() - began
+    from market_spread_tools.bench_backlog import run_measured
+
+    done, wall, peak_mb = run_measured(argv)
     if done.returncode != 0:
         raise RuntimeError(f"stream command failed ({done.returncode}): {done.stderr[-2000:]}")
     metrics = DeltaTable(str(lake / "batch_metrics")).to_pyarrow_table().to_pylist()
     events = sum(m["input_lines"] for m in metrics)
     batch_s = sum((m["finished_at"] - m["started_at"]).total_seconds() for m in metrics)
+    slowest = max(((m["finished_at"] - m["started_at"]).total_seconds() for m in metrics), default=0.0)
     out = {"events": events, "batches": len(metrics), "batch_seconds": round(batch_s, 2),
-           "wall_seconds": round(wall, 2), "events_per_s": round(events / batch_s) if batch_s else None}
+           "slowest_batch_seconds": round(slowest, 2), "wall_seconds": round(wall, 2), "peak_mb": peak_mb,
+           "alerts": sum(m["alerts"] for m in metrics), "events_per_s": round(events / batch_s) if batch_s else None}
     say(f"throughput: stream command: {events:,} events in {len(metrics)} batches, {batch_s:.1f}s of batches "
-         f"({wall:.1f}s with the JVM's start) = {out['events_per_s']:,} events/s")
+         f"({wall:.1f}s with the JVM's start; slowest batch {slowest:.1f}s; peak {peak_mb:,.0f} MB) = "
+         f"{out['events_per_s']:,} events/s")
     return out
 
 

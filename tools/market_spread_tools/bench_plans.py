@@ -28,6 +28,8 @@ class Plan:
     storage_batches: int = 20
     # The idle part: seconds without input, measured (issue 43's target is for a minute).
     idle_seconds: float = 60.0
+    # A second, larger backlog for the throughput part (0: none): its batches' times and peak memory.
+    big_backlog_events: int = 0
 
 
 # Quick: small enough for a few minutes; growth keeps 10 and 20 batches so that each window of
@@ -40,7 +42,7 @@ QUICK = Plan(
 FULL = Plan(
     events=2_000_000, files=40, files_per_batch=None, rates=(1_000, 10_000, 50_000), rate_seconds=60,
     past_batches=(100, 1_000, 10_000), symbol_counts=(350, 3_000, 30_000), reference_events=2_000_000,
-    storage_batches=100,
+    storage_batches=100, big_backlog_events=10_000_000,
 )
 
 

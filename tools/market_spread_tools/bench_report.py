@@ -201,6 +201,18 @@ def idle_lines(results: dict) -> list[str]:
     return [f"Idle stream, no input for {idle['seconds']:.0f} s after one warm-up batch: " + "; ".join(said) + ".", ""]
 
 
+def backlog_lines(tp: dict) -> list[str]:
+    """Peak memory of the stream command and the Polars script, and the big backlog's row."""
+    own, polars, big = tp.get("stream_command") or {}, tp.get("polars") or {}, tp.get("big_backlog")
+    lines = [f"Peak memory (MB, process tree): stream command {own.get('peak_mb')}, Polars script {polars.get('peak_mb')}.", ""]
+    if big:
+        b, p = big["stream_command"], big["polars"]
+        lines += [f"Backlog of {big['events']:,} events, stream command in its own process: {b['events_per_s']:,} events/s "
+                  f"over {b['batches']} batches (slowest {b['slowest_batch_seconds']} s), peak {b['peak_mb']:,} MB; "
+                  f"Polars {p['seconds']} s, peak {p['peak_mb']:,} MB; alerts agree: {big['alerts_agree']}.", ""]
+    return lines
+
+
 def dirty_lines(dirty: dict | None) -> list[str]:
     """The dirty feeds' table: latency and the cost of a batch with quarantined lines."""
     if not dirty:
@@ -226,11 +238,13 @@ def summary_markdown(results: dict, command: str) -> str:
         lines += ["| system | events/s |", "| --- | --- |",
                   f"| stream --available-now (every Delta commit included) | {tp['throughput_events_per_s']:,} |",
                   f"| stream command in its own process (batch time from batch_metrics) | {tp.get('stream_command_events_per_s') or 0:,} |",
+                  f"| Polars as-of script (scan_ndjson, join_asof, exact decimals) | {tp.get('polars_events_per_s') or 0:,} |",
                   f"| Spark batch ceiling (one plain batch job) | {tp['batch_ceiling_events_per_s']:,} |",
                   f"| reference, event at a time (Wallaroo's way) | {tp['reference_events_per_s']:,} |", "",
                   f"{tp['events']:,} events in {tp['batches']} micro-batch(es); alerts agree across the three: "
                   f"{tp['alerts_agree']}. Time per phase (ms): {tp['phases_ms']}. Spark jobs per batch (median): "
                   f"{tp.get('spark_jobs_per_batch')}.", ""]
+        lines += backlog_lines(tp)
     lat = results.get("latency_ms")
     if lat:
         lines += [f"File source (file pair landed -> its alerts committed), {DEFAULTS}:", "",

@@ -17,6 +17,7 @@ from market_spread.lake.lock import LakeBusy, LeaseLock, WriterLock, writer_lock
 from market_spread.runtime.spark import FULL_JIT_BACKLOG_BYTES, build_session
 from market_spread.runtime.storage import Location, is_s3
 from market_spread.runtime.stream_contract import EXIT_LAKE_BUSY, EXIT_REFUSED
+from market_spread.stream import catch_up
 from market_spread.stream.checkpoint_files import offset_files
 from market_spread.stream.checkpoint_layout import CheckpointLayoutError, prepare
 from market_spread.stream.kafka_source import (KafkaSettings, check_kafka, checkpoint_source_error, feed_source,
@@ -129,6 +130,17 @@ def start_refusal(spec: StreamJobSpec, checkpoint: Location) -> tuple[int, str] 
     return None
 
 
+def _files_per_batch(spec: StreamJobSpec, landing: Location) -> int | None:
+    """--max-files-per-batch, or for an --available-now run over a large backlog of file pairs that
+    landed in turn, the pairs a batch that keep every answer (stream.catch_up)."""
+    if spec.max_files_per_batch is not None or spec.kafka is not None or not spec.available_now:
+        return spec.max_files_per_batch
+    pairs = catch_up.files_per_batch(landing)
+    if pairs is not None:
+        print(f"{PROG}: a backlog of file pairs that landed in turn: {pairs} pair(s) a batch", flush=True)
+    return pairs
+
+
 def _run_stream(spec: StreamJobSpec, checkpoint: Location, symbols: list[str], lock: WriterLock | LeaseLock) -> int:
     source = extra_conf = None
     landing = spec.landing or Path(".")
@@ -147,7 +159,7 @@ def _run_stream(spec: StreamJobSpec, checkpoint: Location, symbols: list[str], l
     summary = ProgressSummary(spec.progress_every) if spec.progress_every > 1 else None
     query = StreamSpec(
         lake=spec.lake, symbols=symbols, landing=landing, checkpoint=checkpoint, available_now=spec.available_now,
-        interval=spec.interval or 0.0, max_files_per_batch=spec.max_files_per_batch, archive=spec.archive,
+        interval=spec.interval or 0.0, max_files_per_batch=_files_per_batch(spec, landing), archive=spec.archive,
         source=source, thresholds=spec.thresholds, before_commit=lock.check,
     )
     try:

@@ -1,0 +1,74 @@
+"""The benchmark's backlog baselines and memory: a command in a process of its own with the peak
+memory of its whole process tree (the stream's driver and its Spark JVM), the Polars as-of script
+on the same files, and the 10M-event backlog of the full run."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from market_spread_tools.bench_measure import say
+
+
+def run_measured(argv: list[str], timeout: float = 3600) -> tuple[subprocess.CompletedProcess, float, float]:
+    """Run `argv`; (its result, wall seconds, peak memory of its process tree in MB: proportional
+    set sizes summed, sampled every 0.2 s)."""
+    began = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak, done = [0], threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.2):
+            total = 0
+            try:
+                root = psutil.Process(proc.pid)
+                for p in [root, *root.children(recursive=True)]:
+                    try:
+                        total += p.memory_full_info().pss
+                    except psutil.Error:
+                        pass
+            except psutil.Error:
+                continue
+            peak[0] = max(peak[0], total)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        done.set()
+        sampler.join()
+    return (subprocess.CompletedProcess(argv, proc.returncode, out, err), time.perf_counter() - began,
+            round(peak[0] / 2**20, 1))
+
+
+def polars_baseline(landing: Path) -> dict:
+    """The Polars as-of script (market_spread_tools.polars_asof) over the same files, in its own process."""
+    say("polars: the as-of script over the same files")
+    done, wall, peak = run_measured([sys.executable, "-m", "market_spread_tools.polars_asof", str(landing)])
+    if done.returncode != 0:
+        raise RuntimeError(f"polars script failed: {done.stderr[-2000:]}")
+    out = {**json.loads(done.stdout.strip().splitlines()[-1]), "wall_seconds": round(wall, 2), "peak_mb": peak}
+    say(f"polars: {out['alerts']:,} alerts in {out['seconds']} s (peak {peak:,.0f} MB)")
+    return out
+
+
+def big_backlog(work: Path, events: int, symbols: list[str]) -> dict:
+    """A backlog of `events` as users catch up on it: `stream --available-now` in its own process
+    (its batches' times and the peak memory of driver and JVM), beside the Polars script."""
+    from market_spread.feeds.generate import Generator, write_backlog
+    from market_spread_tools.bench_measure import stream_command
+
+    landing = work / "big" / "landing"
+    files = max(2, events // 125_000)
+    say(f"big backlog: generating {events:,} events in {files} file pairs")
+    write_backlog(landing, Generator(symbols, seed=43, profile="wallaroo", wide_share=0.05), events // 2,
+                  events - events // 2, files, "big")
+    own = stream_command(work / "big-cli", landing, symbols, None)
+    polars = polars_baseline(landing)
+    return {"events": events, "stream_command": own, "polars": polars, "alerts_agree": own["alerts"] == polars["alerts"]}
