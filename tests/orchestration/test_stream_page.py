@@ -159,3 +159,17 @@ def test_registered_beside_data_quality() -> None:
     stream = [view for view in plugin.external_views if view["name"] == "Stream"]
     assert stream == [{"name": "Stream", "href": "/stream-health/", "destination": "nav", "url_route": "stream",
                        "nav_top_level": True}]
+
+
+def test_a_quiet_window_still_knows_the_last_batch(place) -> None:
+    lake, landing = place
+    now = time.time()
+    _metrics(lake, [(now - 7300, now - 7200, 10, 0, 0)])  # two hours ago; no health record
+    _live_lock(lake)
+    taken = landing / "orders" / "old.jsonl"  # a file that batch took (it landed before it began)
+    taken.write_text("{}\n")
+    os.utime(taken, (now - 7400, now - 7400))
+    status = client().get("/status.json?window=15m").json()
+    assert status["last_batch"]["batch_id"] == 0 and 7199 < status["last_batch_age_seconds"] < 7300
+    assert status["waiting"]["count"] == 0 and status["stalled"] is None  # an idle stream, not a stalled one
+    assert 'data-state="running"' in client().get("/?window=15m").text

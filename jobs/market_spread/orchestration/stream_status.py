@@ -82,28 +82,49 @@ _tables: dict[str, Any] = {}
 _tables_lock = threading.Lock()
 
 
-def _batch_metrics(lake: Location, since: float) -> Any:
-    """The rows of batch_metrics finished at or after `since`, as a pyarrow Table (None: no table)."""
-    import pyarrow as pa
-    from deltalake import QueryBuilder
-    from deltalake.exceptions import TableNotFoundError
+def _table(lake: Location) -> Any:
+    """batch_metrics as a delta-rs table kept per lake and brought up to date (only new commits are
+    read); None while no stream has created it. Call with _tables_lock held."""
+    from deltalake.exceptions import DeltaError
 
     from market_spread.runtime.storage import open_delta
 
-    path = lake / "batch_metrics"
-    key = str(path)
-    with _tables_lock:  # a table kept per lake, brought up to date: only new commits are read
-        table = _tables.get(key)
-        if table is None:
-            try:
-                table = _tables[key] = open_delta(path)
-            except TableNotFoundError:  # no stream has created it yet
-                return None
-        else:
+    key = str(lake / "batch_metrics")
+    table = _tables.get(key)
+    if table is not None:
+        try:
             table.update_incremental()
-        query = (f"SELECT {', '.join(METRIC_COLUMNS)} FROM batch_metrics "
-                 f"WHERE finished_at >= to_timestamp_micros({int(since * 1_000_000)})")
-        return pa.table(QueryBuilder().register("batch_metrics", table).execute(query).read_all())
+            return table
+        except DeltaError:  # the table was replaced or moved: read it afresh
+            _tables.pop(key, None)
+    try:
+        table = _tables[key] = open_delta(lake / "batch_metrics")
+    except DeltaError:  # TableNotFoundError among them
+        return None
+    return table
+
+
+def _query(table: Any, sql: str) -> Any:
+    import pyarrow as pa
+    from deltalake import QueryBuilder
+
+    return pa.table(QueryBuilder().register("batch_metrics", table).execute(sql).read_all())
+
+
+def _batch_metrics(lake: Location, since: float) -> tuple[Any, Any]:
+    """(the rows of batch_metrics finished at or after `since`, the newest row when none is), as
+    pyarrow Tables; (None, None) without a table."""
+    with _tables_lock:
+        table = _table(lake)
+        if table is None:
+            return None, None
+        columns = ", ".join(METRIC_COLUMNS)
+        rows = _query(table, f"SELECT {columns} FROM batch_metrics "
+                             f"WHERE finished_at >= to_timestamp_micros({int(since * 1_000_000)})")
+        if rows.num_rows:
+            return rows, None
+        # A quiet window: the last batch still says how old the stream's progress is.
+        return rows, _query(table, f"SELECT {columns} FROM batch_metrics ORDER BY batch_id DESC LIMIT 1")
 
 
 def _per_minute(rows: Any, minutes: list[int]) -> dict[str, list[float | None]]:
@@ -150,7 +171,8 @@ def _health_minutes(health: dict[str, Any], minutes: list[int]) -> dict[str, lis
 
 
 def _last_batch(rows: Any, health: dict[str, Any]) -> dict[str, Any] | None:
-    """The newest batch of the window, else the one the health record names (the window is empty)."""
+    """The newest of `rows` (the window's, or batch_metrics' newest), else the one the health record
+    names."""
     if rows is not None and rows.num_rows:
         newest = max(rows.to_pylist(), key=lambda r: r["batch_id"])
         return {"batch_id": newest["batch_id"], "started_at": newest["started_at"].timestamp(),
@@ -182,9 +204,9 @@ def read_status(settings: Settings, window: int, now: float | None = None) -> St
     last_minute = int(now // 60) * 60
     minutes = [last_minute - 60 * i for i in range(window - 1, -1, -1)]
     lake, health = settings.lake, read_health(settings.lake)
-    rows = _batch_metrics(lake, minutes[0])
+    rows, newest = _batch_metrics(lake, minutes[0])
     series = Series(minutes, {**_per_minute(rows, minutes), **_health_minutes(health, minutes)})
-    last = _last_batch(rows, health)
+    last = _last_batch(rows if newest is None else newest, health)
     checkpoint = lake / CHECKPOINT_SUBDIR
     committed = numbered(checkpoint / "commits")
     waiting, error = None, None
