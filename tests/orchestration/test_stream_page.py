@@ -173,3 +173,17 @@ def test_a_quiet_window_still_knows_the_last_batch(place) -> None:
     assert status["last_batch"]["batch_id"] == 0 and 7199 < status["last_batch_age_seconds"] < 7300
     assert status["waiting"]["count"] == 0 and status["stalled"] is None  # an idle stream, not a stalled one
     assert 'data-state="running"' in client().get("/?window=15m").text
+
+
+def test_a_broker_out_of_reach_is_said_not_a_failed_page(place, monkeypatch) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    monkeypatch.setenv("MARKET_SPREAD_SOURCE", "kafka")
+    monkeypatch.setenv("MARKET_SPREAD_BOOTSTRAP_SERVERS", f"127.0.0.1:{closed}")
+    response = client().get("/")
+    assert response.status_code == 200
+    assert re.search(rf"Input waiting</dt><dd>unknown: Kafka at 127.0.0.1:{closed}", response.text), response.text[:3000]
+    assert f"kafka 127.0.0.1:{closed}" in response.text

@@ -212,8 +212,8 @@ def read_status(settings: Settings, window: int, now: float | None = None) -> St
     waiting, error = None, None
     try:
         waiting = _waiting(settings, checkpoint, (last or {}).get("started_at") or 0.0)
-    except (BacklogUnknown, OSError) as exc:
-        error = str(exc)
+    except Exception as exc:  # noqa: BLE001 - a broker or store out of reach: said on the page, never a failed page
+        error = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
     holder = live_stream(lake)
     source_label = (f"kafka {settings.bootstrap_servers}" if settings.source == "kafka" else f"files {settings.landing}")
     limit = settings.stall_seconds if last else max(settings.stall_seconds, settings.startup_seconds)

@@ -121,7 +121,9 @@ class KafkaProbe:
             self._consumer = Consumer({
                 "bootstrap.servers": self.servers, "group.id": "market-spread-probe",
                 "enable.auto.commit": False, "enable.auto.offset.store": False,
-                "fetch.wait.max.ms": 50, "queued.max.messages.kbytes": 1024, "log_level": 3,
+                "fetch.wait.max.ms": 50, "queued.max.messages.kbytes": 1024,
+                # Its own connection errors are not logged: callers say them once (BacklogUnknown).
+                "log_level": 2, "log.connection.close": False,
             })
         return self._consumer
 
@@ -145,15 +147,15 @@ class KafkaProbe:
     def timestamps(self, offsets: dict[str, int]) -> dict[str, float]:
         """`topic/partition` -> unix time of the record at that offset (or the next one there),
         for the records that arrive within the timeout; records without a timestamp are left out."""
-        from confluent_kafka import TopicPartition
+        from confluent_kafka import KafkaException, TopicPartition
 
         if not offsets:
             return {}
         consumer, found = self._client(), {}
         wanted = {key: (key.rsplit("/", 1)[0], int(key.rsplit("/", 1)[1])) for key in offsets}
-        consumer.assign([TopicPartition(t, p, offsets[key]) for key, (t, p) in wanted.items()])
         deadline = time.monotonic() + self.timeout
         try:
+            consumer.assign([TopicPartition(t, p, offsets[key]) for key, (t, p) in wanted.items()])
             while len(found) < len(wanted) and time.monotonic() < deadline:
                 message = consumer.poll(0.2)
                 if message is None or message.error() is not None:
@@ -162,8 +164,9 @@ class KafkaProbe:
                 kind, stamp = message.timestamp()
                 if key in wanted and key not in found and kind != 0 and stamp > 0:
                     found[key] = stamp / 1000.0
-        finally:
             consumer.unassign()
+        except KafkaException as exc:
+            raise BacklogUnknown(f"Kafka at {self.servers}: {exc.args[0] if exc.args else exc}") from None
         return found
 
     def close(self) -> None:
