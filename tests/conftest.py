@@ -71,6 +71,8 @@ LONGEST_FIRST = (
     "tests/stream/test_pipeline.py",
     "tests/e2e/test_airflow_e2e.py",
     "tests/e2e/test_data_docs_ui.py",
+    "tests/e2e/test_stream_ui.py",  # about 6 minutes: Airflow, the stream's JVM, two minutes of the feed
+    "tests/stream/test_metrics.py",  # about 2.5 minutes: two streams and a broker
     "tests/orchestration/test_tasks.py",
     "tests/quality/test_quality.py",
     "tests/lake/test_sql_cli.py",

@@ -1,7 +1,8 @@
 """docker-compose.yaml checked without a Docker engine (none runs on these machines): its structure,
 pinned images, health checks, landing and lake on the S3 server (no shared data volume), the DAG
-configuration, no secrets; and a real compose validator when one is installed (`docker compose` or
-`docker-compose`)."""
+configuration, no secrets, the monitoring (Prometheus scraping the stream and Airflow, Grafana's
+dashboard naming metrics that exist); and a real compose validator when one is installed (`docker
+compose` or `docker-compose`)."""
 from __future__ import annotations
 
 import os
@@ -249,7 +250,7 @@ def test_no_secrets_in_the_compose_file(services):
     assert '[ -s "$$secret" ] ||' in services["airflow-init"]["command"][1]
 
 
-FILE_SECRETS = ("postgres_password", "airflow_fernet_key", "airflow_admin_password")
+FILE_SECRETS = ("postgres_password", "airflow_fernet_key", "airflow_admin_password", "grafana_admin_password")
 
 
 def test_passwords_reach_containers_as_files_not_environment(compose, services):
@@ -401,3 +402,79 @@ def test_dockerfile_fetches_the_s3_pieces_like_make_setup():
     assert "COPY jobs/maven/s3proxy-pom.xml" in text and "s3proxy-*-jar-with-dependencies.jar" in text
     assert "MARKET_SPREAD_S3_JARS=/opt/market-spread/.cache/s3-jars" in text
     assert "MARKET_SPREAD_S3PROXY_JARS=/opt/market-spread/.cache/s3proxy" in text
+
+
+def _config(service: dict, target: str) -> Path:
+    """The repository file a service mounts at `target` (read-only)."""
+    mounts = {item.split(":")[1]: item for item in service["volumes"]}
+    source, _, mode = mounts[target].split(":")
+    assert mode == "ro" and source.startswith("./"), mounts[target]
+    path = ROOT / source
+    assert path.exists(), f"{source} is mounted but not in the repository"
+    return path
+
+
+def test_prometheus_scrapes_the_stream_and_airflow(services):
+    from market_spread.runtime.settings import setting
+
+    prometheus, exporter = services["prometheus"], services["statsd-exporter"]
+    config = yaml.safe_load(_config(prometheus, "/etc/prometheus/prometheus.yml").read_text())
+    targets = {job["job_name"]: job["static_configs"][0]["targets"] for job in config["scrape_configs"]}
+    # The stream runs in the scheduler (LocalExecutor), on its default metrics port, listening on the
+    # container's interface; the exporter's web port is the one scraped.
+    assert targets["market-spread-stream"] == [f"airflow-scheduler:{setting('MARKET_SPREAD_METRICS_PORT').default}"]
+    scheduler = _env(services["airflow-scheduler"])
+    assert scheduler["MARKET_SPREAD_METRICS_HOST"] == "0.0.0.0" and "MARKET_SPREAD_METRICS_PORT" not in scheduler
+    flags = dict(arg.lstrip("-").split("=", 1) for arg in exporter["command"])
+    assert targets["airflow"] == [f"statsd-exporter{flags['web.listen-address']}"]
+    assert flags["statsd.listen-tcp"] == "" and flags["statsd.mapping-config"] == "/etc/statsd/mapping.yml"
+    _config(exporter, "/etc/statsd/mapping.yml")
+    # Every Airflow component sends its StatsD metrics to the exporter, through the connected client.
+    for name in AIRFLOW_SERVICES:
+        env = _env(services[name])
+        assert env["AIRFLOW__METRICS__STATSD_ON"] == "True", name
+        assert f"{env['AIRFLOW__METRICS__STATSD_HOST']}:{env['AIRFLOW__METRICS__STATSD_PORT']}" == \
+            f"statsd-exporter{flags['statsd.listen-udp']}", name
+        assert env["AIRFLOW__METRICS__STATSD_CUSTOM_CLIENT_PATH"].endswith("statsd_client.ConnectedStatsClient"), name
+    assert config["rule_files"] == ["/etc/prometheus/alerts.yml"]
+    _config(prometheus, "/etc/prometheus/alerts.yml")
+    # Only the two UIs reach the host, on the loopback unless UI_BIND_ADDRESS says otherwise.
+    assert prometheus["ports"] == ["${UI_BIND_ADDRESS:-127.0.0.1}:${PROMETHEUS_PORT:-9090}:9090"]
+    assert services["grafana"]["ports"] == ["${UI_BIND_ADDRESS:-127.0.0.1}:${GRAFANA_PORT:-3000}:3000"]
+    assert "ports" not in exporter and "ports" not in services["airflow-scheduler"]
+
+
+def _stream_metric_names() -> set[str]:
+    """Every sample name the stream's registry exposes (counters' _total, histograms' _bucket, ...)."""
+    from market_spread.stream.metrics import StreamMetrics
+
+    metrics = StreamMetrics("files")
+    metrics.backlog_files.labels("quotes").set(0)
+    metrics.kafka_lag.labels("quotes").set(0)
+    return {sample.name for family in metrics.registry.collect() for sample in family.samples}
+
+
+def test_the_dashboard_and_alerts_name_metrics_that_exist(services):
+    import json
+
+    grafana = services["grafana"]
+    provisioning = _config(grafana, "/etc/grafana/provisioning")
+    dashboards = _config(grafana, "/etc/grafana/dashboards")
+    [provider] = yaml.safe_load((provisioning / "dashboards" / "market-spread.yml").read_text())["providers"]
+    assert provider["options"]["path"] == "/etc/grafana/dashboards"
+    [source] = yaml.safe_load((provisioning / "datasources" / "prometheus.yml").read_text())["datasources"]
+    assert source["url"] == "http://prometheus:9090" and source["isDefault"]
+    board = json.loads((dashboards / "market-spread.json").read_text())
+    assert _env(grafana)["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"] == "/etc/grafana/dashboards/market-spread.json"
+    exprs = [t["expr"] for p in board["panels"] for t in p.get("targets", [])]
+    assert all(t["datasource"]["uid"] == source["uid"] for p in board["panels"] for t in p.get("targets", []))
+    rules = yaml.safe_load(_config(services["prometheus"], "/etc/prometheus/alerts.yml").read_text())
+    exprs += [rule["expr"] for group in rules["groups"] for rule in group["rules"]]
+    named = {m for e in exprs for m in re.findall(r"\b(market_spread_[a-z_]+)", e)}
+    assert named and named - _stream_metric_names() == set(), named - _stream_metric_names()
+    mapping = yaml.safe_load((ROOT / "docker" / "prometheus" / "statsd-mapping.yml").read_text())
+    airflow = {m for e in exprs for m in re.findall(r"\b(airflow_[a-z_]+)", e)}
+    assert airflow and airflow <= {m["name"] for m in mapping["mappings"]}, airflow
+    # Grafana's admin password is a file secret, never an environment value.
+    assert _env(grafana)["GF_SECURITY_ADMIN_PASSWORD__FILE"] == "/run/secrets/grafana_admin_password"
+    assert _env(grafana)["GF_AUTH_ANONYMOUS_ENABLED"] == "false"

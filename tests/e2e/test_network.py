@@ -1,6 +1,6 @@
 """The network surface of a local run (issue 44): while `stream` with a local master (the default)
 writes alerts, no process of its tree (the driver, its JVM, any Python worker) listens on anything
-but the loopback. tests/e2e/test_airflow_e2e.py checks the same of a whole `make run`, and
+but the loopback, its metrics endpoint included. tests/e2e/test_airflow_e2e.py checks the same of a whole `make run`, and
 tests/e2e/test_cluster.py the authentication of a cluster."""
 from __future__ import annotations
 
@@ -24,6 +24,14 @@ def test_loopback_is_told_from_the_network():
     assert not is_loopback("::ffff:172.17.0.2")
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def _alerts_committed(lake: Path) -> bool:
     return any((lake / "alerts" / "_delta_log").glob("[0-9]*.json"))
 
@@ -31,7 +39,9 @@ def _alerts_committed(lake: Path) -> bool:
 @pytest.mark.slow
 def test_a_local_stream_listens_on_loopback_only(tmp_path):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
-    env = dict(os.environ, MARKET_SPREAD_DRIVER_MEMORY="1g", PYTHONUNBUFFERED="1")
+    metrics_port = _free_port()
+    env = dict(os.environ, MARKET_SPREAD_DRIVER_MEMORY="1g", PYTHONUNBUFFERED="1",
+               MARKET_SPREAD_METRICS_PORT=str(metrics_port))
     env.pop("SPARK_LOCAL_IP", None)  # what the product does by itself, not what the caller set
     subprocess.run([*CLI, "generate", "--landing", str(landing), "--quotes", "300", "--orders", "300",
                     "--files", "2"], check=True, capture_output=True, env=env, timeout=120)
@@ -50,5 +60,7 @@ def test_a_local_stream_listens_on_loopback_only(tmp_path):
         # The JVM does listen (Py4J's gateway at least): the check looks at real sockets.
         assert sockets, "no listening socket found: is psutil allowed to see them?"
         assert not_loopback(procs) == [], f"listening beyond the loopback: {not_loopback(procs)}"
+        # The stream's metrics endpoint is one of them, on the loopback (docs/operations.md, Network).
+        assert ("127.0.0.1", metrics_port) in {(address, port) for _, address, port in sockets}, sockets
     finally:
         stop(proc, signal.SIGTERM, timeout=120)

@@ -1,5 +1,5 @@
 """The stream supervisor and its health check, with a stand-in for the stream (no Spark), and the
-job runner they are built on."""
+job runner they are built on; the Kafka stall check against a real broker."""
 from __future__ import annotations
 
 import os
@@ -13,7 +13,10 @@ from market_spread.orchestration.jobs import run_job
 from market_spread.orchestration.probes import StreamHealth
 from market_spread.orchestration.settings import Settings, resolve_settings
 from market_spread.orchestration.supervisor import StreamFailed, stream_argv, supervise_stream
+from market_spread.runtime.backlog import BacklogUnknown, KafkaProbe, kafka_waiting
 from market_spread.runtime.processes import pid_alive
+from market_spread_tools.bench_kafka import broker_available
+from tests.helpers.cli import market_spread
 
 
 FAKE_STREAM = r"""
@@ -184,3 +187,56 @@ def test_stream_task_log_is_one_summary_per_n_batches() -> None:
     argv = stream_argv(Settings())
     assert argv[argv.index("--progress-every") + 1] == "20"
     assert resolve_settings(lambda name: "5" if name == "market_spread_progress_every" else None).progress_every == 5
+
+
+@pytest.mark.skipif(broker_available() is not None, reason="Kafka JARs not fetched: run `make setup`")
+def test_a_stalled_kafka_stream_is_stopped_and_fails_but_an_idle_one_is_not(tmp_path) -> None:
+    """With a Kafka source the stall check reads the topics' end offsets against the checkpoint's
+    committed ones (a real broker; the stream is the stand-in that completes one batch, then hangs)."""
+    from market_spread.feeds.broker import BrokerProcess
+
+    broker = BrokerProcess(tmp_path / "kafka")
+    broker.start()
+    topics = ("quotes-s", "orders-s")
+    settings = _settings(tmp_path, source="kafka", bootstrap_servers=broker.bootstrap, quotes_topic=topics[0],
+                         orders_topic=topics[1], stall_seconds=1.0, startup_seconds=1.0, stop_timeout=5.0)
+
+    def produce(quotes: int, orders: int) -> None:
+        done = market_spread("generate", "--kafka", broker.bootstrap, "--quotes-topic", topics[0], "--orders-topic",
+                             topics[1], "--quotes", str(quotes), "--orders", str(orders), timeout=300)
+        assert done.returncode == 0, done.stderr
+
+    try:
+        produce(0, 0)  # the topics, empty: an idle source is never a stall
+        assert _readable_waiting(broker.bootstrap, tmp_path / "lake", topics) == 0
+        outcome = supervise_stream(settings, _after(6.0, "the DAG is paused"), lambda _: None, stop_check_every=0.5,
+                                   health_check_every=0.5, argv=_fake(tmp_path, "hang"))
+        assert outcome.reason.startswith("stopped: the DAG is paused")
+        produce(10, 10)  # records no batch will take
+        seen: list[str] = []
+        with pytest.raises(StreamFailed, match="stream stalled: no batch progress .* while input has waited"):
+            supervise_stream(settings, _after(120, "no stall seen in 120 s"), seen.append, stop_check_every=0.5,
+                             health_check_every=0.5, argv=_fake(tmp_path, "hang"))
+        assert "market-spread stream: stopped" in seen
+    finally:
+        broker.stop()
+
+
+def _readable_waiting(bootstrap: str, lake: Path, topics: tuple[str, str]) -> int:
+    """The records waiting, once the new topics' partitions have their leader (seconds after creation)."""
+    probe, deadline = KafkaProbe(bootstrap), time.monotonic() + 60
+    try:
+        while True:
+            try:
+                return kafka_waiting(probe, lake / "_checkpoints" / "stream", topics).count
+            except BacklogUnknown:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+    finally:
+        probe.close()
+
+
+def _after(seconds: float, reason: str):
+    deadline = time.monotonic() + seconds
+    return lambda: reason if time.monotonic() > deadline else None

@@ -57,12 +57,13 @@ def test_registered_through_the_airflow_plugins_entry_point() -> None:
     target = project["project"]["entry-points"]["airflow.plugins"]["market_spread"]
     assert target == "market_spread.orchestration.ui_plugin:MarketSpreadUiPlugin"
     plugin = ui_plugin.MarketSpreadUiPlugin
-    [app] = plugin.fastapi_apps
+    app = plugin.fastapi_apps[0]  # the Stream page's app follows (test_stream_page.py)
     assert app["url_prefix"] == "/data-quality"
     from airflow.api_fastapi.app import RESERVED_URL_PREFIXES
 
-    assert not any(app["url_prefix"].startswith(p) for p in RESERVED_URL_PREFIXES)
-    [view] = plugin.external_views
+    for each in plugin.fastapi_apps:
+        assert not any(each["url_prefix"].startswith(p) for p in RESERVED_URL_PREFIXES)
+    [view] = [v for v in plugin.external_views if v["name"] == "Data quality"]
     assert view["name"] == "Data quality" and view["destination"] == "nav"
     assert view["href"].startswith("/data-quality")  # same origin: the UI frames it
     assert [link.name for link in plugin.operator_extra_links] == ["Data Docs"]

@@ -97,6 +97,7 @@ def airflow_env(home: Path, port: int, dags: Path, base: dict[str, str] | None =
             # a time) is free to restart the job soon after the next start.
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "90",
             "AIRFLOW__API__EXPOSE_CONFIG": "False",
+            **airflow_metrics(),
             "NO_COLOR": "1",
             # standalone starts its components as `airflow ...` from PATH: first a wrapper that
             # keeps the log servers (every interface) off, then the venv's (airflow_loopback).
@@ -104,6 +105,21 @@ def airflow_env(home: Path, port: int, dags: Path, base: dict[str, str] | None =
         }
     )
     return env
+
+
+def airflow_metrics(statsd_port: int | None = None) -> dict[str, str]:
+    """Airflow's own metrics as StatsD datagrams to 127.0.0.1:STATSD_PORT (docs/operations.md,
+    Metrics), through a connected socket that opens nothing beyond the loopback; {} when the port is 0."""
+    port = value("STATSD_PORT") if statsd_port is None else statsd_port
+    if not port:
+        return {}
+    return {
+        "AIRFLOW__METRICS__STATSD_ON": "True",
+        "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+        "AIRFLOW__METRICS__STATSD_PORT": str(port),
+        "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
+        "AIRFLOW__METRICS__STATSD_CUSTOM_CLIENT_PATH": "market_spread.orchestration.statsd_client.ConnectedStatsClient",
+    }
 
 
 def port_free(port: int) -> bool:

@@ -55,6 +55,9 @@ declare("PORT", port, 8080, "Port of the Airflow UI and API of `make run`, on 12
 declare("SOURCE", source, None,
         "`make run SOURCE=kafka`: run a Kafka broker beside Airflow and point the stream and feed DAGs at it "
         "(files or kafka; unset: MARKET_SPREAD_SOURCE, then files).", RUN)
+declare("STATSD_PORT", port, 8125, "UDP port on 127.0.0.1 that `make run`'s Airflow sends its StatsD metrics to "
+        "(a StatsD exporter listening there turns them into Prometheus metrics; nothing listens by default); 0 "
+        "turns Airflow's metrics off.", RUN)
 declare("KAFKA_PORT", port, 9092,
         "Port of the broker `make run SOURCE=kafka` starts on 127.0.0.1 (its controller takes this port + 1000).", RUN)
 declare("STORAGE", storage, "local",

@@ -10,8 +10,9 @@ import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
+from market_spread.runtime.backlog import BacklogUnknown, Waiting
 from market_spread.runtime.lease import lease_live, read_lease
 from market_spread.runtime.processes import record_alive
 from market_spread.runtime.storage import Location, S3Path
@@ -110,12 +111,14 @@ class StreamHealth:
     The stream is *stalled* when a landing file arrived after the last batch began and has waited
     longer than `stall_seconds` (`startup_seconds` until the process completes its first batch)
     with no batch completed since. No input means nothing to do, never a stall, so an idle feed
-    does not raise false alarms.
+    does not raise false alarms. With `waiting` (a Kafka source: runtime.backlog.kafka_waiting) the
+    input waiting is the records past the checkpoint's committed offsets instead of landing files.
     """
 
     landing: Location
     stall_seconds: float
     startup_seconds: float = 900.0
+    waiting: Callable[[], Waiting] | None = None
     started: float = field(default_factory=time.time)
     batches: int = 0
     last_batch_id: int | None = None
@@ -141,6 +144,8 @@ class StreamHealth:
         """None when healthy, else why the stream counts as stalled."""
         now = time.time() if now is None else now
         limit = self.stall_seconds if self.batches else max(self.stall_seconds, self.startup_seconds)
+        if self.waiting is not None:
+            return self._check_waiting(now, limit)
         try:
             changed = _newest_landing_change(self.landing)
         except OSError:
@@ -157,12 +162,32 @@ class StreamHealth:
         self.pending_since = oldest
         if now - oldest <= limit:
             return None
+        return self._stalled(now, oldest, limit)
+
+    def _stalled(self, now: float, oldest: float, limit: float) -> str:
         last = f"last batch {self.last_batch_id}" if self.batches else "no batch since it started"
         setting = "stall_seconds" if self.batches else "startup_seconds"
         return (
             f"no batch progress for {now - self.last_progress:.0f}s ({last}) while input has waited "
             f"{now - oldest:.0f}s (> {setting} {limit:.0f}s)"
         )
+
+    def _check_waiting(self, now: float, limit: float) -> str | None:
+        """The check against `waiting`, asked only once no batch has begun for `limit` seconds."""
+        if now - self.last_progress <= limit:
+            self.pending_since = None
+            return None
+        try:
+            found = self.waiting()
+        except (BacklogUnknown, OSError):  # the broker out of reach: a dead stream is still seen, not this
+            return None
+        if not found.count:
+            self.pending_since = None
+            return None
+        # Records without a timestamp: waiting since this check first saw them.
+        self.pending_since = self.pending_since or now
+        oldest = found.oldest if found.oldest is not None else self.pending_since
+        return self._stalled(now, oldest, limit) if now - oldest > limit else None
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ from typing import Callable
 from market_spread.orchestration.jobs import Job, Logger, child_env, cli_argv, show
 from market_spread.orchestration.probes import StreamHealth, read_stream_lock
 from market_spread.orchestration.settings import VAR_PREFIX, Settings
-from market_spread.runtime.stream_contract import EXIT_LAKE_BUSY
+from market_spread.runtime.backlog import KafkaProbe, Waiting, kafka_waiting
+from market_spread.runtime.stream_contract import CHECKPOINT_SUBDIR, EXIT_LAKE_BUSY
 
 # The name this module's default logger has always had (it lived in tasks.py).
 log = logging.getLogger("market_spread.orchestration.tasks")
@@ -78,7 +79,9 @@ def supervise_stream(
     if reason:
         return StreamOutcome(f"not started: {reason}", 0, None)
     settings.lake.mkdir(parents=True, exist_ok=True)
-    health = StreamHealth(settings.landing, settings.stall_seconds, settings.startup_seconds)
+    probe = KafkaProbe(settings.bootstrap_servers) if settings.source == "kafka" and settings.bootstrap_servers else None
+    health = StreamHealth(settings.landing, settings.stall_seconds, settings.startup_seconds,
+                          waiting=None if probe is None else _kafka_waiting(settings, probe))
     argv = argv or stream_argv(settings)
     job = Job(argv, child_env(settings, "stream"))
     logger(f"started stream pid {job.pid}: {show(argv)}")
@@ -107,6 +110,15 @@ def supervise_stream(
         if job.poll() is None:
             # A signal or an error ended the supervision: take the stream down with us.
             job.stop(min(settings.stop_timeout, 30.0), logger)
+        if probe is not None:
+            probe.close()
+
+
+def _kafka_waiting(settings: Settings, probe: KafkaProbe) -> Callable[[], Waiting]:
+    """The records of the stream's topics past its checkpoint's committed offsets (its stall check)."""
+    checkpoint = settings.lake / CHECKPOINT_SUBDIR
+    topics = (settings.quotes_topic or "quotes", settings.orders_topic or "orders")
+    return lambda: kafka_waiting(probe, checkpoint, topics)
 
 
 def _exited(job: Job, rc: int, settings: Settings, health: StreamHealth, logger: Logger) -> StreamOutcome:

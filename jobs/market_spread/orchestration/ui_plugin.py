@@ -1,10 +1,12 @@
 """The Airflow UI plugin: the Data Docs site behind Airflow's own login, a "Data quality" entry in
-the navigation, and the validate task's "Data Docs" button. Registered through the
-`airflow.plugins` entry point (pyproject.toml), so `make run` and the image both load it.
+the navigation, and the validate task's "Data Docs" button; and the "Stream" page, the stream's
+health from its lake (orchestration.stream_status, drawn by orchestration.stream_page). Registered
+through the `airflow.plugins` entry point (pyproject.toml), so `make run` and the image both load it.
 
 A plugin's FastAPI app gets no authentication from Airflow: every route here asks Airflow's core
 API for the user first (JWT from the `_token` cookie or an Authorization header), and answers 401
-or 403 before touching a file. Only the site's own files are served (index.html, static/,
+or 403 before touching a file (read access to the quality DAG for the reports, to the stream DAG
+for the Stream page). Only the site's own files are served (index.html, static/,
 expectations/, validations/), never the GX store beside them nor anything a `..`, an encoded
 slash or a symlink would reach. Pages are served with their CDN styles and scripts pointing at the
 local copies `make setup` fetched (datadocs_assets), so a report renders with no internet.
@@ -18,15 +20,19 @@ from pathlib import Path, PurePosixPath
 
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from market_spread.orchestration.data_docs_link import URL_PREFIX, DataDocsLink
 from market_spread.orchestration.datadocs_assets import assets_dir, missing, rewrite_page, rewrite_styles
-from market_spread.orchestration.settings import VAR_PREFIX, resolve_settings
+from market_spread.orchestration.settings import VAR_PREFIX, Settings, resolve_settings
+from market_spread.orchestration.stream_page import page, panel
+from market_spread.orchestration.stream_status import BadWindow, StreamStatus, as_json, read_status, window_minutes
 
 log = logging.getLogger(__name__)
 
 QUALITY_DAG_ID = "market_spread_quality"
+STREAM_DAG_ID = "market_spread_stream"
+STREAM_PREFIX = "/stream-health"
 # What GX's site builder writes at the top of the docs folder; the GX store (gx/) is not served.
 SITE_ENTRIES = frozenset({"index.html", "static", "expectations", "validations"})
 SERVED_SUFFIXES = frozenset({".html", ".css", ".js", ".png", ".ico", ".gif", ".svg", ".jpg", ".jpeg",
@@ -38,6 +44,7 @@ PAGE_POLICY = ("default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-ev
 DOCS_CACHE_SECONDS = 10.0  # the docs folder is read from the Variable at most this often
 
 _docs_cache: dict[str, tuple[float, Path]] = {}
+_settings_cache: dict[str, tuple[float, Settings]] = {}
 
 
 def _server_variable(name: str) -> str | None:
@@ -63,8 +70,8 @@ def docs_folder() -> Path:
     return folder
 
 
-async def require_reader(request: Request) -> None:
-    """Airflow's own authentication, then read access to the quality DAG (its Data Docs)."""
+async def _require_dag_reader(request: Request, dag_id: str) -> None:
+    """Airflow's own authentication, then read access to the DAG `dag_id`."""
     from fastapi.security import HTTPBearer
 
     from airflow.api_fastapi.app import get_auth_manager
@@ -73,8 +80,18 @@ async def require_reader(request: Request) -> None:
 
     bearer = await HTTPBearer(auto_error=False)(request)
     user = await get_user(request, None, bearer)  # HTTPException 401/403 without a valid token
-    if not get_auth_manager().is_authorized_dag(method="GET", details=DagDetails(id=QUALITY_DAG_ID), user=user):
+    if not get_auth_manager().is_authorized_dag(method="GET", details=DagDetails(id=dag_id), user=user):
         raise HTTPException(status_code=403, detail="Forbidden")
+
+
+async def require_reader(request: Request) -> None:
+    """Read access to the quality DAG: its Data Docs."""
+    await _require_dag_reader(request, QUALITY_DAG_ID)
+
+
+async def require_stream_reader(request: Request) -> None:
+    """Read access to the stream DAG: the Stream page."""
+    await _require_dag_reader(request, STREAM_DAG_ID)
 
 
 def safe_file(root: Path, relative: str, entries: frozenset[str] | None = None) -> Path:
@@ -92,9 +109,9 @@ def safe_file(root: Path, relative: str, entries: frozenset[str] | None = None) 
     return target
 
 
-def _mount_path(request: Request) -> str:
-    """Where this app is mounted as the browser sees it (base path + /data-quality)."""
-    return str(request.scope.get("root_path") or URL_PREFIX).rstrip("/")
+def _mount_path(request: Request, prefix: str = URL_PREFIX) -> str:
+    """Where this app is mounted as the browser sees it (base path + its prefix)."""
+    return str(request.scope.get("root_path") or prefix).rstrip("/")
 
 
 def create_app() -> FastAPI:
@@ -129,6 +146,46 @@ def create_app() -> FastAPI:
     return app
 
 
+def _settings() -> Settings:
+    """The DAGs' settings as the stream task resolves them (Variables, then the environment)."""
+    cached = _settings_cache.get("settings")
+    if cached and time.monotonic() - cached[0] < DOCS_CACHE_SECONDS:
+        return cached[1]
+    found = resolve_settings(lambda name: _server_variable(name) if name.startswith(VAR_PREFIX) else None)
+    _settings_cache["settings"] = (time.monotonic(), found)
+    return found
+
+
+def create_stream_app() -> FastAPI:
+    """The Stream page: the stream's health from the lake (orchestration.stream_status)."""
+    app = FastAPI(title="market-spread stream", dependencies=[Depends(require_stream_reader)],
+                  docs_url=None, redoc_url=None, openapi_url=None)
+
+    def status_of(window: str | None) -> tuple[StreamStatus, str]:
+        try:
+            minutes = window_minutes(window)
+        except BadWindow as exc:
+            raise HTTPException(status_code=400, detail=str(exc)) from None
+        return read_status(_settings(), minutes), window or "1h"
+
+    @app.get("/", include_in_schema=False)
+    def stream_page(request: Request, window: str | None = None) -> Response:
+        status, name = status_of(window)
+        return HTMLResponse(page(status, name, _mount_path(request, STREAM_PREFIX)),
+                            headers={"Content-Security-Policy": PAGE_POLICY, "Cache-Control": "no-store"})
+
+    @app.get("/panel", include_in_schema=False)
+    def stream_panel(request: Request, window: str | None = None) -> Response:
+        status, name = status_of(window)
+        return HTMLResponse(panel(status, name, _mount_path(request, STREAM_PREFIX)), headers={"Cache-Control": "no-store"})
+
+    @app.get("/status.json", include_in_schema=False)
+    def stream_json(window: str | None = None) -> Response:
+        return JSONResponse(as_json(status_of(window)[0]), headers={"Cache-Control": "no-store"})
+
+    return app
+
+
 _NO_REPORT = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>Data quality</title></head>
 <body style="font-family: sans-serif; margin: 2rem"><h1>No data-quality report yet</h1>
 <p>The first run of the <code>market_spread_quality</code> DAG writes its Data Docs to
@@ -144,16 +201,23 @@ def _warn_missing_assets() -> None:
 
 
 class MarketSpreadUiPlugin(AirflowPlugin):
-    """Data Docs in the Airflow UI (see the module docstring)."""
+    """Data Docs and the Stream page in the Airflow UI (see the module docstring)."""
 
     name = "market_spread_data_quality"
-    fastapi_apps = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "market-spread data quality"}]
+    fastapi_apps = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "market-spread data quality"},
+                    {"app": create_stream_app(), "url_prefix": STREAM_PREFIX, "name": "market-spread stream"}]
     external_views = [{
         "name": "Data quality",
         "href": f"{URL_PREFIX}/",
         "destination": "nav",
         "url_route": "data-quality",
         "nav_top_level": True,  # beside Dags and Assets, not inside a Plugins menu
+    }, {
+        "name": "Stream",
+        "href": f"{STREAM_PREFIX}/",
+        "destination": "nav",
+        "url_route": "stream",
+        "nav_top_level": True,
     }]
     operator_extra_links = [DataDocsLink()]
 

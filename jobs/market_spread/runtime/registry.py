@@ -206,6 +206,11 @@ def port(raw: str) -> int:
     return int(raw)
 
 
+@kind("a port number (0: off)")
+def port_or_off(raw: str) -> int:
+    return port(raw)
+
+
 @kind("ALL | DEBUG | INFO | WARN | ERROR | FATAL | OFF | TRACE")
 def log_level(raw: str) -> str:
     level = raw.strip().upper()

@@ -14,13 +14,13 @@ from typing import Any, Callable
 
 from market_spread.runtime.registry import (
     AIRFLOW, AIRFLOW_PREFIX, CLUSTER, ENV_PREFIX, FALSE_WORDS, SETTINGS, SPARK, TRUE_WORDS, Setting, archive_or_off,
-    boolean, check_for, declare, kind, log_level, non_negative_number, one_of, parse_text, path, place, port, positive_number, setting, size, text, value,
+    boolean, check_for, declare, kind, log_level, non_negative_number, one_of, parse_text, path, place, port, port_or_off, positive_number, setting, size, text, value,
     whole,
 )
 
 __all__ = [
     "AIRFLOW", "AIRFLOW_PREFIX", "CLUSTER", "ENV_PREFIX", "FALSE_WORDS", "SETTINGS", "SPARK", "TRUE_WORDS", "Setting",
-    "archive_or_off", "boolean", "check_for", "declare", "kind", "log_level", "non_negative_number", "one_of", "parse_text", "path", "place", "port",
+    "archive_or_off", "boolean", "check_for", "declare", "kind", "log_level", "non_negative_number", "one_of", "parse_text", "path", "place", "port", "port_or_off",
     "positive_number", "setting", "size", "text", "value", "whole",
 ]
 
@@ -138,6 +138,12 @@ declare(P + "LEASE_SECONDS", positive_number, 30.0, "On object storage, how long
         "lasts without renewal: a stream on another host takes a dead writer's lake over after at most this "
         "long (on the same host, at once). The holder renews every sixth of it and commits nothing once its "
         "last renewal is older than two thirds of it.", ("stream", "maintain"), to_jobs=True)
+declare(P + "METRICS_PORT", port_or_off, 9407, "The port of the stream's Prometheus metrics endpoint "
+        "(`/metrics`); 0 turns the endpoint off. A port already taken is reported in one line and the stream runs "
+        "on without it.", ("stream",), to_jobs=True)
+declare(P + "METRICS_HOST", text, "127.0.0.1", "The address the stream's metrics endpoint listens on: the "
+        "loopback unless a scraper on another host must reach it (docker compose: 0.0.0.0, inside its network).",
+        ("stream",), to_jobs=True)
 declare(P + "SOURCE_LOG_TRIM_EVERY", whole(1, "batches"), 1000, "Batches between two trims of the file source's "
         "log in a long run.", ("stream --archive",))
 

@@ -4,5 +4,7 @@ importing the stream job (which pulls in pyspark)."""
 from __future__ import annotations
 
 LOCK_FILE = "_stream.lock"
+# The stream's default checkpoint inside the lake (lake.tables.CHECKPOINT_SUBDIR, which must agree).
+CHECKPOINT_SUBDIR = "_checkpoints/stream"
 EXIT_LAKE_BUSY = 3  # another writer holds the lake's lock
 EXIT_REFUSED = 4  # starting would re-emit alerts or mix sources: a person must decide

@@ -22,6 +22,7 @@ from market_spread.stream.checkpoint_files import offset_files
 from market_spread.stream.checkpoint_layout import CheckpointLayoutError, prepare
 from market_spread.stream.kafka_source import (KafkaSettings, check_kafka, checkpoint_source_error, feed_source,
                                                session_conf)
+from market_spread.stream.health_sampler import Observer
 from market_spread.stream.progress import ProgressSummary
 from market_spread.stream.query import StreamSpec, landing_backlog_bytes, run_query
 from market_spread.stream.source_log import trim_interval
@@ -157,14 +158,17 @@ def _run_stream(spec: StreamJobSpec, checkpoint: Location, symbols: list[str], l
     spark = build_session("market-spread-stream", master=spec.master, extra_conf=extra_conf, long_running=long_running)
     lock.record(jvm_pid=spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     summary = ProgressSummary(spec.progress_every) if spec.progress_every > 1 else None
+    # Prometheus metrics and the health record the Stream page reads (stream.health_sampler).
+    observer = Observer.for_stream(spec.lake, checkpoint, spec.landing, spec.archive, spec.kafka, summary)
     query = StreamSpec(
         lake=spec.lake, symbols=symbols, landing=landing, checkpoint=checkpoint, available_now=spec.available_now,
         interval=spec.interval or 0.0, max_files_per_batch=_files_per_batch(spec, landing), archive=spec.archive,
         source=source, thresholds=spec.thresholds, before_commit=lock.check,
     )
     try:
-        return run_query(spark, query, on_batch=summary, handle_signals=True)
+        return run_query(spark, query, on_batch=observer, handle_signals=True)
     finally:
         if summary is not None:
             summary.flush()  # the batches since the last line
+        observer.close()
         spark.stop()
