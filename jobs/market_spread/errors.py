@@ -17,3 +17,14 @@ class UsageError(MarketSpreadError):
 
 class SettingError(UsageError):
     """An environment variable of the settings registry holds a value its type refuses."""
+
+
+DISK_FULL = ("no space left on device while writing the lake or its checkpoint; free some space and start the "
+             "stream again: the interrupted batch is replayed, nothing is lost or doubled")
+
+
+class DiskFull(MarketSpreadError):
+    """The disk under the lake or the checkpoint is full: nothing to try again until space is freed."""
+
+    def __init__(self, where: str = "") -> None:
+        super().__init__(f"{where}: {DISK_FULL}" if where else DISK_FULL)

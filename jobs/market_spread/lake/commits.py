@@ -25,7 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from market_spread.errors import MarketSpreadError
+from market_spread.errors import DiskFull, MarketSpreadError
 from market_spread.lake.tables import batch_tag
 from market_spread.runtime.storage import open_delta
 
@@ -181,6 +181,8 @@ class KeptTable:
 def _classify(path: str, exc: Exception) -> Exception:
     """Raise what trying again cannot mend; return what it may (a lost race, a store's hiccup)."""
     text = str(exc)
+    if "No space left on device" in text:
+        raise DiskFull(path) from exc
     if "Unsupported table features" in text:
         raise NeedsSpark(f"{path}: {_first_line(exc)}") from exc
     if "Invalid data found" in text or "Check or Invariant" in text:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, TypeVar
 
@@ -69,6 +69,8 @@ class BatchProcessor:
     compactor: Compactor | None = None  # compacts the append-only tables every N commits (lake.compaction)
     last_lines: int | None = None  # input lines of the batch before (None: none yet in this process)
     warm: driver_spark.Warm | None = None  # Spark's parse of a driver batch's uncertain lines, warmed at start
+    # Set once a batch's error was said in one line (stream.query): the query's failure is not said again.
+    error_said: threading.Event = field(default_factory=threading.Event)
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         spark = batch_df.sparkSession

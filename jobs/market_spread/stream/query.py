@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from market_spread.domain.rules import DEFAULT_THRESHOLDS, Thresholds
-from market_spread.errors import MarketSpreadError
+from market_spread.errors import DISK_FULL, MarketSpreadError
 from market_spread.lake import tables as lake_mod
 from market_spread.runtime.storage import Location, S3Path, location
 
@@ -173,6 +173,7 @@ def _guarded_processor(spec: StreamSpec, on_batch: Callable | None, busy: thread
                 trim_archived_entries(spec.checkpoint_path)
         except MarketSpreadError as exc:  # said in one line here: Spark wraps it in pages of its own
             print(f"market-spread stream: error: batch {batch_id}: {exc}", file=sys.stderr, flush=True)
+            processor.error_said.set()
             raise
         finally:
             busy.clear()
@@ -240,9 +241,10 @@ def run_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None =
 
     query, busy, processor = start_query(spark, spec, on_batch)
     try:
-        return supervise(query, busy, stop_requested)
+        return supervise(query, busy, stop_requested, processor.error_said)
     except StreamingQueryException as exc:
-        print(f"market-spread stream: error: {failure_line(exc)}", file=sys.stderr, flush=True)
+        if not processor.error_said.is_set():
+            print(f"market-spread stream: error: {failure_line(exc)}", file=sys.stderr, flush=True)
         return 1
     finally:
         if processor.tables is not None:  # the upkeep the last batches started (a checkpoint, a compaction) ends first
@@ -251,8 +253,10 @@ def run_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None =
             signal.signal(s, handler)
 
 
-def supervise(query, busy: threading.Event, stop_requested: threading.Event) -> int:
-    """Wait for the query to end, or stop it between batches once `stop_requested` is set."""
+def supervise(query, busy: threading.Event, stop_requested: threading.Event,
+              error_said: threading.Event | None = None) -> int:
+    """Wait for the query to end, or stop it between batches once `stop_requested` is set; a failure
+    is said in one line unless the batch that failed said it already (`error_said`)."""
     while query.isActive:
         if stop_requested.is_set():
             # Stop between batches; were it to land inside one, the replay on restart is exact.
@@ -264,7 +268,8 @@ def supervise(query, busy: threading.Event, stop_requested: threading.Event) -> 
         query.awaitTermination(0.5)
     error = query.exception()
     if error is not None:
-        print(f"market-spread stream: error: {failure_line(error)}", file=sys.stderr, flush=True)
+        if error_said is None or not error_said.is_set():
+            print(f"market-spread stream: error: {failure_line(error)}", file=sys.stderr, flush=True)
         return 1
     print("market-spread stream: stopped", flush=True)
     return 0
@@ -276,6 +281,5 @@ def failure_line(error: BaseException) -> str:
     text = str(error).strip()
     first = text.splitlines()[0] if text else repr(error)
     if "No space left on device" in text:
-        return ("no space left on device while writing the lake or its checkpoint; free some space and start "
-                "the stream again: the interrupted batch is replayed, nothing is lost or doubled")
+        return DISK_FULL
     return f"the query failed: {first}"
