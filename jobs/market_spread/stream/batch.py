@@ -21,6 +21,7 @@ harmless too.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from contextlib import ExitStack
@@ -71,6 +72,20 @@ class BatchProcessor:
     warm: driver_spark.Warm | None = None  # Spark's parse of a driver batch's uncertain lines, warmed at start
     # Set once a batch's error was said in one line (stream.query): the query's failure is not said again.
     error_said: threading.Event = field(default_factory=threading.Event)
+
+    def settle(self) -> None:
+        """At the query's end: the upkeep the last batches started (a checkpoint, a compaction) ends,
+        and a compaction that finished after the last batch is said as a batch's would be."""
+        if self.compactor is not None and self.compactor.running is not None:
+            try:
+                done = self.compactor.finished(wait=True)
+            except Exception as exc:  # noqa: BLE001 - a failed compaction commits nothing: said, never raised
+                print(f"warning: compaction failed (no row changed; tried again later): {exc}", file=sys.stderr,
+                      flush=True)
+            else:
+                print(f"market-spread stream: after the last batch: {done}", flush=True)
+        if self.tables is not None:
+            self.tables.settle()
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         spark = batch_df.sparkSession

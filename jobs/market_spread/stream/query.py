@@ -247,8 +247,7 @@ def run_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None =
             print(f"market-spread stream: error: {failure_line(exc)}", file=sys.stderr, flush=True)
         return 1
     finally:
-        if processor.tables is not None:  # the upkeep the last batches started (a checkpoint, a compaction) ends first
-            processor.tables.settle()
+        processor.settle()  # the upkeep the last batches started (a checkpoint, a compaction) ends first
         for s, handler in previous.items():
             signal.signal(s, handler)
 

@@ -1,6 +1,8 @@
 """`market-spread stream`: the streaming job over a landing folder (or Kafka topics) into a lake."""
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 from market_spread.cli.options import lake, master, place, symbols, thresholds, whole_number
@@ -39,10 +41,16 @@ def command(**params) -> int:
 
     kafka = kafka_settings(params["source"], params["bootstrap_servers"], params["quotes_topic"],
                            params["orders_topic"], params["starting_offsets"], params["max_records_per_batch"])
-    return run_stream(StreamJobSpec(
+    code = run_stream(StreamJobSpec(
         lake=place(params["lake"]), symbols=Path(params["symbols"]), landing=place(params["landing"]),
         checkpoint=place(params["checkpoint"]), available_now=params["available_now"], interval=params["interval"],
         max_files_per_batch=params["max_files_per_batch"], archive=place(params["archive"]), master=params["master"],
         progress_every=params["progress_every"], thresholds=Thresholds(params["max_spread"], params["max_spread_ratio"]),
         kafka=kafka,
     ))
+    # Everything is committed, settled and closed by now. The process ends here, without finalizing
+    # the interpreter: delta-rs's and obstore's native threads may still drop Python objects then, and
+    # CPython aborts the process (exit 134) after a clean stop.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
