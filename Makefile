@@ -25,7 +25,7 @@ S3PROXY_JAR := .cache/s3proxy
 # The Data Docs' CSS and scripts (their CDNs' files, from the npm registry): reports render offline.
 DATADOCS_ASSETS := .cache/datadocs-assets
 
-.PHONY: setup run test test-fast reliability bench clean check-tools jvm-archive browser
+.PHONY: setup run test test-fast lint reliability bench clean check-tools jvm-archive browser
 
 setup: check-tools $(VENV)/.installed $(JARS)/.fetched $(KAFKA_JARS)/.fetched $(BROKER_JARS)/.fetched \
 	$(S3_JARS)/.fetched $(S3PROXY_JAR)/.fetched $(DATADOCS_ASSETS)/.fetched jvm-archive
@@ -100,8 +100,13 @@ run: setup
 # Two pytest workers, a test file each at a time, the longest files first (tests/conftest.py): most
 # tests wait on child JVMs, brokers and Airflow, so on 2 cores the suite takes about a fifth less (docs/operations.md, Tests).
 TEST_WORKERS ?= 2
-test: setup browser
+test: setup browser lint
 	$(PY) -m pytest -ra --durations=25 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
+
+# Lint and format (ruff) and types (mypy), as configured in pyproject.toml; make test runs it first.
+lint: setup
+	$(VENV)/bin/ruff check jobs dags tools tests
+	$(VENV)/bin/ruff format --check jobs dags tools tests
 
 # The UI test's browser (tests/e2e/test_data_docs_ui.py): Debian's chromium and its driver, installed
 # when missing and apt-get can; without them that test skips and says why.

@@ -3,6 +3,7 @@ default shows live data: every minute, `market_spread_feed_seconds` (50) seconds
 orders at `market_spread_feed_rate` (20) events/s. Turn it off with the Variable
 `market_spread_feed_enabled` = false (runs are then skipped) or by pausing this DAG.
 """
+
 from __future__ import annotations
 
 from airflow.sdk import dag, task

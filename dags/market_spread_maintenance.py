@@ -8,6 +8,7 @@ conflicts), and the teardown `release_stream` lets market_spread_stream restart 
 minute). Skipped while no table has `market_spread_maintenance_min_files` data files.
 Schedule: `MARKET_SPREAD_MAINTENANCE_SCHEDULE` (default daily; docs/configuration.md lists every setting).
 """
+
 from __future__ import annotations
 
 from datetime import timedelta

@@ -8,6 +8,7 @@ asset, announced by a watcher in the triggerer, at most once per `MARKET_SPREAD_
 and on the cron `MARKET_SPREAD_QUALITY_SCHEDULE` (default hourly) as a safety net. A successful run
 records a `market_spread_quality_results` event whose extra holds its figures.
 """
+
 from __future__ import annotations
 
 from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, dag, task
@@ -33,8 +34,9 @@ from market_spread.orchestration.data_docs_link import DataDocsLink
 def market_spread_quality() -> None:
     # One slot shared with maintain: the two lake jobs never write the lake at the same time.
     # Its outlet: the event (with the run's figures) is recorded when the task succeeds.
-    @task(task_id="validate", pool=orchestration.LAKE_JOBS_POOL, multiple_outputs=False,
-          outlets=[quality_results_asset()])
+    @task(
+        task_id="validate", pool=orchestration.LAKE_JOBS_POOL, multiple_outputs=False, outlets=[quality_results_asset()]
+    )
     def validate() -> dict:
         return orchestration.quality_task()
 

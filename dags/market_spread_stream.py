@@ -7,6 +7,7 @@ next run, scheduled every minute, starts a fresh job from the checkpoint.
 Stop it by pausing this DAG (or Variable `market_spread_stream_enabled` = false): the job gets
 SIGTERM, finishes the batch in flight and the task ends green.
 """
+
 from __future__ import annotations
 
 from airflow.sdk import dag, task

@@ -1,4 +1,5 @@
 """Shared fixtures: one SparkSession for the whole run (starting one costs seconds)."""
+
 from __future__ import annotations
 
 import os

@@ -6,6 +6,7 @@ Lands PAIRS file pairs of EVENTS events each, runs the stream (available-now, on
 and prints, per batch, its wall time, phases and the number of Spark jobs it ran. Used to measure
 performance changes one at a time on the same machine in the same run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,16 +58,25 @@ def print_jobs(spark, first: int, last: int) -> None:
     for job_id in range(first, last):
         try:
             data = store.job(job_id)
-            took = (data.completionTime().get().getTime() - data.submissionTime().get().getTime())
+            took = data.completionTime().get().getTime() - data.submissionTime().get().getTime()
             stage = store.lastStageAttempt(data.stageIds().head())
-            frames = [l.strip() for l in stage.details().splitlines()
-                      if ("delta" in l or "market_spread" in l or "python" in l.lower()) and "Logging" not in l]
-            where = " < ".join(f.split("(")[0].split(".")[-2] + "." + f.split("(")[0].split(".")[-1] for f in frames[:4])
+            frames = [
+                l.strip()
+                for l in stage.details().splitlines()
+                if ("delta" in l or "market_spread" in l or "python" in l.lower()) and "Logging" not in l
+            ]
+            where = " < ".join(
+                f.split("(")[0].split(".")[-2] + "." + f.split("(")[0].split(".")[-1] for f in frames[:4]
+            )
             desc = data.description()
             desc = desc.get() if desc.isDefined() else ""
             # The stream prefixes its own query id and batch: keep what follows.
-            desc = " ".join(desc.split("\n")[3:] if desc.startswith("\nid =") else desc.split("\n")).replace("market-spread ", "")
-            print(f"   job {job_id}: {took:5d} ms  {data.stageIds().size()} st {data.numTasks():3d} tasks  {stage.name()[:50]} | {desc[:110]} {where[:100]}")
+            desc = " ".join(desc.split("\n")[3:] if desc.startswith("\nid =") else desc.split("\n")).replace(
+                "market-spread ", ""
+            )
+            print(
+                f"   job {job_id}: {took:5d} ms  {data.stageIds().size()} st {data.numTasks():3d} tasks  {stage.name()[:50]} | {desc[:110]} {where[:100]}"
+            )
         except Exception as exc:  # noqa: BLE001 - evicted from the store
             print(f"   job {job_id}: ? {str(exc)[:120]}")
 
@@ -84,17 +94,25 @@ class Profiler:
 
     def _now(self) -> tuple:
         spark = self.spark
-        return self.jobs_so_far(spark), time.perf_counter(), cpu_seconds(self.jvm), codegen_compiles(spark), gc_seconds(spark)
+        return (
+            self.jobs_so_far(spark),
+            time.perf_counter(),
+            cpu_seconds(self.jvm),
+            codegen_compiles(spark),
+            gc_seconds(spark),
+        )
 
     def __call__(self, result) -> None:
         last = self.last
         now = self.last = self._now()
         now_jobs, wall, cpu, compiles, gc = now
         self.rows.append((result, now_jobs - last[0], wall - last[1], cpu - last[2], compiles[0] - last[3][0]))
-        print(f"batch {result.batch_id}: {result.seconds:.2f}s in batch, {wall - last[1]:.2f}s since last, "
-              f"{now_jobs - last[0]} jobs, JVM CPU {cpu - last[2]:.2f}s (GC {gc - last[4]:.2f}s), {compiles[0] - last[3][0]} codegen compiles "
-              f"({compiles[1] - last[3][1]:.0f} ms), {result.input_lines} lines, {result.alerts} alerts; {result.phases_ms}",
-              flush=True)
+        print(
+            f"batch {result.batch_id}: {result.seconds:.2f}s in batch, {wall - last[1]:.2f}s since last, "
+            f"{now_jobs - last[0]} jobs, JVM CPU {cpu - last[2]:.2f}s (GC {gc - last[4]:.2f}s), {compiles[0] - last[3][0]} codegen compiles "
+            f"({compiles[1] - last[3][1]:.0f} ms), {result.input_lines} lines, {result.alerts} alerts; {result.phases_ms}",
+            flush=True,
+        )
         if self.list_jobs:
             print_jobs(self.spark, last[0], now_jobs)
 
@@ -102,22 +120,31 @@ class Profiler:
 def print_summary(rows: list[tuple], total: float, query) -> None:
     """Medians over the steady batches (the third on), then the streaming engine's own steps."""
     steady = rows[2:] or rows
-    print(f"\n{len(rows)} batches in {total:.1f}s; steady state (batches 2+): median batch "
-          f"{statistics.median(r[0].seconds for r in steady):.2f}s, median between batches "
-          f"{statistics.median(r[2] for r in steady):.2f}s, median jobs {statistics.median(r[1] for r in steady)}, "
-          f"median JVM CPU {statistics.median(r[3] for r in steady):.2f}s, "
-          f"median codegen compiles {statistics.median(r[4] for r in steady)}")
+    print(
+        f"\n{len(rows)} batches in {total:.1f}s; steady state (batches 2+): median batch "
+        f"{statistics.median(r[0].seconds for r in steady):.2f}s, median between batches "
+        f"{statistics.median(r[2] for r in steady):.2f}s, median jobs {statistics.median(r[1] for r in steady)}, "
+        f"median JVM CPU {statistics.median(r[3] for r in steady):.2f}s, "
+        f"median codegen compiles {statistics.median(r[4] for r in steady)}"
+    )
     times = sorted(r[0].seconds for r in steady)
-    print(f"batch time over the steady batches: p90 {times[int(0.9 * (len(times) - 1))]:.2f}s, max {times[-1]:.2f}s, "
-          f"mean {statistics.mean(times):.2f}s")
+    print(
+        f"batch time over the steady batches: p90 {times[int(0.9 * (len(times) - 1))]:.2f}s, max {times[-1]:.2f}s, "
+        f"mean {statistics.mean(times):.2f}s"
+    )
     keys = sorted({k for r in steady for k in r[0].phases_ms})
-    print("median phases (ms): " + ", ".join(f"{k} {statistics.median(r[0].phases_ms.get(k, 0) for r in steady):.0f}" for k in keys))
+    print(
+        "median phases (ms): "
+        + ", ".join(f"{k} {statistics.median(r[0].phases_ms.get(k, 0) for r in steady):.0f}" for k in keys)
+    )
     # The streaming engine's own steps (listing, offset and commit logs) around each foreachBatch call.
     progress = [p["durationMs"] for p in query.recentProgress if p.get("numInputRows")][2:]
     steps = sorted({k for d in progress for k in d})
     if progress:
-        print("median streaming engine steps (ms): "
-              + ", ".join(f"{k} {statistics.median(d.get(k, 0) for d in progress):.0f}" for k in steps))
+        print(
+            "median streaming engine steps (ms): "
+            + ", ".join(f"{k} {statistics.median(d.get(k, 0) for d in progress):.0f}" for k in steps)
+        )
 
 
 def main() -> int:
@@ -138,8 +165,9 @@ def main() -> int:
     spark = build_session("profile", master="local[*]", extra_conf=extra or None, long_running=True)
     profiler = Profiler(spark, args.jobs)
     start = time.perf_counter()
-    query, busy, _ = start_query(spark, StreamSpec(lake=lake, symbols=symbols, landing=landing, max_files_per_batch=1),
-                              profiler)
+    query, busy, _ = start_query(
+        spark, StreamSpec(lake=lake, symbols=symbols, landing=landing, max_files_per_batch=1), profiler
+    )
     supervise(query, busy, threading.Event())
     print_summary(profiler.rows, time.perf_counter() - start, query)
     spark.stop()

@@ -4,6 +4,7 @@ The command-line layer turns a `UsageError` into a one-line message and exit cod
 `MarketSpreadError` into a one-line message and exit code 1; the Airflow tasks let them fail the
 task. Standard library only, and nothing of the package: every layer may import it.
 """
+
 from __future__ import annotations
 
 
@@ -19,8 +20,10 @@ class SettingError(UsageError):
     """An environment variable of the settings registry holds a value its type refuses."""
 
 
-DISK_FULL = ("no space left on device while writing the lake or its checkpoint; free some space and start the "
-             "stream again: the interrupted batch is replayed, nothing is lost or doubled")
+DISK_FULL = (
+    "no space left on device while writing the lake or its checkpoint; free some space and start the "
+    "stream again: the interrupted batch is replayed, nothing is lost or doubled"
+)
 
 
 class DiskFull(MarketSpreadError):

@@ -2,6 +2,7 @@
 lake; DAGs unpaused through the REST API v2; alerts land; a quality run succeeds; the stream's JVM is
 killed and the stream DAG brings the job back; Ctrl-C (SIGINT) leaves no process behind.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,9 @@ def task_log_lines(api: str, token: str, dag_id: str, task_id: str, state: str) 
     (the source notes left out)."""
     from urllib.parse import quote
 
-    tis = run.http_json("GET", f"{api}/dags/{dag_id}/dagRuns/~/taskInstances?task_id={task_id}&state={state}",
-                        token=token)["task_instances"]
+    tis = run.http_json(
+        "GET", f"{api}/dags/{dag_id}/dagRuns/~/taskInstances?task_id={task_id}&state={state}", token=token
+    )["task_instances"]
     assert tis, f"no {state} {dag_id}.{task_id}"
     ti = tis[-1]
     url = f"{api}/dags/{dag_id}/dagRuns/{quote(ti['dag_run_id'], safe='')}/taskInstances/{task_id}/logs/{ti['try_number']}"
@@ -83,7 +85,10 @@ def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
     # A small backlog, so the first batch already has alerts to find.
     subprocess.run(
         [*cli_argv("generate"), "--landing", str(landing), "--quotes", "300", "--orders", "300", "--files", "2"],
-        check=True, capture_output=True, env=env, timeout=60,
+        check=True,
+        capture_output=True,
+        env=env,
+        timeout=60,
     )
     log = tmp_path / "run.log"
     began = time.monotonic()
@@ -91,7 +96,11 @@ def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [str(Path(sys.executable).parent / "market-spread-run")],
-            stdout=out, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT), start_new_session=True,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=str(ROOT),
+            start_new_session=True,
         )
     try:
         wait_for("Airflow to be healthy", lambda: run.healthy(port), 240, proc, log, every=1)
@@ -100,7 +109,9 @@ def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
         assert password_file.stat().st_mode & 0o777 == 0o600
         password = json.loads(password_file.read_text())[run.USER]
         # The banner comes once the DAGs are handled, a moment after the API is healthy.
-        banner = wait_for("the login banner", lambda: "login: admin" in log.read_text() and log.read_text(), 60, proc, log, every=1)
+        banner = wait_for(
+            "the login banner", lambda: "login: admin" in log.read_text() and log.read_text(), 60, proc, log, every=1
+        )
         assert f"login: admin / {password}" in banner
         assert banner.count(password) == 1, "the login is printed once"
 
@@ -161,7 +172,8 @@ def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
         wait_for("the stream to come back", restarted, 240, proc, log, every=1)
         timings["restart after JVM kill"] = time.monotonic() - killed_at
         new_job_started = [
-            r for r in run.http_json(
+            r
+            for r in run.http_json(
                 "GET", f"{api}/dags/market_spread_stream/dagRuns?order_by=-run_after&limit=5", token=token
             )["dag_runs"]
         ]
@@ -169,7 +181,8 @@ def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
 
         def quality_succeeded() -> bool:
             tis = run.http_json(
-                "GET", f"{api}/dags/market_spread_quality/dagRuns/~/taskInstances?task_id=validate&limit=50",
+                "GET",
+                f"{api}/dags/market_spread_quality/dagRuns/~/taskInstances?task_id=validate&limit=50",
                 token=token,
             )["task_instances"]
             return any(t["task_id"] == "validate" and t["state"] == "success" for t in tis)
@@ -188,7 +201,7 @@ def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
         timings["shutdown"] = time.monotonic() - stop_began
         text = log.read_text()
         print("timings:", {k: round(v) for k, v in timings.items()})
-        print("shutdown log:", text[text.rfind("market-spread-run: stopping ("):][-3000:])
+        print("shutdown log:", text[text.rfind("market-spread-run: stopping (") :][-3000:])
     assert proc.returncode == 0, log.read_text()[-3000:]
     assert left == [], f"processes left running: {[(p.pid, p.info['cmdline']) for p in left]}"
     assert "nothing left running" in log.read_text()

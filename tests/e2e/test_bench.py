@@ -5,6 +5,7 @@ systems compute the same alerts, that each batch of the growth run takes exactly
 that a tick's latency splits into parts that add up to it, that the idle cost is measured, and
 that the results, plots and summary are written.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,12 +14,28 @@ import uuid
 
 import pytest
 
-from market_spread_tools import (bench, bench_idle, bench_latency, bench_measure, bench_plans, bench_plots,
-                                 bench_report, bench_storage)
 from market_spread.errors import UsageError
+from market_spread_tools import (
+    bench,
+    bench_idle,
+    bench_latency,
+    bench_measure,
+    bench_plans,
+    bench_plots,
+    bench_report,
+    bench_storage,
+)
 
-TINY = bench_plans.Plan(events=4_000, files=2, files_per_batch=1, rates=(200,), rate_seconds=2, past_batches=(2, 4),
-                  symbol_counts=(350,), reference_events=4_000)
+TINY = bench_plans.Plan(
+    events=4_000,
+    files=2,
+    files_per_batch=1,
+    rates=(200,),
+    rate_seconds=2,
+    past_batches=(2, 4),
+    symbol_counts=(350,),
+    reference_events=4_000,
+)
 
 
 def test_throughput_stream_ceiling_and_reference_agree(spark, tmp_path):
@@ -48,17 +65,29 @@ def test_growth_takes_one_file_pair_per_batch(spark, tmp_path):
     assert set(result["data_files_at_end"]) == {"alerts", "quotes", "batch_metrics", "symbol_state"}
     assert 1 <= result["data_files_at_end"]["batch_metrics"] <= 5, result["data_files_at_end"]
     # Only 4 batches: none is left after the warm-up's 10, and the figures say so.
-    assert result["batch_time_after_warmup"] == {"batches": 0, "p50": None, "p99": None, "max": None,
-                                                 "warmup_batches": 10}
+    assert result["batch_time_after_warmup"] == {
+        "batches": 0,
+        "p50": None,
+        "p99": None,
+        "max": None,
+        "warmup_batches": 10,
+    }
 
 
 def test_results_summary_and_plots_are_written(tmp_path):
     results = {
-        "mode": "quick", "finished_at": "2026-11-22T00:00:00+00:00", "peak_memory_mb": 900.0,
+        "mode": "quick",
+        "finished_at": "2026-11-22T00:00:00+00:00",
+        "peak_memory_mb": 900.0,
         "machine": {"cores": 2, "memory_gb": 24.0, "python": "3.11", "pyspark": "4.1.3", "delta_spark": "4.4.1"},
         "throughput": {
-            "events": 10, "batches": 1, "seconds": 0.1, "throughput_events_per_s": 100, "batch_ceiling_events_per_s": 150,
-            "reference_events_per_s": 50, "alerts_agree": True,
+            "events": 10,
+            "batches": 1,
+            "seconds": 0.1,
+            "throughput_events_per_s": 100,
+            "batch_ceiling_events_per_s": 150,
+            "reference_events_per_s": 50,
+            "alerts_agree": True,
             "phases_ms": {k: 10 for k in bench_measure.PHASES},
         },
         "latency_ms": {"1000": {"p50": 1.0, "p95": 2.0, "p99": 3.0, "files": 3, "cdf_ms": [1.0, 2.0, 3.0]}},
@@ -79,7 +108,9 @@ def test_results_summary_and_plots_are_written(tmp_path):
 
 
 def test_unknown_part_is_a_usage_error(tmp_path):
-    args = argparse.Namespace(quick=True, out=str(tmp_path / "out"), work=str(tmp_path / "work"), only="throughput,speed")
+    args = argparse.Namespace(
+        quick=True, out=str(tmp_path / "out"), work=str(tmp_path / "work"), only="throughput,speed"
+    )
     with pytest.raises(UsageError, match="speed"):
         bench.run(args)
 
@@ -98,11 +129,19 @@ def test_s3_comparison_measures_both_storages_and_reports_them(spark, tmp_path):
     """A tiny run of part `s3`: its own object store, every figure on both storages, the report's rows."""
     if bench_storage.s3_unavailable():
         pytest.skip(bench_storage.s3_unavailable())
-    plan = bench_plans.Plan(events=2_000, files=1, files_per_batch=None, rates=(), rate_seconds=1, past_batches=(2,),
-                            symbol_counts=(), reference_events=0, storage_batches=2)
+    plan = bench_plans.Plan(
+        events=2_000,
+        files=1,
+        files_per_batch=None,
+        rates=(),
+        rate_seconds=1,
+        past_batches=(2,),
+        symbol_counts=(),
+        reference_events=0,
+        storage_batches=2,
+    )
     # A bucket of its own: Hadoop caches an S3A client per bucket, and the session is the whole run's.
-    st = bench_storage.storage_comparison(spark, tmp_path, plan, bucket=f"bench-{uuid.uuid4().hex[:8]}",
-                                          warm_batches=0)
+    st = bench_storage.storage_comparison(spark, tmp_path, plan, bucket=f"bench-{uuid.uuid4().hex[:8]}", warm_batches=0)
     assert st["prefix"].startswith("s3://bench-")
     for name in ("local", "s3"):
         assert st[name]["batches"] == 2 and st[name]["median_batch_seconds"] > 0, st[name]
@@ -111,7 +150,9 @@ def test_s3_comparison_measures_both_storages_and_reports_them(spark, tmp_path):
     assert all(st["ratios"][k] > 0 for k in ("median_batch", "p99", "throughput")), st["ratios"]
     results = {"storage": st}
     assert [name for name, _, _ in bench_report.targets(results)] == [
-        "S3: median 2,000-event batch <= 1.5x local disk's", "S3: p99 latency <= 2 s at 1,000 events/s"]
+        "S3: median 2,000-event batch <= 1.5x local disk's",
+        "S3: p99 latency <= 2 s at 1,000 events/s",
+    ]
     lines = "\n".join(bench_report.storage_lines(results))
     assert "| median 2,000-event batch (s, over 2 batches) |" in lines and "| throughput, 2,000 events" in lines
     assert bench_plots.plots(results, tmp_path) == ["storage.png"]
@@ -144,7 +185,8 @@ def test_latency_splits_into_parts_and_idle_cost_is_measured(spark, tmp_path):
 
     results = {"latency_ms": {"200": {**figures, "file_pairs": len(latencies)}}, "idle": idle}
     assert [name for name, _, _ in bench_report.issue43_targets(results)] == [
-        "idle stream (files, no input for 2 s, product defaults) <= 5 % of one core"]
+        "idle stream (files, no input for 2 s, product defaults) <= 5 % of one core"
+    ]
     lines = "\n".join(bench_report.split_lines(results) + bench_report.idle_lines(results))
     assert "| files | 200 | median |" in lines and "| files | 200 | slowest 1 % (" in lines, lines
     assert "kafka skipped (not in this test)" in lines, lines

@@ -1,6 +1,7 @@
 """`stream --master spark://…` on a real Spark standalone cluster (a master and two workers on
 127.0.0.1, from the pip-installed Spark): the same tables as a local run, also when a worker dies
 mid-run (issue 8), and with landing, lake and checkpoint only on an S3 server (issue 41)."""
+
 from __future__ import annotations
 
 import json
@@ -16,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from market_spread.feeds.generate import Generator, write_backlog
 from market_spread.lake.tables import TABLES, table_path
 from market_spread.runtime.cluster_conf import is_local, session_conf
 from market_spread_tools.cluster import LocalCluster
-from market_spread.feeds.generate import Generator, write_backlog
 from market_spread_tools.spark_auth import secret_of
 from tests.helpers.cli import CLI
 from tests.helpers.lake import PROCESSING_COLUMNS, comparable_tables, metrics_totals, stream
@@ -39,15 +40,25 @@ def data(tmp_path_factory, spark):
     source = root / "source"
     write_backlog(source, Generator(SYMBOLS, seed=8, wide_share=0.3), 240, 240, PAIRS, "a")
     # Bad lines too, so that the quarantine is compared as well; named to land with pair 0.
-    land(source, "quotes", ['{"symbol": "S01"', quote("ZZZ", "2026-11-23T14:30:00Z", "1.00", "1.01")], name="bad-00000.jsonl")
+    land(
+        source,
+        "quotes",
+        ['{"symbol": "S01"', quote("ZZZ", "2026-11-23T14:30:00Z", "1.00", "1.01")],
+        name="bad-00000.jsonl",
+    )
     land(source, "orders", ["[1, 2]", order("X-1", "S02", "2026-11-23T14:30:00Z", side="HOLD")], name="bad-00000.jsonl")
     symbols = symbols_file(root, SYMBOLS)
     reference = root / "reference-lake"
     assert stream(spark, source, reference, symbols=SYMBOLS) == 0
     expected = comparable_tables(spark, reference)
     assert expected["alerts"] and expected["quarantine"] and expected["symbol_state"]
-    return {"source": source, "symbols": symbols, "expected": expected, "totals": metrics_totals(spark, reference),
-            "root": root}
+    return {
+        "source": source,
+        "symbols": symbols,
+        "expected": expected,
+        "totals": metrics_totals(spark, reference),
+        "root": root,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -98,8 +109,9 @@ class Stream:
     """`market-spread stream` as a child process in a session of its own; output read as it comes."""
 
     def __init__(self, argv: list[str], env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env=env, start_new_session=True)
+        self.proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
+        )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -120,7 +132,9 @@ class Stream:
                 return
             if self.proc.poll() is not None:
                 self._reader.join(5)
-                raise AssertionError(f"the stream exited ({self.proc.returncode}) before {what}:\n{self.output[-6000:]}")
+                raise AssertionError(
+                    f"the stream exited ({self.proc.returncode}) before {what}:\n{self.output[-6000:]}"
+                )
             time.sleep(0.2)
         raise AssertionError(f"timed out waiting for {what}:\n{self.output[-6000:]}")
 
@@ -150,23 +164,42 @@ def _group_alive(pgid: int) -> bool:
         return False
 
 
-def _stream(cluster: LocalCluster, landing: Path | str, lake: Path | str, symbols: Path, python: Path, *mode: str,
-            extra_env: dict[str, str] | None = None) -> Stream:
+def _stream(
+    cluster: LocalCluster,
+    landing: Path | str,
+    lake: Path | str,
+    symbols: Path,
+    python: Path,
+    *mode: str,
+    extra_env: dict[str, str] | None = None,
+) -> Stream:
     env = dict(os.environ, **(extra_env or {}))
-    env.update({
-        "PYSPARK_PYTHON": str(python),
-        # Executors reach the driver on the loopback, like the workers (cluster.session_conf).
-        "MARKET_SPREAD_DRIVER_HOST": "127.0.0.1",
-        "MARKET_SPREAD_DRIVER_MEMORY": "1g",
-        "PYTHONUNBUFFERED": "1",
-        # The cluster's spark-defaults.conf: spark.authenticate and its secret (issue 44).
-        "SPARK_CONF_DIR": str(cluster.conf_dir),
-        # The driver's quick JIT (C1 only) also for the --interval streams, stopped within minutes:
-        # the optimising compiler's start-up work never pays back here (runtime/spark.py QUICK_JIT).
-        "MARKET_SPREAD_JIT": os.environ.get("MARKET_SPREAD_JIT", "quick"),
-    })
-    argv = CLI + ["stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols),
-                  "--master", cluster.master_url, *mode]
+    env.update(
+        {
+            "PYSPARK_PYTHON": str(python),
+            # Executors reach the driver on the loopback, like the workers (cluster.session_conf).
+            "MARKET_SPREAD_DRIVER_HOST": "127.0.0.1",
+            "MARKET_SPREAD_DRIVER_MEMORY": "1g",
+            "PYTHONUNBUFFERED": "1",
+            # The cluster's spark-defaults.conf: spark.authenticate and its secret (issue 44).
+            "SPARK_CONF_DIR": str(cluster.conf_dir),
+            # The driver's quick JIT (C1 only) also for the --interval streams, stopped within minutes:
+            # the optimising compiler's start-up work never pays back here (runtime/spark.py QUICK_JIT).
+            "MARKET_SPREAD_JIT": os.environ.get("MARKET_SPREAD_JIT", "quick"),
+        }
+    )
+    argv = CLI + [
+        "stream",
+        "--landing",
+        str(landing),
+        "--lake",
+        str(lake),
+        "--symbols",
+        str(symbols),
+        "--master",
+        cluster.master_url,
+        *mode,
+    ]
     return Stream(argv, env)
 
 
@@ -182,8 +215,12 @@ def _app_dirs(cluster: LocalCluster) -> dict[str, set[str]]:
 def test_session_conf_is_empty_for_local_masters_and_maps_the_environment():
     assert is_local("local[*]") and is_local("local") and not is_local("spark://h:7077")
     assert session_conf("local[2]", {"MARKET_SPREAD_EXECUTOR_MEMORY": "3g"}) == {}
-    env = {"MARKET_SPREAD_EXECUTOR_MEMORY": "3g", "MARKET_SPREAD_DRIVER_HOST": "10.0.0.5",
-           "MARKET_SPREAD_CORES_MAX": "4", "PYSPARK_PYTHON": "python3"}
+    env = {
+        "MARKET_SPREAD_EXECUTOR_MEMORY": "3g",
+        "MARKET_SPREAD_DRIVER_HOST": "10.0.0.5",
+        "MARKET_SPREAD_CORES_MAX": "4",
+        "PYSPARK_PYTHON": "python3",
+    }
     conf = session_conf("spark://spark-master:7077", env)
     assert conf == {"spark.executor.memory": "3g", "spark.driver.host": "10.0.0.5", "spark.cores.max": "4"}
     # A loopback master runs its executors here: they get the driver's interpreter unless told otherwise.
@@ -265,7 +302,9 @@ def _leaks(secret: str) -> list[str]:
     return found
 
 
-def _refused(cluster: LocalCluster, tmp_path: Path, env_changes: dict[str, str | None], timeout: float) -> tuple[int, str, float]:
+def _refused(
+    cluster: LocalCluster, tmp_path: Path, env_changes: dict[str, str | None], timeout: float
+) -> tuple[int, str, float]:
     """`stream` against the cluster with these environment changes: exit code, output, seconds."""
     (tmp_path / "landing" / "quotes").mkdir(parents=True, exist_ok=True)
     (tmp_path / "landing" / "orders").mkdir(parents=True, exist_ok=True)
@@ -276,9 +315,23 @@ def _refused(cluster: LocalCluster, tmp_path: Path, env_changes: dict[str, str |
         else:
             env[name] = value
     began = time.monotonic()
-    done = subprocess.run(CLI + ["stream", "--landing", str(tmp_path / "landing"), "--lake", str(tmp_path / "lake"),
-                                 "--master", cluster.master_url, "--available-now"],
-                          capture_output=True, text=True, env=env, timeout=timeout)
+    done = subprocess.run(
+        CLI
+        + [
+            "stream",
+            "--landing",
+            str(tmp_path / "landing"),
+            "--lake",
+            str(tmp_path / "lake"),
+            "--master",
+            cluster.master_url,
+            "--available-now",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
     return done.returncode, done.stdout + done.stderr, time.monotonic() - began
 
 
@@ -310,11 +363,15 @@ def test_a_driver_with_another_secret_or_none_is_refused_by_the_master(cluster, 
     # Spark retries the master 3 times, 20 s apart, then gives up: a bounded wait, then a clear error.
     # The two drivers are refused side by side: each spends that minute idle, waiting on Spark's fixed
     # retry schedule, so one after the other doubled the test (139 s against about 75 s).
-    cases = {"another secret": {"SPARK_CONF_DIR": str(wrong)},
-             "no secret (checks off)": {"SPARK_CONF_DIR": str(empty), "MARKET_SPREAD_SPARK_AUTH": "off"}}
+    cases = {
+        "another secret": {"SPARK_CONF_DIR": str(wrong)},
+        "no secret (checks off)": {"SPARK_CONF_DIR": str(empty), "MARKET_SPREAD_SPARK_AUTH": "off"},
+    }
     with ThreadPoolExecutor(len(cases)) as pool:
-        done = {case: pool.submit(_refused, cluster, tmp_path / case.split()[0], changes, 300)
-                for case, changes in cases.items()}
+        done = {
+            case: pool.submit(_refused, cluster, tmp_path / case.split()[0], changes, 300)
+            for case, changes in cases.items()
+        }
     for case, future in done.items():
         rc, output, seconds = future.result()
         assert rc == 2, f"{case}: {output[-4000:]}"
@@ -339,7 +396,9 @@ def test_a_cluster_stream_listens_on_loopback_only_with_authentication(tmp_path,
         assert _leaks(secret_of(cluster.conf_dir)) == []
         # ...and the executors of this application run with authentication on too.
         new = {name: apps - before.get(name, set()) for name, apps in _app_dirs(cluster).items()}
-        logs = [p for name, apps in new.items() for app in apps for p in (cluster.worker_dirs[name] / app).glob("*/stderr")]
+        logs = [
+            p for name, apps in new.items() for app in apps for p in (cluster.worker_dirs[name] / app).glob("*/stderr")
+        ]
         assert logs and all(AUTH_ON in p.read_text(errors="replace") for p in logs), logs
         run.proc.send_signal(signal.SIGTERM)
         assert run.finish(timeout=600) == 0, run.output[-6000:]
@@ -355,7 +414,10 @@ def _delta_rows(table) -> list[dict]:
     found = open_delta(table).to_pyarrow_table().to_pylist()
     out = [{k: v for k, v in r.items() if k not in PROCESSING_COLUMNS} for r in found]
     if "source_file" in (found[0] if found else {}):
-        out = [{k: v for k, v in r.items() if k != "source_file"} | {"file": r["source_file"].rsplit("/", 1)[-1]} for r in out]
+        out = [
+            {k: v for k, v in r.items() if k != "source_file"} | {"file": r["source_file"].rsplit("/", 1)[-1]}
+            for r in out
+        ]
     return sorted(out, key=lambda d: json.dumps(d, default=str, sort_keys=True))
 
 
@@ -375,13 +437,16 @@ def _land_with_an_s3_client(store, source: Path, landing: str) -> int:
     s3, prefix = store.client(), landing.split("/", 3)[3]
     files = sorted(source.rglob("*.jsonl"))
     for path in files:
-        s3.put_object(Bucket=store.bucket, Key=f"{prefix}/{path.relative_to(source).as_posix()}", Body=path.read_bytes())
+        s3.put_object(
+            Bucket=store.bucket, Key=f"{prefix}/{path.relative_to(source).as_posix()}", Body=path.read_bytes()
+        )
     return len(files)
 
 
 @pytest.mark.slow
-def test_a_cluster_stream_with_landing_lake_and_checkpoint_only_on_s3(tmp_path, data, two_workers, executor_python,
-                                                                      object_store):
+def test_a_cluster_stream_with_landing_lake_and_checkpoint_only_on_s3(
+    tmp_path, data, two_workers, executor_python, object_store
+):
     """No shared disk: the driver and both workers' executors reach landing, lake and checkpoint on the
     S3 server only. The workers were started without any AWS variable: the executors get the S3
     settings from the driver (spark.hadoop.fs.s3a.*), like the Delta JARs (spark.jars)."""
@@ -396,8 +461,15 @@ def test_a_cluster_stream_with_landing_lake_and_checkpoint_only_on_s3(tmp_path, 
     landing, lake = object_store.uri("cluster-landing"), object_store.uri("cluster-lake")
     assert _land_with_an_s3_client(object_store, data["source"], landing) == 2 * PAIRS + 2
     before = _app_dirs(cluster)
-    run = _stream(cluster, landing, lake, data["symbols"], executor_python["python"], "--available-now",
-                  extra_env=object_store.env)
+    run = _stream(
+        cluster,
+        landing,
+        lake,
+        data["symbols"],
+        executor_python["python"],
+        "--available-now",
+        extra_env=object_store.env,
+    )
     rc = run.finish(timeout=900)
     assert rc == 0, run.output[-6000:]
 
@@ -418,5 +490,7 @@ def test_a_cluster_stream_with_landing_lake_and_checkpoint_only_on_s3(tmp_path, 
     assert not executor_python["mark"].exists(), "an executor started a Python worker"
     # Nothing of the lake, its checkpoint or the landing is a local file: not here, not in the cluster's folders.
     for root in (tmp_path, cluster.workdir):
-        local = [p for p in root.rglob("*") if p.name in ("_delta_log", "_checkpoints", "_stream_lease", "quotes", "orders")]
+        local = [
+            p for p in root.rglob("*") if p.name in ("_delta_log", "_checkpoints", "_stream_lease", "quotes", "orders")
+        ]
         assert local == [], local

@@ -3,6 +3,7 @@ pinned images, health checks, landing and lake on the S3 server (no shared data 
 configuration, no secrets, the monitoring (Prometheus scraping the stream and Airflow, Grafana's
 dashboard naming metrics that exist); and a real compose validator when one is installed (`docker
 compose` or `docker-compose`)."""
+
 from __future__ import annotations
 
 import os
@@ -21,7 +22,13 @@ COMPOSE = ROOT / "docker-compose.yaml"
 ENV_EXAMPLE = ROOT / ".env.example"
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
 
-AIRFLOW_SERVICES = ["airflow-init", "airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"]
+AIRFLOW_SERVICES = [
+    "airflow-init",
+    "airflow-api-server",
+    "airflow-scheduler",
+    "airflow-dag-processor",
+    "airflow-triggerer",
+]
 SPARK_SERVICES = ["spark-master", "spark-worker"]
 ONE_SHOT = {"airflow-init", "kafka-init"}
 KAFKA_IMAGE = "apache/kafka:4.1.1"
@@ -89,8 +96,12 @@ def test_every_service_is_there(services):
     for name in ["postgres", *AIRFLOW_SERVICES, *SPARK_SERVICES, STORE]:
         assert name in services, f"missing service {name}"
     commands = {name: services[name].get("command") for name in AIRFLOW_SERVICES[1:]}
-    assert commands == {"airflow-api-server": "api-server", "airflow-scheduler": "scheduler",
-                        "airflow-dag-processor": "dag-processor", "airflow-triggerer": "triggerer"}
+    assert commands == {
+        "airflow-api-server": "api-server",
+        "airflow-scheduler": "scheduler",
+        "airflow-dag-processor": "dag-processor",
+        "airflow-triggerer": "triggerer",
+    }
     assert services["airflow-scheduler"]["environment"]["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
 
 
@@ -300,7 +311,7 @@ def test_no_recursive_chown_of_the_lake_on_every_start(services):
     for line in init.splitlines():
         if "chown -R" in line:
             # Only where a folder's own owner is wrong: once on a fresh volume, not on every start.
-            assert line.strip().startswith("if [ \"$$(stat -c %u:%g") and "!= \"50000:0\" ]; then" in line, line
+            assert line.strip().startswith('if [ "$$(stat -c %u:%g') and '!= "50000:0" ]; then' in line, line
     assert "airflow pools set lake_jobs 1" in init
 
 
@@ -360,7 +371,10 @@ def test_a_kafka_service_and_the_same_source_switch_as_make_run(services, monkey
     kafka = services["kafka"]
     assert kafka["image"] == KAFKA_IMAGE and services["kafka-init"]["image"] == KAFKA_IMAGE
     env = _env(kafka)
-    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller" and env["KAFKA_ADVERTISED_LISTENERS"] == "PLAINTEXT://kafka:9092"
+    assert (
+        env["KAFKA_PROCESS_ROLES"] == "broker,controller"
+        and env["KAFKA_ADVERTISED_LISTENERS"] == "PLAINTEXT://kafka:9092"
+    )
     assert int(env["KAFKA_MESSAGE_MAX_BYTES"]) >= 4 * 1024 * 1024, "2 MB records must pass"
     assert env["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
     assert "/var/lib/kafka/data" in _mounts(kafka) and _mounts(kafka)["/var/lib/kafka/data"] == "kafka-data"
@@ -377,7 +391,9 @@ def test_a_kafka_service_and_the_same_source_switch_as_make_run(services, monkey
         if key.startswith(ENV_PREFIX):
             monkeypatch.delenv(key)
     monkeypatch.setenv("MARKET_SPREAD_SOURCE", "kafka")
-    monkeypatch.setenv("MARKET_SPREAD_BOOTSTRAP_SERVERS", _env(services["airflow-scheduler"])["MARKET_SPREAD_BOOTSTRAP_SERVERS"])
+    monkeypatch.setenv(
+        "MARKET_SPREAD_BOOTSTRAP_SERVERS", _env(services["airflow-scheduler"])["MARKET_SPREAD_BOOTSTRAP_SERVERS"]
+    )
     settings = resolve_settings(lambda _name: None)
     argv = stream_argv(settings)
     assert argv[argv.index("--source") + 1] == "kafka" and argv[argv.index("--bootstrap-servers") + 1] == "kafka:9092"
@@ -433,8 +449,10 @@ def test_prometheus_scrapes_the_stream_and_airflow(services):
     for name in AIRFLOW_SERVICES:
         env = _env(services[name])
         assert env["AIRFLOW__METRICS__STATSD_ON"] == "True", name
-        assert f"{env['AIRFLOW__METRICS__STATSD_HOST']}:{env['AIRFLOW__METRICS__STATSD_PORT']}" == \
-            f"statsd-exporter{flags['statsd.listen-udp']}", name
+        assert (
+            f"{env['AIRFLOW__METRICS__STATSD_HOST']}:{env['AIRFLOW__METRICS__STATSD_PORT']}"
+            == f"statsd-exporter{flags['statsd.listen-udp']}"
+        ), name
         assert env["AIRFLOW__METRICS__STATSD_CUSTOM_CLIENT_PATH"].endswith("statsd_client.ConnectedStatsClient"), name
     assert config["rule_files"] == ["/etc/prometheus/alerts.yml"]
     _config(prometheus, "/etc/prometheus/alerts.yml")

@@ -7,6 +7,7 @@ and opens each validate task's "Data Docs" link. Every request the browser makes
 
 MARKET_SPREAD_UI_SCREENSHOT=docs/data-quality.png saves the screenshot the README shows.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -41,8 +42,10 @@ PLUGIN = "market_spread.orchestration.ui_plugin:MarketSpreadUiPlugin"
 def _browser() -> tuple[str, str]:
     chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
     if not (chromium and driver):
-        pytest.skip("Debian's chromium and chromium-driver are not installed (make test installs them: "
-                    "apt-get install chromium chromium-driver)")
+        pytest.skip(
+            "Debian's chromium and chromium-driver are not installed (make test installs them: "
+            "apt-get install chromium chromium-driver)"
+        )
     pytest.importorskip("selenium", reason="selenium is not installed (make setup installs the dev extra)")
     return chromium, driver
 
@@ -94,8 +97,10 @@ def _plugin_path(tmp: Path) -> str:
 def _small_lake(tmp: Path, env: dict[str, str]) -> None:
     """A lake with alerts, as the stream writes it (one batch)."""
     landing, lake = tmp / "landing", tmp / "lake"
-    for command in (["generate", "--landing", str(landing), "--quotes", "300", "--orders", "300", "--files", "1"],
-                    ["stream", "--landing", str(landing), "--lake", str(lake), "--available-now"]):
+    for command in (
+        ["generate", "--landing", str(landing), "--quotes", "300", "--orders", "300", "--files", "1"],
+        ["stream", "--landing", str(landing), "--lake", str(lake), "--available-now"],
+    ):
         subprocess.run(cli_argv(*command), check=True, capture_output=True, env=env, timeout=900)
 
 
@@ -105,11 +110,18 @@ def airflow(tmp_path_factory):
     _browser()
     tmp = tmp_path_factory.mktemp("ui")
     home, port = tmp / "airflow", _free_port()
-    env = dict(os.environ, PORT=str(port), MARKET_SPREAD_AIRFLOW_HOME=str(home), MARKET_SPREAD_START_PAUSED="1",
-               MARKET_SPREAD_LAKE=str(tmp / "lake"), MARKET_SPREAD_LANDING=str(tmp / "landing"),
-               MARKET_SPREAD_DOCS=str(tmp / "docs"), MARKET_SPREAD_MASTER="local[1]",
-               # Yearly: no scheduled run but the one an unpause may start (the year's first tick).
-               MARKET_SPREAD_QUALITY_SCHEDULE="0 0 1 1 *")
+    env = dict(
+        os.environ,
+        PORT=str(port),
+        MARKET_SPREAD_AIRFLOW_HOME=str(home),
+        MARKET_SPREAD_START_PAUSED="1",
+        MARKET_SPREAD_LAKE=str(tmp / "lake"),
+        MARKET_SPREAD_LANDING=str(tmp / "landing"),
+        MARKET_SPREAD_DOCS=str(tmp / "docs"),
+        MARKET_SPREAD_MASTER="local[1]",
+        # Yearly: no scheduled run but the one an unpause may start (the year's first tick).
+        MARKET_SPREAD_QUALITY_SCHEDULE="0 0 1 1 *",
+    )
     if missing(assets_dir()):  # `make setup` fetches them; a bare checkout fetches its own copy
         from market_spread_tools.datadocs_assets import fetch
 
@@ -121,8 +133,14 @@ def airflow(tmp_path_factory):
     _small_lake(tmp, env)
     log = tmp / "run.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([str(Path(sys.executable).parent / "market-spread-run")], stdout=out,
-                                stderr=subprocess.STDOUT, env=env, cwd=str(ROOT), start_new_session=True)
+        proc = subprocess.Popen(
+            [str(Path(sys.executable).parent / "market-spread-run")],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=str(ROOT),
+            start_new_session=True,
+        )
     try:
         yield _start_and_validate(proc, log, home, port, tmp)
     finally:
@@ -151,6 +169,7 @@ def _quality_run(base: str, token: str, proc, log, run_id: str | None = None) ->
 def _first_run(base: str, token: str, proc, log) -> str | None:
     """The run the unpause starts (the cron's latest tick: catchup=False schedules it), if one comes
     within a minute; None if not, and the failing run is then triggered by hand."""
+
     def listed() -> str | None:
         runs = _api("GET", f"{base}/api/v2/dags/{DAG}/dagRuns?order_by=run_after", token)["dag_runs"]
         return runs[0]["dag_run_id"] if runs else None
@@ -175,8 +194,14 @@ def _start_and_validate(proc, log: Path, home: Path, port: int, tmp: Path) -> di
     wait_for("Airflow to be healthy", healthy, 300, proc, log, every=1)
     password = json.loads((home / PASSWORD_FILE).read_text())[USER]
     token = json.loads(_http("POST", f"{base}/auth/token", {"username": USER, "password": password})[1])["access_token"]
-    wait_for("the quality DAG to be parsed", lambda: _http("GET", f"{base}/api/v2/dags/{DAG}", token=token)[0] == 200,
-          180, proc, log, every=1)
+    wait_for(
+        "the quality DAG to be parsed",
+        lambda: _http("GET", f"{base}/api/v2/dags/{DAG}", token=token)[0] == 200,
+        180,
+        proc,
+        log,
+        every=1,
+    )
     # Thresholds far above the stream's: its wide-spread verdicts now look wrong, a critical failure.
     # Set before unpausing, so that a scheduled run the unpause may start fails the same way.
     wrong = {"market_spread_max_spread": "1000", "market_spread_max_spread_ratio": "1000"}
@@ -189,8 +214,15 @@ def _start_and_validate(proc, log: Path, home: Path, port: int, tmp: Path) -> di
     for key in wrong:
         _api("DELETE", f"{base}/api/v2/variables/{key}", token)
     passed = _quality_run(base, token, proc, log)
-    return {"base": base, "token": token, "password": password, "failed": failed, "passed": passed,
-            "docs": tmp / "docs", "log": log}
+    return {
+        "base": base,
+        "token": token,
+        "password": password,
+        "failed": failed,
+        "passed": passed,
+        "docs": tmp / "docs",
+        "log": log,
+    }
 
 
 def test_validate_returns_a_summary_and_links_its_page_failed_runs_included(airflow) -> None:
@@ -198,11 +230,15 @@ def test_validate_returns_a_summary_and_links_its_page_failed_runs_included(airf
     assert failed["state"] == "failed" and passed["state"] == "success", airflow["log"].read_text()[-3000:]
     for run in (failed, passed):
         assert run["link"] and run["link"].startswith("/data-quality/docs/validations/"), run
-        page = run["link"][len("/data-quality/docs/"):]
+        page = run["link"][len("/data-quality/docs/") :]
         assert (airflow["docs"] / page).is_file()
     assert failed["link"] != passed["link"]
-    xcom = _api("GET", f"{airflow['base']}/api/v2/dags/{DAG}/dagRuns/{passed['run_id']}/taskInstances/validate/"
-                "xcomEntries/return_value", airflow["token"])
+    xcom = _api(
+        "GET",
+        f"{airflow['base']}/api/v2/dags/{DAG}/dagRuns/{passed['run_id']}/taskInstances/validate/"
+        "xcomEntries/return_value",
+        airflow["token"],
+    )
     summary = xcom["value"] if isinstance(xcom["value"], dict) else json.loads(xcom["value"])
     assert summary["passed"] is True and summary["expectations_failed"] == 0
     assert summary["expectations_passed"] > 0 and set(summary["suites"]) == {"alerts", "symbol_state"}
@@ -213,8 +249,12 @@ def test_validate_returns_a_summary_and_links_its_page_failed_runs_included(airf
 def test_plain_http_needs_a_login_and_stays_inside_the_site(airflow) -> None:
     base, token = airflow["base"], airflow["token"]
     page = airflow["passed"]["link"]
-    for path in ("/data-quality/", "/data-quality/docs/index.html", page,
-                 "/data-quality/assets/bootstrap@4.3.1/dist/css/bootstrap.min.css"):
+    for path in (
+        "/data-quality/",
+        "/data-quality/docs/index.html",
+        page,
+        "/data-quality/assets/bootstrap@4.3.1/dist/css/bootstrap.min.css",
+    ):
         status, body = _http("GET", base + path)
         assert status in (401, 403), (path, status)
         assert b"Validation" not in body
@@ -222,9 +262,13 @@ def test_plain_http_needs_a_login_and_stays_inside_the_site(airflow) -> None:
     status, body = _http("GET", f"{base}/data-quality/docs/index.html", token=token)
     assert status == 200 and b"/data-quality/assets/" in body and b"https://cdn" not in body
     host = base.removeprefix("http://")
-    for path in ("/data-quality/docs/../../../../../../etc/passwd", "/data-quality/docs/..%2F..%2F..%2Fetc%2Fpasswd",
-                 "/data-quality/docs/gx/great_expectations.yml", "/data-quality/assets/..%2F..%2Fpyproject.toml",
-                 f"/data-quality/docs/{'%2E%2E/' * 8}etc/passwd"):
+    for path in (
+        "/data-quality/docs/../../../../../../etc/passwd",
+        "/data-quality/docs/..%2F..%2F..%2Fetc%2Fpasswd",
+        "/data-quality/docs/gx/great_expectations.yml",
+        "/data-quality/assets/..%2F..%2Fpyproject.toml",
+        f"/data-quality/docs/{'%2E%2E/' * 8}etc/passwd",
+    ):
         connection = http.client.HTTPConnection(host, timeout=30)  # sends the path as written
         connection.request("GET", path, headers={"Authorization": f"Bearer {token}"})
         response = connection.getresponse()
@@ -243,9 +287,16 @@ def browser(airflow):
     os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium fetch a browser or driver
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1440,1000",
-                "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1440,1000",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+    ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
     session = webdriver.Chrome(service=Service(executable_path=driver), options=options)

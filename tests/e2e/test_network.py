@@ -2,6 +2,7 @@
 writes alerts, no process of its tree (the driver, its JVM, any Python worker) listens on anything
 but the loopback, its metrics endpoint included. tests/e2e/test_airflow_e2e.py checks the same of a whole `make run`, and
 tests/e2e/test_cluster.py the authentication of a cluster."""
+
 from __future__ import annotations
 
 import os
@@ -40,15 +41,26 @@ def _alerts_committed(lake: Path) -> bool:
 def test_a_local_stream_listens_on_loopback_only(tmp_path):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     metrics_port = _free_port()
-    env = dict(os.environ, MARKET_SPREAD_DRIVER_MEMORY="1g", PYTHONUNBUFFERED="1",
-               MARKET_SPREAD_METRICS_PORT=str(metrics_port))
+    env = dict(
+        os.environ, MARKET_SPREAD_DRIVER_MEMORY="1g", PYTHONUNBUFFERED="1", MARKET_SPREAD_METRICS_PORT=str(metrics_port)
+    )
     env.pop("SPARK_LOCAL_IP", None)  # what the product does by itself, not what the caller set
-    subprocess.run([*CLI, "generate", "--landing", str(landing), "--quotes", "300", "--orders", "300",
-                    "--files", "2"], check=True, capture_output=True, env=env, timeout=120)
+    subprocess.run(
+        [*CLI, "generate", "--landing", str(landing), "--quotes", "300", "--orders", "300", "--files", "2"],
+        check=True,
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
     log = tmp_path / "stream.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([*CLI, "stream", "--landing", str(landing), "--lake", str(lake), "--interval", "2"],
-                                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            [*CLI, "stream", "--landing", str(landing), "--lake", str(lake), "--interval", "2"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 600
         while not _alerts_committed(lake):

@@ -1,6 +1,7 @@
 """`market-spread object-store` (contract 3c): a real S3 server that real clients use, boto3,
 delta-rs and Spark's S3A connector, and the put-if-absent that delta-rs' commits and the driver's own
 (lake.commits) rely on."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,8 @@ import textwrap
 
 import pytest
 
-from tests.helpers.s3 import MARKET_SPREAD, READY, start_object_store
 from tests.helpers.processes import stop
+from tests.helpers.s3 import MARKET_SPREAD, READY, start_object_store
 
 
 def _code(exc: Exception) -> str:
@@ -25,9 +26,11 @@ def test_ready_with_its_bucket(object_store) -> None:
     names = [b["Name"] for b in object_store.client().list_buckets()["Buckets"]]
     assert object_store.bucket in names
     ready = next(line for line in object_store.log.read_text().splitlines() if line.startswith(READY))
-    assert ready == (f"{READY}{object_store.endpoint} (buckets {object_store.bucket}; "
-                     f"AWS_ACCESS_KEY_ID={object_store.env['AWS_ACCESS_KEY_ID']}, "
-                     f"AWS_SECRET_ACCESS_KEY={object_store.env['AWS_SECRET_ACCESS_KEY']})")
+    assert ready == (
+        f"{READY}{object_store.endpoint} (buckets {object_store.bucket}; "
+        f"AWS_ACCESS_KEY_ID={object_store.env['AWS_ACCESS_KEY_ID']}, "
+        f"AWS_SECRET_ACCESS_KEY={object_store.env['AWS_SECRET_ACCESS_KEY']})"
+    )
     # The bucket is a top folder of the data folder; the properties file (it holds the secret) is elsewhere.
     assert (object_store.data / object_store.bucket).is_dir()
     assert not [p for p in object_store.data.rglob("*") if p.name.endswith(".properties")]
@@ -53,8 +56,19 @@ def test_delta_rs_never_overwrites_a_commit(object_store) -> None:
     table = DeltaTable(uri, storage_options=options)  # read at version 0
     assert table.version() == 0
     key = uri.split("/", 3)[3] + "/_delta_log/00000000000000000001.json"
-    foreign = json.dumps({"commitInfo": {"timestamp": 1, "operation": "WRITE", "isBlindAppend": True,
-                                         "operationParameters": {"mode": "Append"}}}).encode() + b"\n"
+    foreign = (
+        json.dumps(
+            {
+                "commitInfo": {
+                    "timestamp": 1,
+                    "operation": "WRITE",
+                    "isBlindAppend": True,
+                    "operationParameters": {"mode": "Append"},
+                }
+            }
+        ).encode()
+        + b"\n"
+    )
     s3 = object_store.client()
     s3.put_object(Bucket=object_store.bucket, Key=key, Body=foreign, IfNoneMatch="*")
     try:
@@ -98,8 +112,12 @@ def test_the_drivers_commit_never_overwrites_one_on_the_server(object_store) -> 
 
 def test_port_in_use_is_one_line_and_exit_1(object_store) -> None:
     port = object_store.endpoint.rsplit(":", 1)[1]
-    done = subprocess.run([str(MARKET_SPREAD), "object-store", "--port", port, "--data", str(object_store.data)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [str(MARKET_SPREAD), "object-store", "--port", port, "--data", str(object_store.data)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1
     assert done.stderr.strip() == f"market-spread object-store: error: port {port} on 127.0.0.1 is already in use"
 
@@ -139,10 +157,20 @@ SPARK_ON_S3A = textwrap.dedent("""
 def test_spark_delta_on_s3a(object_store, tmp_path) -> None:
     """hadoop-aws with the small AWS SDK set (.cache/s3-jars) writes, merges and reads a Delta table."""
     table = object_store.uri("spark").replace("s3://", "s3a://", 1)
-    done = subprocess.run([sys.executable, "-c", SPARK_ON_S3A, table], capture_output=True, text=True,
-                          env={**os.environ, **object_store.env}, timeout=600, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", SPARK_ON_S3A, table],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **object_store.env},
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     assert "ROWS [(1, 'a'), (2, 'B'), (3, 'c')]" in done.stdout
-    keys = [o["Key"] for o in object_store.client().list_objects_v2(
-        Bucket=object_store.bucket, Prefix=table.split("/", 3)[3] + "/_delta_log/")["Contents"]]
+    keys = [
+        o["Key"]
+        for o in object_store.client().list_objects_v2(
+            Bucket=object_store.bucket, Prefix=table.split("/", 3)[3] + "/_delta_log/"
+        )["Contents"]
+    ]
     assert any(k.endswith("00000000000000000001.json") for k in keys), keys

@@ -6,6 +6,7 @@ HTTP without a login is refused. Airflow's own StatsD metrics reach a UDP server
 
 MARKET_SPREAD_UI_SCREENSHOT=docs/stream-page.png saves the screenshot the README shows.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,17 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.airflow import wait_for
-from tests.helpers.browser import (PASSWORD_FILE, USER, chrome, free_port, http, log_in, require_browser, requested,
-                                   wait_until)
+from tests.helpers.browser import (
+    PASSWORD_FILE,
+    USER,
+    chrome,
+    free_port,
+    http,
+    log_in,
+    requested,
+    require_browser,
+    wait_until,
+)
 from tests.helpers.paths import ROOT
 from tests.helpers.processes import stop
 
@@ -66,17 +76,34 @@ def airflow(tmp_path_factory):
         pytest.fail("the UI plugin's entry point is not installed: run `make setup`")
     tmp = tmp_path_factory.mktemp("stream-ui")
     home, port, statsd = tmp / "airflow", free_port(), StatsdServer()
-    env = dict(os.environ, PORT=str(port), MARKET_SPREAD_AIRFLOW_HOME=str(home), MARKET_SPREAD_START_PAUSED="1",
-               MARKET_SPREAD_LAKE=str(tmp / "lake"), MARKET_SPREAD_LANDING=str(tmp / "landing"),
-               MARKET_SPREAD_DOCS=str(tmp / "docs"), MARKET_SPREAD_MASTER="local[1]",
-               MARKET_SPREAD_METRICS_PORT=str(free_port()), STATSD_PORT=str(statsd.port),
-               MARKET_SPREAD_FEED_TICK="2")  # a file pair every 2 s: minutes fill sooner
+    env = dict(
+        os.environ,
+        PORT=str(port),
+        MARKET_SPREAD_AIRFLOW_HOME=str(home),
+        MARKET_SPREAD_START_PAUSED="1",
+        MARKET_SPREAD_LAKE=str(tmp / "lake"),
+        MARKET_SPREAD_LANDING=str(tmp / "landing"),
+        MARKET_SPREAD_DOCS=str(tmp / "docs"),
+        MARKET_SPREAD_MASTER="local[1]",
+        MARKET_SPREAD_METRICS_PORT=str(free_port()),
+        STATSD_PORT=str(statsd.port),
+        MARKET_SPREAD_FEED_TICK="2",
+    )  # a file pair every 2 s: minutes fill sooner
     log = tmp / "run.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([str(Path(sys.executable).parent / "market-spread-run")], stdout=out,
-                                stderr=subprocess.STDOUT, env=env, cwd=str(ROOT), start_new_session=True)
+        proc = subprocess.Popen(
+            [str(Path(sys.executable).parent / "market-spread-run")],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=str(ROOT),
+            start_new_session=True,
+        )
     try:
-        yield _started(proc, log, home, port) | {"statsd": statsd, "metrics_port": int(env["MARKET_SPREAD_METRICS_PORT"])}
+        yield _started(proc, log, home, port) | {
+            "statsd": statsd,
+            "metrics_port": int(env["MARKET_SPREAD_METRICS_PORT"]),
+        }
     finally:
         stop(proc, timeout=180)
         statsd.close()
@@ -94,8 +121,14 @@ def _started(proc, log: Path, home: Path, port: int) -> dict:
     password = json.loads((home / PASSWORD_FILE).read_text())[USER]
     token = json.loads(http("POST", f"{base}/auth/token", {"username": USER, "password": password})[1])["access_token"]
     for dag in LIVE_DAGS:
-        wait_for(f"{dag} to be parsed", lambda: http("GET", f"{base}/api/v2/dags/{dag}", token=token)[0] == 200,
-                 180, proc, log, every=1)
+        wait_for(
+            f"{dag} to be parsed",
+            lambda dag=dag: http("GET", f"{base}/api/v2/dags/{dag}", token=token)[0] == 200,
+            180,
+            proc,
+            log,
+            every=1,
+        )
         status, raw = http("PATCH", f"{base}/api/v2/dags/{dag}", {"is_paused": False}, token)
         assert status == 200, raw[:300]
     return {"base": base, "token": token, "password": password, "log": log, "proc": proc}
@@ -160,8 +193,14 @@ def test_a_person_watches_the_charts_fill(airflow, tmp_path) -> None:
 
 def test_airflows_own_metrics_arrive_and_the_stream_serves_its_own(airflow) -> None:
     statsd = airflow["statsd"]
-    wait_for("Airflow's StatsD metrics", lambda: any(line.startswith("airflow.") for line in statsd.lines), 120,
-             airflow["proc"], airflow["log"], every=1)
+    wait_for(
+        "Airflow's StatsD metrics",
+        lambda: any(line.startswith("airflow.") for line in statsd.lines),
+        120,
+        airflow["proc"],
+        airflow["log"],
+        every=1,
+    )
     assert any(line.startswith("airflow.scheduler_heartbeat:") for line in statsd.lines), statsd.lines[:20]
     status, body = http("GET", f"http://127.0.0.1:{airflow['metrics_port']}/metrics")
     assert status == 200 and b"market_spread_batches_total" in body

@@ -1,6 +1,7 @@
 """Where the tests run Airflow: only in child processes, each with a private AIRFLOW_HOME, so these
 tests never touch ~/airflow nor the project's .airflow, and a metadata DB is created only where
 dag.test needs one."""
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """A person at the Airflow UI: Debian's headless Chromium driven by Selenium, with its network log,
 and plain HTTP to the same server (tests/e2e/test_stream_ui.py)."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,10 @@ def require_browser() -> tuple[str, str]:
     """(chromium, chromedriver); the test skips, saying why, without them."""
     chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
     if not (chromium and driver):
-        pytest.skip("Debian's chromium and chromium-driver are not installed (make test installs them: "
-                    "apt-get install chromium chromium-driver)")
+        pytest.skip(
+            "Debian's chromium and chromium-driver are not installed (make test installs them: "
+            "apt-get install chromium chromium-driver)"
+        )
     pytest.importorskip("selenium", reason="selenium is not installed (make setup installs the dev extra)")
     return chromium, driver
 
@@ -55,9 +58,16 @@ def chrome():
     os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium fetch a browser or driver
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1440,1300",
-                "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1440,1300",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+    ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
     session = webdriver.Chrome(service=Service(executable_path=driver), options=options)

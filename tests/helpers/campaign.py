@@ -1,6 +1,7 @@
 """Helpers of the reliability campaigns: pre-generated feeds landed a few files at a time, the
 `stream` command as a process group whose memory is sampled, kills aimed at the instants a new file
 appears in a Delta log or in the checkpoint, and exact accounting of what the lake holds."""
+
 from __future__ import annotations
 
 import json
@@ -17,7 +18,6 @@ import psutil
 
 from market_spread.feeds.generate import Generator, write_atomically, write_backlog
 from market_spread.runtime.storage import Location, S3Path, list_names, location, open_delta
-
 from tests.helpers.cli import CLI
 from tests.helpers.landing import land_file
 from tests.helpers.records import bad_lines
@@ -26,8 +26,16 @@ FULL = os.environ.get("MARKET_SPREAD_RELIABILITY", "").lower() == "full"
 TABLES_WITH_LOGS = ("quotes", "symbol_state", "alerts", "quarantine", "batch_metrics")
 
 
-def make_source(source: Path, symbols: list[str], seed: int, quotes: int, orders: int, files: int,
-                bad_per_file: int = 2, dirty_every: int = 1) -> list[tuple[str, Path]]:
+def make_source(
+    source: Path,
+    symbols: list[str],
+    seed: int,
+    quotes: int,
+    orders: int,
+    files: int,
+    bad_per_file: int = 2,
+    dirty_every: int = 1,
+) -> list[tuple[str, Path]]:
     """Write the whole feed once (so an uninterrupted run can see the very same files); every
     `dirty_every`-th file pair also carries a few bad lines, so that micro-batches write the
     quarantine too (a batch of clean files only is checked on the driver, one with a bad line by
@@ -92,10 +100,14 @@ class Job:
         # The quick JIT (C1 only) also for continuous streams: these live a minute or so before their
         # kill, so the optimising compiler's work (cores of it in a JVM's first minute, on 2 cores)
         # never pays back (runtime/spark.py QUICK_JIT); compiled code changes no result.
-        env = {**os.environ, "MARKET_SPREAD_COMPACT_EVERY": os.environ.get("MARKET_SPREAD_COMPACT_EVERY", "3"),
-               "MARKET_SPREAD_JIT": os.environ.get("MARKET_SPREAD_JIT", "quick")}
-        self.proc = subprocess.Popen(CLI + args, stdout=self.out, stderr=subprocess.STDOUT, start_new_session=True,
-                                     env=env)
+        env = {
+            **os.environ,
+            "MARKET_SPREAD_COMPACT_EVERY": os.environ.get("MARKET_SPREAD_COMPACT_EVERY", "3"),
+            "MARKET_SPREAD_JIT": os.environ.get("MARKET_SPREAD_JIT", "quick"),
+        }
+        self.proc = subprocess.Popen(
+            CLI + args, stdout=self.out, stderr=subprocess.STDOUT, start_new_session=True, env=env
+        )
         self.peak_rss = 0
         self._done = threading.Event()
         self._sampler = threading.Thread(target=self._sample, daemon=True)
@@ -182,8 +194,9 @@ def _entries(folder: Location) -> set[str]:
     return set(list_names(folder) or ())
 
 
-def kill_when_new_file(job: Job, folder: Location, committed_only: bool, timeout: float, poll: float | None = None,
-                       kill: bool = True) -> str | None:
+def kill_when_new_file(
+    job: Job, folder: Location, committed_only: bool, timeout: float, poll: float | None = None, kill: bool = True
+) -> str | None:
     """Poll `folder` every `poll` s; SIGKILL the job's group the moment a new entry appears in it
     (`committed_only`: a log version `N.json` or a checkpoint file `N`, i.e. just after a commit;
     otherwise any entry, typically a temporary file: in the middle of the commit). Returns the name
@@ -239,7 +252,11 @@ def in_flight(lake: Location) -> tuple[int | None, list[str]]:
 
 def readable_with_delta_rs(lake: Location) -> dict[str, int]:
     """Row counts read without Spark (delta-rs): the tables stay readable after every kill."""
-    return {t: open_delta(lake / t).to_pyarrow_table().num_rows for t in TABLES_WITH_LOGS if (lake / t / "_delta_log").is_dir()}
+    return {
+        t: open_delta(lake / t).to_pyarrow_table().num_rows
+        for t in TABLES_WITH_LOGS
+        if (lake / t / "_delta_log").is_dir()
+    }
 
 
 def diff_rows(got: list[dict], want: list[dict]) -> tuple[int, int]:
@@ -250,10 +267,10 @@ def diff_rows(got: list[dict], want: list[dict]) -> tuple[int, int]:
 
 
 KEYS = {
-    "alerts": ("order_id", "order_seq", "order_time"),        # one alert per order
-    "quotes": ("symbol", "quote_time", "seq"),                # one history row per quote
-    "quarantine": ("stream", "file", "raw"),                  # one row per bad source line
-    "symbol_state": ("symbol",),                              # one row per symbol
+    "alerts": ("order_id", "order_seq", "order_time"),  # one alert per order
+    "quotes": ("symbol", "quote_time", "seq"),  # one history row per quote
+    "quarantine": ("stream", "file", "raw"),  # one row per bad source line
+    "symbol_state": ("symbol",),  # one row per symbol
 }
 
 

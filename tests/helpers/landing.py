@@ -1,6 +1,7 @@
 """Landing files written the way producers write them: aside under a dot name, then renamed in,
 so that the stream never lists a half-written file; on S3 one PUT each (an object is whole once
 listed). `landing` may be a Path, an S3Path or an s3:// URI (runtime.storage.location)."""
+
 from __future__ import annotations
 
 import itertools

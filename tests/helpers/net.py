@@ -1,8 +1,9 @@
 """Listening sockets of a set of processes (issue 44): what a careful operator would list."""
+
 from __future__ import annotations
 
 import ipaddress
-from typing import Iterable
+from collections.abc import Iterable
 
 
 def is_loopback(ip: str) -> bool:

@@ -1,4 +1,5 @@
 """Where the checkout is, for tests that read its files (expectations, dags, compose files)."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,5 @@
 """Stopping a child the tests started in a session of its own (start_new_session=True)."""
+
 from __future__ import annotations
 
 import os

@@ -1,12 +1,13 @@
 """Feed lines as producers write them, prices as exact JSON numbers (never through a float), and
 bad lines by the quarantine reason they must get."""
+
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 T = "2026-11-23T14:30:0{}.000Z"  # T.format(n): n seconds into the scenarios' minute
-T0 = datetime(2026, 11, 23, 14, 30, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 23, 14, 30, tzinfo=UTC)
 
 
 def at(seconds: float) -> str:
@@ -24,8 +25,16 @@ def quote(symbol: str, t: str | float, bid: str, offer: str, seq: int | None = N
     return f'{{"symbol": "{symbol}", "transact_time": "{_time(t)}", "bid": {bid}, "offer": {offer}{seq_part}}}'
 
 
-def order(order_id: str, symbol: str, t: str | float, side: str = "BUY", qty: str = "100", price: str = "1.00",
-          account: int = 7, seq: int | None = None) -> str:
+def order(
+    order_id: str,
+    symbol: str,
+    t: str | float,
+    side: str = "BUY",
+    qty: str = "100",
+    price: str = "1.00",
+    account: int = 7,
+    seq: int | None = None,
+) -> str:
     """An order line; `t` is a transact_time, or seconds after T0."""
     seq_part = f', "seq": {seq}' if seq is not None else ""
     return (
@@ -39,20 +48,30 @@ BAD_QUOTES = {
     "not_json_object": ["not json", "[1, 2]", "42", '{"symbol": "AAPL"', '"just a string"'],
     "missing_field:symbol": ['{"transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 2}', "{}"],
     "missing_field:bid": ['{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "offer": 2}'],
-    "wrong_type:bid": ['{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": true, "offer": 2}',
-                       '{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": [1], "offer": 2}'],
+    "wrong_type:bid": [
+        '{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": true, "offer": 2}',
+        '{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": [1], "offer": 2}',
+    ],
     "wrong_type:seq": ['{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 2, "seq": 1.5}'],
-    "non_positive:offer": ['{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 0}',
-                           '{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": -2}'],
-    "non_finite:bid": ['{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": NaN, "offer": 2}',
-                       '{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": Infinity, "offer": 2}'],
+    "non_positive:offer": [
+        '{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 0}',
+        '{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": -2}',
+    ],
+    "non_finite:bid": [
+        '{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": NaN, "offer": 2}',
+        '{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": Infinity, "offer": 2}',
+    ],
     "out_of_range:bid": ['{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": 12345678901, "offer": 2}'],
-    "bad_time": ['{"symbol": "AAPL", "transact_time": "2026-11-23 14:30:00", "bid": 1, "offer": 2}',
-                 '{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00", "bid": 1, "offer": 2}',
-                 '{"symbol": "AAPL", "transact_time": "2026-02-30T14:30:00Z", "bid": 1, "offer": 2}',
-                 '{"symbol": "AAPL", "transact_time": 1700000000, "bid": 1, "offer": 2}'],
-    "unknown_symbol": ['{"symbol": "aapl", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 2}',
-                       '{"symbol": "ZZZZ", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 2}'],
+    "bad_time": [
+        '{"symbol": "AAPL", "transact_time": "2026-11-23 14:30:00", "bid": 1, "offer": 2}',
+        '{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00", "bid": 1, "offer": 2}',
+        '{"symbol": "AAPL", "transact_time": "2026-02-30T14:30:00Z", "bid": 1, "offer": 2}',
+        '{"symbol": "AAPL", "transact_time": 1700000000, "bid": 1, "offer": 2}',
+    ],
+    "unknown_symbol": [
+        '{"symbol": "aapl", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 2}',
+        '{"symbol": "ZZZZ", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 2}',
+    ],
 }
 BAD_ORDERS = {
     "unknown_side": [order("x", "AAPL", T.format(1), side="HOLD"), order("y", "AAPL", T.format(1), side="buy")],
@@ -66,7 +85,9 @@ def bad_lines(rng: random.Random, n: int, tag: str) -> list[str]:
     """Lines that must go to quarantine, each one different (so a doubled row can be told apart)."""
     kinds = [
         lambda i: f"not json {tag} {i}",
-        lambda i: f'{{"symbol": "NOPE", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 2, "seq": {i}, "t": "{tag}"}}',
+        lambda i: (
+            f'{{"symbol": "NOPE", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 2, "seq": {i}, "t": "{tag}"}}'
+        ),
         lambda i: f'{{"symbol": "AAPL", "transact_time": "yesterday {tag} {i}", "bid": 1, "offer": 2}}',
         lambda i: f'[{i}, "{tag}"]',
     ]

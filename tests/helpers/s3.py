@@ -1,11 +1,12 @@
 """A real S3 server for tests: `market-spread object-store` (s3proxy) on a free port.
 
-    with object_store(tmp_path_factory) as store:       # or the session fixture `object_store`
-        lake = store.uri("lake")                          # s3://market-spread/lake-1a2b3c4d, fresh
-        subprocess.run([...], env={**os.environ, **store.env})
-        with store.environ():                             # in this process: location(), delta-rs, Spark
-            ...
+with object_store(tmp_path_factory) as store:       # or the session fixture `object_store`
+    lake = store.uri("lake")                          # s3://market-spread/lake-1a2b3c4d, fresh
+    subprocess.run([...], env={**os.environ, **store.env})
+    with store.environ():                             # in this process: location(), delta-rs, Spark
+        ...
 """
+
 from __future__ import annotations
 
 import os
@@ -13,10 +14,11 @@ import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from market_spread.feeds.broker import free_port
 from market_spread.runtime.storage import S3Config, client
@@ -41,8 +43,12 @@ class ObjectStore:
     @property
     def env(self) -> dict[str, str]:
         """AWS_ENDPOINT_URL, the keys and AWS_REGION: merge into a child's environment."""
-        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-                "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_REGION": REGION}
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_REGION": REGION,
+        }
 
     @property
     def config(self) -> S3Config:
@@ -72,16 +78,21 @@ class ObjectStore:
                     os.environ[name] = earlier
 
 
-def start_object_store(data: Path, log: Path, port: int = 0, bucket: str = "market-spread",
-                       timeout: float = 90.0) -> ObjectStore:
+def start_object_store(
+    data: Path, log: Path, port: int = 0, bucket: str = "market-spread", timeout: float = 90.0
+) -> ObjectStore:
     """Start `market-spread object-store` in a session of its own; returns once it reported ready."""
     port = port or free_port()
     endpoint = f"http://127.0.0.1:{port}"
     env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_REGION": REGION}
     with open(log, "ab") as out:
-        process = subprocess.Popen([str(MARKET_SPREAD), "object-store", "--port", str(port), "--data", str(data),
-                                    "--bucket", bucket], stdout=out, stderr=subprocess.STDOUT, env=env,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            [str(MARKET_SPREAD), "object-store", "--port", str(port), "--data", str(data), "--bucket", bucket],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + timeout
     while READY not in log.read_text(errors="replace"):
         if process.poll() is not None or time.monotonic() > deadline:

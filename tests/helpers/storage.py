@@ -13,6 +13,7 @@ settings at run time: Spark copies its SQL conf into the Hadoop conf of every fi
 log and streaming checkpoint, and Hadoop keeps one S3A FileSystem per bucket, so one server per
 worker process (the session fixture `object_store`) is what every s3 test of that worker uses.
 """
+
 from __future__ import annotations
 
 import shutil

@@ -1,4 +1,5 @@
 """The symbol universe of the tests and the symbol files the commands read."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,10 +1,11 @@
 """lake.commits and lake.lake_tables: every commit of the stream is a delta-rs (or Spark) commit that
 carries Delta's txn mark, honours the features users turn on mid-stream, survives a lost race and
 a lost answer without doubling a row, and keeps its tables fresh and checkpointed."""
+
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal as D
 
 import pyarrow as pa
@@ -24,9 +25,18 @@ ALERTS = delta_rs.arrow_schema(lake_mod.SCHEMAS["alerts"])
 STREAM = "6f1c5e1a-stream"
 # Sub-millisecond times and 18-digit decimals: statistics must bound them exactly, not round them in.
 ROWS = [
-    ("A", D("1234567890.12345678"), D("1234567890.12345679"), datetime(2026, 11, 26, 23, 59, 59, 999_501, timezone.utc), 1, 0, False, date(2026, 11, 26)),
-    ("B", D("0.00000001"), D("0.00000002"), datetime(2026, 11, 27, 0, 0, 0, 1, timezone.utc), None, 0, True, date(2026, 11, 27)),
-    ("C", D("5.5"), D("6"), datetime(2026, 11, 27, 9, 30, 0, 123_456, timezone.utc), 7, 0, False, date(2026, 11, 27)),
+    (
+        "A",
+        D("1234567890.12345678"),
+        D("1234567890.12345679"),
+        datetime(2026, 11, 26, 23, 59, 59, 999_501, UTC),
+        1,
+        0,
+        False,
+        date(2026, 11, 26),
+    ),
+    ("B", D("0.00000001"), D("0.00000002"), datetime(2026, 11, 27, 0, 0, 0, 1, UTC), None, 0, True, date(2026, 11, 27)),
+    ("C", D("5.5"), D("6"), datetime(2026, 11, 27, 9, 30, 0, 123_456, UTC), 7, 0, False, date(2026, 11, 27)),
 ]
 
 
@@ -35,9 +45,22 @@ def quotes(rows: list[tuple], batch: int) -> pa.Table:
 
 
 def alerts(batch: int, qty: str = "100", n: int = 2) -> pa.Table:
-    return pa.Table.from_pylist([{"order_id": f"O-{batch}-{i}", "account": 7, "symbol": "A", "side": "BUY", "qty": D(qty),
-                                  "price": D("1.5"), "reason": "no_market_data", "batch_id": batch} for i in range(n)],
-                                schema=ALERTS)
+    return pa.Table.from_pylist(
+        [
+            {
+                "order_id": f"O-{batch}-{i}",
+                "account": 7,
+                "symbol": "A",
+                "side": "BUY",
+                "qty": D(qty),
+                "price": D("1.5"),
+                "reason": "no_market_data",
+                "batch_id": batch,
+            }
+            for i in range(n)
+        ],
+        schema=ALERTS,
+    )
 
 
 @pytest.fixture
@@ -49,7 +72,7 @@ def lake(spark, tmp_path):
 
 
 def log_actions(path: str, version: int) -> list[dict]:
-    text = (DeltaTable(path).table_uri.removeprefix("file://") + f"/_delta_log/{version:020d}.json")
+    text = DeltaTable(path).table_uri.removeprefix("file://") + f"/_delta_log/{version:020d}.json"
     with open(text, encoding="utf-8") as log:
         return [json.loads(line) for line in log if line.strip()]
 
@@ -61,22 +84,27 @@ def test_appends_read_back_exactly_and_their_statistics_skip_nothing_they_hold(s
     frame = spark.read.format("delta").load(path)
 
     def micros(t: datetime) -> int:
-        return (t - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1)
+        return (t - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
 
-    expected = sorted([(*r[:3], micros(r[3]), r[4], b, *r[6:]) for b, r in [(1, r) for r in ROWS] + [(2, ROWS[2])]], key=str)
+    expected = sorted(
+        [(*r[:3], micros(r[3]), r[4], b, *r[6:]) for b, r in [(1, r) for r in ROWS] + [(2, ROWS[2])]], key=str
+    )
     columns = [f"unix_micros({c}) AS {c}" if c == "quote_time" else c for c in QUOTES.names]
     assert sorted((tuple(r) for r in frame.selectExpr(*columns).collect()), key=str) == expected
     assert sorted(DeltaTable(path).to_pyarrow_table().to_pylist(), key=str) == sorted(
-        quotes(ROWS, 1).to_pylist() + quotes(ROWS[2:], 2).to_pylist(), key=str)
+        quotes(ROWS, 1).to_pylist() + quotes(ROWS[2:], 2).to_pylist(), key=str
+    )
     # Each row found by an equality on its own exact values: the files' min/max hold them.
     for symbol, bid, offer, at, *_ in ROWS:
         hits = frame.where(f"quote_time = TIMESTAMP '{at.isoformat()}' AND bid = {bid} AND offer = {offer}").count()
         assert hits == (2 if symbol == "C" else 1), symbol
-    assert {p.name for p in location(path).iterdir() if p.is_dir()} >= {"quote_date=2026-11-26", "quote_date=2026-11-27"}
+    assert {p.name for p in location(path).iterdir() if p.is_dir()} >= {
+        "quote_date=2026-11-26",
+        "quote_date=2026-11-27",
+    }
     # delta-rs would write a decimal's bounds through a binary float, below the value: none are kept.
     stats = [json.loads(a["add"]["stats"]) for a in log_actions(path, DeltaTable(path).version()) if "add" in a]
-    assert stats and all(set(s["maxValues"]) == {"symbol", "quote_time", "seq", "batch_id"}
-                         for s in stats), stats
+    assert stats and all(set(s["maxValues"]) == {"symbol", "quote_time", "seq", "batch_id"} for s in stats), stats
 
 
 def test_every_commit_carries_the_batchs_txn_mark_and_no_rows_make_no_commit(spark, lake):
@@ -84,11 +112,14 @@ def test_every_commit_carries_the_batchs_txn_mark_and_no_rows_make_no_commit(spa
     before = DeltaTable(path).version()
     assert lake.append("alerts", alerts(3), 3) == 2
     actions = log_actions(path, before + 1)
-    assert {"txn": {"appId": STREAM, "version": 3}} in [{k: {f: v[f] for f in ("appId", "version")}} for a in actions
-                                                          for k, v in a.items() if k == "txn"]
+    assert {"txn": {"appId": STREAM, "version": 3}} in [
+        {k: {f: v[f] for f in ("appId", "version")}} for a in actions for k, v in a.items() if k == "txn"
+    ]
     info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
     assert lake_mod.tagged_batch(info["userMetadata"]) == 3
-    assert lake.append("alerts", alerts(4).slice(0, 0), 4) == 0 and DeltaTable(path).version() == before + 1, "no commit"
+    assert lake.append("alerts", alerts(4).slice(0, 0), 4) == 0 and DeltaTable(path).version() == before + 1, (
+        "no commit"
+    )
     # Spark's commits carry the same mark, and Delta skips a batch the table already holds.
     rows = spark.createDataFrame(alerts(5))
     append(rows, path, lake.mark(5))
@@ -97,7 +128,9 @@ def test_every_commit_carries_the_batchs_txn_mark_and_no_rows_make_no_commit(spa
     assert DeltaTable(path).transaction_version(STREAM) == 5
     fresh = LakeTables(lake.lake, STREAM)
     assert fresh.marks() == {"alerts": 5, "quotes": -1, "symbol_state": -1, "quarantine": -1, "batch_metrics": -1}
-    assert LakeTables(lake.lake, "another-stream").marks()["alerts"] == 5, "a lake written before the txn marks: by batch_id"
+    assert LakeTables(lake.lake, "another-stream").marks()["alerts"] == 5, (
+        "a lake written before the txn marks: by batch_id"
+    )
 
 
 def test_a_commit_that_lost_a_race_to_a_users_change_is_made_again_on_the_new_version(spark, lake):
@@ -111,7 +144,9 @@ def test_a_commit_that_lost_a_race_to_a_users_change_is_made_again_on_the_new_ve
     lake.append("alerts", alerts(2), 2)
     table = DeltaTable(path)
     assert table.version() == enabled_at + 1 and table.transaction_version(STREAM) == 2
-    changes = spark.sql(f"SELECT order_id, _change_type FROM table_changes_by_path('{path}', {enabled_at + 1})").collect()
+    changes = spark.sql(
+        f"SELECT order_id, _change_type FROM table_changes_by_path('{path}', {enabled_at + 1})"
+    ).collect()
     assert sorted((r.order_id, r._change_type) for r in changes) == [("O-2-0", "insert"), ("O-2-1", "insert")]
 
 
@@ -159,17 +194,28 @@ def test_the_state_merge_records_each_update_in_change_data_feed(spark, lake):
     path = lake.path("symbol_state")
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')")
     start = DeltaTable(path).version() + 1
-    t0 = datetime(2026, 11, 23, 14, 30, tzinfo=timezone.utc)
+    t0 = datetime(2026, 11, 23, 14, 30, tzinfo=UTC)
     for batch, bid in ((1, "1.10"), (2, "1.20"), (3, "1.00")):  # the third is older: no change
-        newest = pa.table({"symbol": ["A"], "bid": pa.array([D(bid)], pa.decimal128(18, 8)),
-                           "offer": pa.array([D("1.30")], pa.decimal128(18, 8)),
-                           "quote_time": pa.array([t0 + timedelta(seconds=batch % 3)], pa.timestamp("us", tz="UTC")),
-                           "seq": pa.array([None], pa.int64()), "should_reject_trades": [False]})
+        newest = pa.table(
+            {
+                "symbol": ["A"],
+                "bid": pa.array([D(bid)], pa.decimal128(18, 8)),
+                "offer": pa.array([D("1.30")], pa.decimal128(18, 8)),
+                "quote_time": pa.array([t0 + timedelta(seconds=batch % 3)], pa.timestamp("us", tz="UTC")),
+                "seq": pa.array([None], pa.int64()),
+                "should_reject_trades": [False],
+            }
+        )
         merge_state(lake, newest, batch)
-    changes = spark.sql(f"SELECT bid, batch_id, _change_type FROM table_changes_by_path('{path}', {start}) "
-                        "ORDER BY _commit_version, _change_type").collect()
+    changes = spark.sql(
+        f"SELECT bid, batch_id, _change_type FROM table_changes_by_path('{path}', {start}) "
+        "ORDER BY _commit_version, _change_type"
+    ).collect()
     assert [(str(r.bid), r.batch_id, r._change_type) for r in changes] == [
-        ("1.10000000", 1, "insert"), ("1.20000000", 2, "update_postimage"), ("1.10000000", 1, "update_preimage")]
+        ("1.10000000", 1, "insert"),
+        ("1.20000000", 2, "update_postimage"),
+        ("1.10000000", 1, "update_preimage"),
+    ]
     assert DeltaTable(path).transaction_version(STREAM) == 2, "a MERGE that changes nothing commits nothing"
 
 
@@ -193,9 +239,15 @@ def test_checkpoints_are_written_in_the_background_and_the_kept_table_is_opened_
     path = str(tmp_path / "t")
     log = tmp_path / "t" / "_delta_log"
     rows = pa.table({"id": pa.array([1], pa.int64())})
-    write_deltalake(path, rows, configuration={"delta.checkpointInterval": "5",
-                                               "delta.logRetentionDuration": "interval 1 second",
-                                               "delta.deletedFileRetentionDuration": "interval 1 second"})
+    write_deltalake(
+        path,
+        rows,
+        configuration={
+            "delta.checkpointInterval": "5",
+            "delta.logRetentionDuration": "interval 1 second",
+            "delta.deletedFileRetentionDuration": "interval 1 second",
+        },
+    )
     tables = LakeTables(str(tmp_path))
     for batch in range(1, 5):
         tables.append("t", rows, batch)
@@ -214,7 +266,10 @@ def test_checkpoints_are_written_in_the_background_and_the_kept_table_is_opened_
     tables.append("t", rows, 10)  # version 10: checkpoint, then cleanup
     tables.settle()
     assert not (log / f"{0:020d}.json").exists() and (log / f"{10:020d}.checkpoint.parquet").exists()
-    assert tables.read("t").to_pyarrow_table().num_rows == 11 and tables.read("t").transaction_version("market-spread") == 10
+    assert (
+        tables.read("t").to_pyarrow_table().num_rows == 11
+        and tables.read("t").transaction_version("market-spread") == 10
+    )
 
 
 def test_a_driver_checkpoint_after_one_of_sparks_leaves_spark_a_readable_last_checkpoint(spark, tmp_path):

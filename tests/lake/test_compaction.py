@@ -1,4 +1,5 @@
 """lake.compaction: the stream bin-packs its append-only tables' small files every N commits."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,5 +1,6 @@
 """One writer per lake on object storage: the lease (runtime/lease.py, lake/lock.py) against a real
 S3 server. No Spark: the lease is what decides, before any commit."""
+
 from __future__ import annotations
 
 import json
@@ -8,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -25,9 +26,16 @@ def lake(object_store):
 
 def _foreign_holder(lake, generation: int, expires_in: float, host: str = "another-host") -> None:
     """A lease generation written by a writer on another machine (its pid means nothing here)."""
-    expires = datetime.now(timezone.utc) + timedelta(seconds=expires_in)
-    record = {"host": host, "pid": 1, "pid_started": 0.0, "generation": generation, "expires_at": expires.isoformat(),
-              "renewed_at": datetime.now(timezone.utc).isoformat(), "ttl_seconds": 30.0}
+    expires = datetime.now(UTC) + timedelta(seconds=expires_in)
+    record = {
+        "host": host,
+        "pid": 1,
+        "pid_started": 0.0,
+        "generation": generation,
+        "expires_at": expires.isoformat(),
+        "renewed_at": datetime.now(UTC).isoformat(),
+        "ttl_seconds": 30.0,
+    }
     assert (lake / LEASE_FOLDER / f"{generation:010d}.json").create(json.dumps(record).encode())
 
 
@@ -94,9 +102,11 @@ def test_of_two_contenders_for_an_expired_lease_exactly_one_wins(lake):
 
 def test_a_crashed_writer_of_this_host_is_taken_over_at_once(lake, object_store):
     """A SIGKILLed holder leaves an unexpired lease; its pid (and start time) say it is gone."""
-    code = ("from market_spread.lake.lock import writer_lock; from market_spread.runtime.storage import location; "
-            f"import os, signal; lock = writer_lock(location({str(lake)!r})); lock.acquire(); "
-            "os.kill(os.getpid(), signal.SIGKILL)")
+    code = (
+        "from market_spread.lake.lock import writer_lock; from market_spread.runtime.storage import location; "
+        f"import os, signal; lock = writer_lock(location({str(lake)!r})); lock.acquire(); "
+        "os.kill(os.getpid(), signal.SIGKILL)"
+    )
     subprocess.run([sys.executable, "-c", code], env={**os.environ, **object_store.env}, timeout=60)
     record = read_lease(lake)
     assert record and not record.get("released")
@@ -126,6 +136,7 @@ def test_a_holder_that_cannot_renew_stops_before_its_lease_could_expire(lake, mo
     holder = Lease(lake, ttl=3.0)
     holder.acquire()
     try:
+
         def unreachable() -> None:
             raise ConnectionError("object store unreachable")
 

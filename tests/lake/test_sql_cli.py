@@ -1,4 +1,5 @@
 """`market-spread sql`: the lake's tables as named views, in table, json and csv output."""
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,11 @@ from tests.helpers.storage import arg
 def test_sql_queries_tables_by_name_in_every_format(spark, place):
     landing, lake = place / "landing", place / "lake"
     land(landing, "quotes", [quote("AAPL", "2026-11-23T14:30:01.000Z", "1.10", "1.15")])
-    land(landing, "orders", [order("O-1", "AAPL", "2026-11-23T14:30:02.000Z"), order("O-2", "GOOG", "2026-11-23T14:30:02.000Z")])
+    land(
+        landing,
+        "orders",
+        [order("O-1", "AAPL", "2026-11-23T14:30:02.000Z"), order("O-2", "GOOG", "2026-11-23T14:30:02.000Z")],
+    )
     assert stream(spark, landing, lake) == 0
 
     query = "SELECT order_id, reason, offer FROM alerts ORDER BY order_id"
@@ -23,9 +28,15 @@ def test_sql_queries_tables_by_name_in_every_format(spark, place):
         {"order_id": "O-1", "reason": "wide_spread", "offer": "1.15000000"},  # decimals stay exact text
         {"order_id": "O-2", "reason": "no_market_data", "offer": None},
     ]
-    done = market_spread("sql", "--lake", arg(lake), "--format", "csv",
-                         "SELECT s.symbol, s.should_reject_trades, m.quotes FROM symbol_state s CROSS JOIN batch_metrics m",
-                         timeout=300)
+    done = market_spread(
+        "sql",
+        "--lake",
+        arg(lake),
+        "--format",
+        "csv",
+        "SELECT s.symbol, s.should_reject_trades, m.quotes FROM symbol_state s CROSS JOIN batch_metrics m",
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["symbol,should_reject_trades,quotes", "AAPL,True,1"]
 
@@ -66,8 +77,10 @@ def _lake_state(spark, lake):
 
     out = {}
     for table in lake_mod.existing_tables(lake):
-        out[table] = (sorted(p.name for p in (lake / table / "_delta_log").iterdir()),
-                      read_table(spark, lake, table).count())
+        out[table] = (
+            sorted(p.name for p in (lake / table / "_delta_log").iterdir()),
+            read_table(spark, lake, table).count(),
+        )
     return out
 
 
@@ -78,7 +91,11 @@ def test_sql_is_read_only_decided_from_the_parsed_plan(spark, place):
 
     landing, lake = place / "landing", place / "lake"
     land(landing, "quotes", [quote("AAPL", "2026-11-23T14:30:01.000Z", "1.10", "1.15")])
-    land(landing, "orders", [order("O-1", "AAPL", "2026-11-23T14:30:02.000Z"), order("O-2", "GOOG", "2026-11-23T14:30:02.000Z")])
+    land(
+        landing,
+        "orders",
+        [order("O-1", "AAPL", "2026-11-23T14:30:02.000Z"), order("O-2", "GOOG", "2026-11-23T14:30:02.000Z")],
+    )
     assert stream(spark, landing, lake) == 0
     before = _lake_state(spark, lake)
     assert before["alerts"][1] == 2
@@ -93,9 +110,15 @@ def test_sql_is_read_only_decided_from_the_parsed_plan(spark, place):
     assert spark._jvm.java.lang.System.getProperty("market.spread") is None  # reflect() refused before it ran
     assert _lake_state(spark, lake) == before, "a refused statement changed the lake"
 
-    for statement in ("SELECT count(*) AS n FROM alerts", "WITH a AS (SELECT * FROM alerts) SELECT count(*) AS n FROM a",
-                      "SHOW TABLES", "DESCRIBE alerts", "SHOW COLUMNS IN alerts", "EXPLAIN SELECT * FROM alerts",
-                      f"DESCRIBE HISTORY delta.`{alerts}`"):
+    for statement in (
+        "SELECT count(*) AS n FROM alerts",
+        "WITH a AS (SELECT * FROM alerts) SELECT count(*) AS n FROM a",
+        "SHOW TABLES",
+        "DESCRIBE alerts",
+        "SHOW COLUMNS IN alerts",
+        "EXPLAIN SELECT * FROM alerts",
+        f"DESCRIBE HISTORY delta.`{alerts}`",
+    ):
         out, err = io.StringIO(), io.StringIO()
         assert execute(spark, str(lake), statement, "json", out, err) == 0, (statement, err.getvalue())
         assert out.getvalue(), statement

@@ -1,6 +1,7 @@
 """The state MERGE done from the driver (the stream's path: Arrow rows, delta-rs's MERGE) leaves
 exactly the table that Spark's MERGE leaves, keeps the newer-only rule, and marks its commits with
 the batch (Delta's txn)."""
+
 from __future__ import annotations
 
 import random
@@ -20,8 +21,11 @@ T0, T1 = datetime(2026, 11, 23, 14, 30), datetime(2026, 11, 23, 14, 31)
 BATCHES = [
     [("AAPL", D("1.10"), D("1.20"), T0, 5, True), ("MSFT", D("2.00"), D("2.01"), T0, None, False)],
     # older AAPL (ignored), same-time MSFT with a seq (wins over none), new IBM
-    [("AAPL", D("1.00"), D("1.01"), T0, 4, False), ("MSFT", D("2.10"), D("2.11"), T0, 1, False),
-     ("IBM", D("3"), D("3.5"), T1, 9, True)],
+    [
+        ("AAPL", D("1.00"), D("1.01"), T0, 4, False),
+        ("MSFT", D("2.10"), D("2.11"), T0, 1, False),
+        ("IBM", D("3"), D("3.5"), T1, 9, True),
+    ],
     # exact tie on time and seq: the higher bid wins; IBM replayed unchanged (a no-op)
     [("AAPL", D("1.15"), D("1.20"), T0, 5, False), ("IBM", D("3"), D("3.5"), T1, 9, True)],
 ]
@@ -37,8 +41,12 @@ def run_merges(spark, lake, monkeypatch, driver_commits: str, batches: list = BA
         # On the driver (Arrow), as the stream hands it over: merged by delta-rs, or by Spark when off.
         merge_state(tables, newest.toArrow(), batch_id)
     state = read_table(spark, lake, "symbol_state")
-    return {r.symbol: tuple(r[1:]) for r in state.select("symbol", "bid", "offer", "quote_time", "seq",
-                                                         "should_reject_trades", "batch_id").collect()}
+    return {
+        r.symbol: tuple(r[1:])
+        for r in state.select(
+            "symbol", "bid", "offer", "quote_time", "seq", "should_reject_trades", "batch_id"
+        ).collect()
+    }
 
 
 @pytest.mark.parametrize("driver_commits", ["on", "off"])
@@ -70,11 +78,17 @@ def test_driver_and_spark_merges_agree_over_random_batches_with_ties(spark, tmp_
         rows = {}
         for _ in range(60):
             bid = D(rng.choice(["1.10", "1.20"]))
-            rows[f"S{rng.randrange(25)}"] = (bid, D(rng.choice(["1.30", "1.40"])), T0 + timedelta(milliseconds=rng.randrange(3)),
-                                             rng.choice([None, -1, 0, 2]), bid < D("1.15"))
+            rows[f"S{rng.randrange(25)}"] = (
+                bid,
+                D(rng.choice(["1.30", "1.40"])),
+                T0 + timedelta(milliseconds=rng.randrange(3)),
+                rng.choice([None, -1, 0, 2]),
+                bid < D("1.15"),
+            )
         batches.append([(s, *v) for s, v in rows.items()])  # one row per symbol, as the MERGE's source
-    assert run_merges(spark, tmp_path / "driver", monkeypatch, "on", batches) == \
-        run_merges(spark, tmp_path / "spark", monkeypatch, "off", batches)
+    assert run_merges(spark, tmp_path / "driver", monkeypatch, "on", batches) == run_merges(
+        spark, tmp_path / "spark", monkeypatch, "off", batches
+    )
 
 
 def test_the_newest_quote_from_rows_on_the_driver_is_the_one_spark_picks(spark):
@@ -85,12 +99,21 @@ def test_the_newest_quote_from_rows_on_the_driver_is_the_one_spark_picks(spark):
     rows = []
     for _ in range(3_000):
         bid = D(rng.choice(["1.10", "1.20"]))
-        rows.append((f"S{rng.randrange(40)}", bid, D(rng.choice(["1.30", "1.40"])),
-                     T0 + timedelta(milliseconds=rng.randrange(3)), rng.choice([None, -1, 0, 2]),
-                     bid < D("1.15")))  # derived from the quote, as the stream derives it
+        rows.append(
+            (
+                f"S{rng.randrange(40)}",
+                bid,
+                D(rng.choice(["1.30", "1.40"])),
+                T0 + timedelta(milliseconds=rng.randrange(3)),
+                rng.choice([None, -1, 0, 2]),
+                bid < D("1.15"),
+            )
+        )  # derived from the quote, as the stream derives it
     quotes = spark.createDataFrame(rows, SCHEMA)
     by_spark = newest_per_symbol(quotes).toArrow()
     on_driver = newest_of_rows(quotes.toArrow())
     assert on_driver.schema == by_spark.schema
-    assert sorted(on_driver.to_pylist(), key=lambda r: r["symbol"]) == sorted(by_spark.to_pylist(), key=lambda r: r["symbol"])
+    assert sorted(on_driver.to_pylist(), key=lambda r: r["symbol"]) == sorted(
+        by_spark.to_pylist(), key=lambda r: r["symbol"]
+    )
     assert newest_of_rows(quotes.limit(0).toArrow()).num_rows == 0

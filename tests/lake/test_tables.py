@@ -1,5 +1,6 @@
 """The lake's bookkeeping read from the Delta log without Spark: an older lake brought up to date at
 start, and the last committed batch from file statistics (lakes written before the txn marks)."""
+
 from __future__ import annotations
 
 from deltalake import DeltaTable
@@ -12,8 +13,9 @@ def test_an_older_lake_gets_the_properties_and_columns_of_this_release(spark, tm
     lake = tmp_path / "lake"
     metrics = lake_mod.table_path(lake, "batch_metrics")
     older_schema = lake_mod.SCHEMAS["batch_metrics"].replace(", spark_jobs BIGINT", "")
-    spark.sql(f"CREATE TABLE delta.`{metrics}` ({older_schema}) USING DELTA "
-              "TBLPROPERTIES ('delta.checkpointInterval' = '1')")
+    spark.sql(
+        f"CREATE TABLE delta.`{metrics}` ({older_schema}) USING DELTA TBLPROPERTIES ('delta.checkpointInterval' = '1')"
+    )
     props, columns = properties_and_columns(metrics)
     assert props.get("delta.checkpointInterval") == "1" and "spark_jobs" not in columns
 
@@ -23,8 +25,10 @@ def test_an_older_lake_gets_the_properties_and_columns_of_this_release(spark, tm
     for key, value in lake_mod.table_properties("batch_metrics").items():
         assert props.get(key) == value, key
     # Checkpoints fall on different batches: no two tables the stream writes every batch share an interval.
-    intervals = [properties_and_columns(lake_mod.table_path(lake, t))[0]["delta.checkpointInterval"]
-                 for t in ("quotes", "alerts", "symbol_state", "batch_metrics")]
+    intervals = [
+        properties_and_columns(lake_mod.table_path(lake, t))[0]["delta.checkpointInterval"]
+        for t in ("quotes", "alerts", "symbol_state", "batch_metrics")
+    ]
     assert len(set(intervals)) == 4 and all(10 <= int(i) <= 13 for i in intervals), intervals
     assert columns[-1] == "spark_jobs"
     assert sorted(lake_mod.existing_tables(lake)) == sorted(lake_mod.TABLES), "the missing tables were created"
@@ -39,18 +43,28 @@ def test_last_batch_from_statistics_and_unknown_when_a_file_has_none(spark, tmp_
     assert max_from_stats(alerts, "batch_id") == (True, None), "an empty table: known, no batch"
 
     rows = lambda batches: spark.createDataFrame(  # noqa: E731
-        [(b,) for b in batches], "batch_id BIGINT").selectExpr(
-        *[("batch_id" if c == "batch_id" else f"CAST(NULL AS {t}) AS {c}")
-          for c, t in (f.split(" ", 1) for f in lake_mod.SCHEMAS["alerts"].split(", "))])
+        [(b,) for b in batches], "batch_id BIGINT"
+    ).selectExpr(
+        *[
+            ("batch_id" if c == "batch_id" else f"CAST(NULL AS {t}) AS {c}")
+            for c, t in (f.split(" ", 1) for f in lake_mod.SCHEMAS["alerts"].split(", "))
+        ]
+    )
     rows([4, 9, 2]).write.format("delta").mode("append").save(alerts)
     rows([6]).write.format("delta").mode("append").save(alerts)
     assert max_from_stats(alerts, "batch_id") == (True, 9)
 
     # A file written without statistics: not known from them.
     quote_rows = spark.createDataFrame([(11,)], "batch_id BIGINT").selectExpr(
-        "CAST('A' AS STRING) AS symbol", "CAST(1 AS DECIMAL(18,8)) AS bid", "CAST(2 AS DECIMAL(18,8)) AS offer",
-        "TIMESTAMP'2026-11-23 14:30:00' AS quote_time", "CAST(1 AS BIGINT) AS seq", "batch_id",
-        "false AS should_reject_trades", "DATE'2026-11-23' AS quote_date")
+        "CAST('A' AS STRING) AS symbol",
+        "CAST(1 AS DECIMAL(18,8)) AS bid",
+        "CAST(2 AS DECIMAL(18,8)) AS offer",
+        "TIMESTAMP'2026-11-23 14:30:00' AS quote_time",
+        "CAST(1 AS BIGINT) AS seq",
+        "batch_id",
+        "false AS should_reject_trades",
+        "DATE'2026-11-23' AS quote_date",
+    )
     spark.conf.set("spark.databricks.delta.stats.collect", "false")
     try:
         quote_rows.write.format("delta").mode("append").save(quotes)

@@ -1,6 +1,7 @@
 """Airflow's own metrics as `make run` switches them on: the launcher's [metrics] settings read by
 Airflow's own configuration and StatsD logger, datagrams received by a real UDP server on the
 loopback, from a socket bound to the loopback only; and no error when nothing listens."""
+
 from __future__ import annotations
 
 import socket

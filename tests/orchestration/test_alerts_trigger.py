@@ -2,11 +2,12 @@
 its async run() polls the commit log and fires when alert rows were committed, never for commits
 without rows, at most once per throttle window, never while a quality run is queued. No Spark, no
 live Airflow: the trigger runs in this test's event loop, as it would in the triggerer."""
+
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pyarrow as pa
 import pytest
@@ -54,8 +55,9 @@ def events_after_each(trigger: NewAlertsTrigger, *steps: Callable[[], None] | fl
 
 
 def watcher(table: Path, throttle: float = 0.0) -> NewAlertsTrigger:
-    return NewAlertsTrigger(table=str(table), poll_seconds=POLL, throttle_seconds=throttle,
-                            quality_dag_id="market_spread_quality")
+    return NewAlertsTrigger(
+        table=str(table), poll_seconds=POLL, throttle_seconds=throttle, quality_dag_id="market_spread_quality"
+    )
 
 
 @pytest.fixture
@@ -89,8 +91,9 @@ def test_commits_without_alert_rows_fire_nothing(table: Path) -> None:
 
 def test_at_most_one_event_per_throttle_window(table: Path) -> None:
     # A window long enough for the next two steps even on a busy machine, then a pause past it.
-    steps = events_after_each(watcher(table, throttle=4.0), append(table, alerts(3)), append(table, alerts(4)),
-                              append(table, alerts(5)), 3.5)
+    steps = events_after_each(
+        watcher(table, throttle=4.0), append(table, alerts(3)), append(table, alerts(4)), append(table, alerts(5)), 3.5
+    )
     first, second, third, after_window = steps
     assert len(first) == 1
     assert second == first and third == first  # new alerts inside the window: no second event yet
@@ -106,7 +109,8 @@ def test_no_event_while_a_quality_run_is_queued(table: Path, monkeypatch) -> Non
         queued["market_spread_quality"] = 0
 
     while_queued, started, new_alerts = events_after_each(
-        watcher(table), append(table, alerts(3)), run_started, append(table, alerts(4)))
+        watcher(table), append(table, alerts(3)), run_started, append(table, alerts(4))
+    )
     # The queued run has not started: it checks those alerts, no event needed.
     assert while_queued == [] and started == []
     assert new_alerts == [{"table": str(table), "alerts_version": 2}]

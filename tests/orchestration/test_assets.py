@@ -1,6 +1,7 @@
 """The assets the DAG files declare (orchestration/assets.py) and the figures the validate task puts
 in its quality_results event. In process, no live Airflow: the Task SDK's own outlet-event
 accessors, as the task runner serializes them for the API server."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,8 +21,10 @@ def test_the_assets_name_the_lake_tables_the_environment_names(tmp_path: Path, m
     assert watcher.trigger.table == str(tmp_path / "data" / "lake" / "alerts")
     assert watcher.trigger.throttle_seconds == 30.0 and watcher.trigger.quality_dag_id == assets.QUALITY_DAG_ID
     results = assets.quality_results_asset()
-    assert (results.name, results.uri) == ("market_spread_quality_results",
-                                           (tmp_path / "data" / "lake" / "quality_results").as_uri())
+    assert (results.name, results.uri) == (
+        "market_spread_quality_results",
+        (tmp_path / "data" / "lake" / "quality_results").as_uri(),
+    )
 
 
 def test_validate_puts_its_figures_in_the_quality_results_event(tmp_path: Path, monkeypatch) -> None:
@@ -33,9 +36,15 @@ def test_validate_puts_its_figures_in_the_quality_results_event(tmp_path: Path, 
     events = OutletEventAccessors()
     context = {"task": SimpleNamespace(outlets=[outlet]), "outlet_events": events}
     monkeypatch.setattr("airflow.sdk.get_current_context", lambda: context)
-    summary = {"run_id": "r1", "passed": True, "suites": {"alerts": {"expectations_passed": 12,
-               "expectations_failed": 0, "rows": 40}}, "expectations_passed": 12, "expectations_failed": 0,
-               "batches_checked": "0-41", "data_docs_page": "validations/alerts/r1.html"}
+    summary = {
+        "run_id": "r1",
+        "passed": True,
+        "suites": {"alerts": {"expectations_passed": 12, "expectations_failed": 0, "rows": 40}},
+        "expectations_passed": 12,
+        "expectations_failed": 0,
+        "batches_checked": "0-41",
+        "data_docs_page": "validations/alerts/r1.html",
+    }
     tasks._results_event_extra(summary)
     assert list(_serialize_outlet_events(events)) == [
         {"dest_asset_key": {"name": outlet.name, "uri": outlet.uri}, "extra": summary}

@@ -2,6 +2,7 @@
 
 Airflow is imported only in a child process (see tests/helpers/airflow.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -10,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.helpers.airflow import airflow_env
-from tests.helpers.paths import DAGS, ROOT
 
 from market_spread.orchestration import tasks
+from tests.helpers.airflow import airflow_env
+from tests.helpers.paths import DAGS, ROOT
 
 EXPECTED_DAGS = {"market_spread_stream", "market_spread_quality", "market_spread_maintenance", "market_spread_feed"}
 
@@ -108,7 +109,10 @@ def integrity(tmp_path_factory, lake: Path) -> dict:
     home = tmp_path_factory.mktemp("airflow_home")
     proc = subprocess.run(
         [sys.executable, "-c", INTEGRITY_SCRIPT, str(DAGS)],
-        env=airflow_env(home, MARKET_SPREAD_LAKE=str(lake)), capture_output=True, text=True, timeout=300,
+        env=airflow_env(home, MARKET_SPREAD_LAKE=str(lake)),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -127,7 +131,11 @@ def test_every_dag_file_imports_fast_without_io(integrity: dict) -> None:
 
 
 def test_lake_jobs_share_one_pool(integrity: dict) -> None:
-    pools = {(dag_id, task_id): t["pool"] for dag_id, info in integrity["dags"].items() for task_id, t in info["tasks"].items()}
+    pools = {
+        (dag_id, task_id): t["pool"]
+        for dag_id, info in integrity["dags"].items()
+        for task_id, t in info["tasks"].items()
+    }
     assert pools[("market_spread_quality", "validate")] == tasks.LAKE_JOBS_POOL
     assert pools[("market_spread_maintenance", "maintain")] == tasks.LAKE_JOBS_POOL
     assert pools[("market_spread_stream", "supervise_stream")] != tasks.LAKE_JOBS_POOL
@@ -156,19 +164,29 @@ def test_stream_dag_restarts_within_two_minutes(integrity: dict) -> None:
     assert maintenance["tasks"]["release_stream"]["teardown"] is True
 
 
-
 # --------------------------------------------------------------------------------------------
 # Scheduled by data: stream -> alerts -> quality -> quality_results (orchestration/assets.py)
 
 
 def _alerts(lake: Path) -> dict:
     return {
-        "type": "Asset", "name": "market_spread_alerts", "uri": (lake / "alerts").as_uri(),
-        "watchers": [{"name": "market_spread_new_alerts", "trigger": [
-            "market_spread.orchestration.alerts_trigger.NewAlertsTrigger",
-            {"table": str(lake / "alerts"), "poll_seconds": 10.0, "throttle_seconds": 120.0,
-             "quality_dag_id": "market_spread_quality"},
-        ]}],
+        "type": "Asset",
+        "name": "market_spread_alerts",
+        "uri": (lake / "alerts").as_uri(),
+        "watchers": [
+            {
+                "name": "market_spread_new_alerts",
+                "trigger": [
+                    "market_spread.orchestration.alerts_trigger.NewAlertsTrigger",
+                    {
+                        "table": str(lake / "alerts"),
+                        "poll_seconds": 10.0,
+                        "throttle_seconds": 120.0,
+                        "quality_dag_id": "market_spread_quality",
+                    },
+                ],
+            }
+        ],
     }
 
 
@@ -185,8 +203,14 @@ def test_quality_dag_runs_on_new_alerts_or_its_cron(integrity: dict, lake: Path)
 
 def test_validate_records_quality_results(integrity: dict, lake: Path) -> None:
     outlets = integrity["dags"]["market_spread_quality"]["tasks"]["validate"]["outlets"]
-    assert outlets == [{"type": "Asset", "name": "market_spread_quality_results",
-                        "uri": (lake / "quality_results").as_uri(), "watchers": []}]
+    assert outlets == [
+        {
+            "type": "Asset",
+            "name": "market_spread_quality_results",
+            "uri": (lake / "quality_results").as_uri(),
+            "watchers": [],
+        }
+    ]
 
 
 def test_the_stream_writes_the_alerts_asset(integrity: dict, lake: Path) -> None:

@@ -1,11 +1,11 @@
 """`make run`'s process reaper (market_spread_tools.reaper): what the launcher stops on Ctrl-C and at start."""
+
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
 import time
-
 
 SWEEP_SCRIPT = r"""
 import json, subprocess, sys, time
@@ -60,7 +60,9 @@ def test_sweep_finds_processes_outside_the_tree_by_run_marker() -> None:
     import psutil
 
     try:
-        out = subprocess.run([sys.executable, "-c", MARKED_SCRIPT], capture_output=True, text=True, timeout=60, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", MARKED_SCRIPT], capture_output=True, text=True, timeout=60, check=True
+        )
         result = json.loads(out.stdout.strip().splitlines()[-1])
         assert result["escaped"] == [["sleep", "302"]] and result["in_tree"] == [], result
         assert [text.split(" ", 2)[2] for text in result["stopped"]] == ["sleep 302"], result
@@ -95,12 +97,16 @@ other.kill()
 
 
 def test_leftovers_of_a_killed_launcher_are_stopped_at_start(tmp_path) -> None:
-    out = subprocess.run([sys.executable, "-c", STALE_SCRIPT, str(tmp_path / "home")],
-                         capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", STALE_SCRIPT, str(tmp_path / "home")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["n"] == 1 and result["stale"] is not None and result["other"] is None, result
     assert "earlier run" in result["lines"][0], result
-
 
 
 def test_the_launch_is_read_from_the_environment_through_the_settings_registry(tmp_path, monkeypatch) -> None:
@@ -113,12 +119,25 @@ def test_the_launch_is_read_from_the_environment_through_the_settings_registry(t
     from market_spread_tools import launcher
 
     assert {"PORT", "SOURCE", "KAFKA_PORT", "MARKET_SPREAD_AIRFLOW_HOME", "MARKET_SPREAD_START_PAUSED"} <= set(SETTINGS)
-    for name in ("PORT", "SOURCE", "KAFKA_PORT", "MARKET_SPREAD_AIRFLOW_HOME", "MARKET_SPREAD_START_PAUSED",
-                 "MARKET_SPREAD_SOURCE", "STORAGE", "S3_PORT"):
+    for name in (
+        "PORT",
+        "SOURCE",
+        "KAFKA_PORT",
+        "MARKET_SPREAD_AIRFLOW_HOME",
+        "MARKET_SPREAD_START_PAUSED",
+        "MARKET_SPREAD_SOURCE",
+        "STORAGE",
+        "S3_PORT",
+    ):
         monkeypatch.delenv(name, raising=False)
     default = launcher.Launch.from_environment()
     assert (default.port, default.home, default.start_paused, default.kafka, default.store) == (
-        8080, launcher.PROJECT_ROOT / ".airflow", False, False, None)
+        8080,
+        launcher.PROJECT_ROOT / ".airflow",
+        False,
+        False,
+        None,
+    )
     monkeypatch.setenv("PORT", "8089")
     monkeypatch.setenv("MARKET_SPREAD_AIRFLOW_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("MARKET_SPREAD_START_PAUSED", "yes")
@@ -127,8 +146,12 @@ def test_the_launch_is_read_from_the_environment_through_the_settings_registry(t
     assert (chosen.port, chosen.home, chosen.start_paused, chosen.kafka) == (8089, tmp_path / "home", True, True)
     monkeypatch.setenv("SOURCE", "files")  # `make run SOURCE=...` wins over MARKET_SPREAD_SOURCE
     assert not launcher.Launch.from_environment().kafka
-    for name, bad in (("PORT", "eighty"), ("SOURCE", "s3"), ("MARKET_SPREAD_START_PAUSED", "maybe"),
-                      ("STORAGE", "nfs")):
+    for name, bad in (
+        ("PORT", "eighty"),
+        ("SOURCE", "s3"),
+        ("MARKET_SPREAD_START_PAUSED", "maybe"),
+        ("STORAGE", "nfs"),
+    ):
         monkeypatch.setenv(name, bad)
         with pytest.raises(SettingError, match=name):
             launcher.Launch.from_environment()
@@ -165,7 +188,9 @@ class _FakeAirflow:
             def do_GET(self) -> None:
                 if self.path == "/api/v2/monitor/health":
                     part = {"status": "healthy"}
-                    return self.answer(200, dict.fromkeys(("metadatabase", "scheduler", "triggerer", "dag_processor"), part))
+                    return self.answer(
+                        200, dict.fromkeys(("metadatabase", "scheduler", "triggerer", "dag_processor"), part)
+                    )
                 if self.path == "/api/v2/pools/lake_jobs" and fake.pool is not None:
                     return self.answer(200, fake.pool)
                 return self.answer(404, {"detail": "not found"})
@@ -225,8 +250,10 @@ def test_a_pool_that_cannot_be_created_stops_the_run_with_an_error(tmp_path, mon
     out = capsys.readouterr().out
     assert code == 1, out
     assert fake.posts == 4 and fake.pool is None and fake.unpaused == []
-    assert ("error: could not create the lake_jobs pool and unpause the DAGs through the Airflow API after 4 "
-            "attempts: HTTP Error 500") in out
+    assert (
+        "error: could not create the lake_jobs pool and unpause the DAGs through the Airflow API after 4 "
+        "attempts: HTTP Error 500"
+    ) in out
     assert "warning" not in out
 
 
@@ -239,8 +266,10 @@ def test_the_pool_is_created_with_the_cli_before_standalone_starts(tmp_path, mon
     bin_dir.mkdir()
     calls = tmp_path / "calls"
     fake = bin_dir / "airflow"
-    fake.write_text(f'#!/bin/bash\necho "$AIRFLOW_HOME $*" >> {calls}\n'
-                    '[ "$1" != pools ] || [ -z "$FAIL_POOLS" ] || { echo "pool: database is locked" >&2; exit 3; }\n')
+    fake.write_text(
+        f'#!/bin/bash\necho "$AIRFLOW_HOME $*" >> {calls}\n'
+        '[ "$1" != pools ] || [ -z "$FAIL_POOLS" ] || { echo "pool: database is locked" >&2; exit 3; }\n'
+    )
     fake.chmod(0o755)
     monkeypatch.setattr(launcher.sys, "executable", str(bin_dir / "python"))
     env = {"AIRFLOW_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}
@@ -276,20 +305,33 @@ def test_storage_s3_points_the_run_at_its_own_s3_server(tmp_path, monkeypatch) -
     monkeypatch.setenv("STORAGE", "S3")
     plan = launcher.Launch.from_environment().store
     assert plan is not None and launcher.port_free(plan.port)
-    assert (plan.data, plan.log) == (launcher.PROJECT_ROOT / "data" / "object-store",
-                                     launcher.PROJECT_ROOT / "data" / "object-store.out")
+    assert (plan.data, plan.log) == (
+        launcher.PROJECT_ROOT / "data" / "object-store",
+        launcher.PROJECT_ROOT / "data" / "object-store.out",
+    )
     monkeypatch.setenv("S3_PORT", "9123")
     plan = launcher.Launch.from_environment().store
     assert plan.endpoint == "http://127.0.0.1:9123"
 
     # A real account's variables in the caller's environment reach neither the server nor the jobs.
-    env = {"AWS_ACCESS_KEY_ID": "AKIAREAL", "AWS_SECRET_ACCESS_KEY": "real", "AWS_SESSION_TOKEN": "t",
-           "AWS_PROFILE": "prod", "MARKET_SPREAD_LAKE": "/elsewhere/lake", "PATH": "/usr/bin"}
+    env = {
+        "AWS_ACCESS_KEY_ID": "AKIAREAL",
+        "AWS_SECRET_ACCESS_KEY": "real",
+        "AWS_SESSION_TOKEN": "t",
+        "AWS_PROFILE": "prod",
+        "MARKET_SPREAD_LAKE": "/elsewhere/lake",
+        "PATH": "/usr/bin",
+    }
     plan.apply(env)
-    assert env == {"AWS_ENDPOINT_URL": "http://127.0.0.1:9123", "AWS_ACCESS_KEY_ID": DEFAULT_ACCESS_KEY,
-                   "AWS_SECRET_ACCESS_KEY": DEFAULT_SECRET_KEY, "AWS_REGION": "us-east-1",
-                   "MARKET_SPREAD_LAKE": "s3://market-spread/lake", "MARKET_SPREAD_LANDING": "s3://market-spread/landing",
-                   "PATH": "/usr/bin"}
+    assert env == {
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9123",
+        "AWS_ACCESS_KEY_ID": DEFAULT_ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": DEFAULT_SECRET_KEY,
+        "AWS_REGION": "us-east-1",
+        "MARKET_SPREAD_LAKE": "s3://market-spread/lake",
+        "MARKET_SPREAD_LANDING": "s3://market-spread/landing",
+        "PATH": "/usr/bin",
+    }
     # The DAGs read them so: landing and lake on the server, the Data Docs in data/quality.
     for key, value in env.items():
         monkeypatch.setenv(key, value)
@@ -302,8 +344,10 @@ def test_storage_s3_points_the_run_at_its_own_s3_server(tmp_path, monkeypatch) -
     text = launcher.banner(launch, "pw", settings, env, None, 42.0)
     assert "  lake        s3://market-spread/lake" in text and "  landing     s3://market-spread/landing" in text
     assert f"  S3 server   http://127.0.0.1:9123 (bucket market-spread; data {plan.data}; log {plan.log})" in text
-    assert (f"AWS_ENDPOINT_URL=http://127.0.0.1:9123 AWS_ACCESS_KEY_ID={DEFAULT_ACCESS_KEY} "
-            f"AWS_SECRET_ACCESS_KEY={DEFAULT_SECRET_KEY} .venv/bin/market-spread sql --lake s3://market-spread/lake") in text
+    assert (
+        f"AWS_ENDPOINT_URL=http://127.0.0.1:9123 AWS_ACCESS_KEY_ID={DEFAULT_ACCESS_KEY} "
+        f"AWS_SECRET_ACCESS_KEY={DEFAULT_SECRET_KEY} .venv/bin/market-spread sql --lake s3://market-spread/lake"
+    ) in text
     assert os.environ.get("STORAGE") == "S3"
 
 

@@ -1,5 +1,6 @@
 """The validate task's return value: figures of its own run only, the batches its alerts suite validated, and
 the run's Data Docs page (the failed suite's first). Tables written with delta-rs: no Spark."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,8 +12,18 @@ from market_spread.orchestration.quality_summary import run_id_from, summarize, 
 
 
 def _results(lake: Path, rows: list[tuple]) -> None:
-    names = ["run_id", "suite", "expectation", "critical", "success", "rows_validated", "from_version",
-             "to_version", "batches", "run_passed"]
+    names = [
+        "run_id",
+        "suite",
+        "expectation",
+        "critical",
+        "success",
+        "rows_validated",
+        "from_version",
+        "to_version",
+        "batches",
+        "run_passed",
+    ]
     write_deltalake(str(lake / "quality_results"), pa.Table.from_pylist([dict(zip(names, r)) for r in rows]))
 
 
@@ -25,13 +36,16 @@ def _page(docs: Path, suite: str, run_id: str) -> str:
 
 def test_summary_of_a_failed_run(tmp_path: Path) -> None:
     lake, docs = tmp_path / "lake", tmp_path / "docs"
-    _results(lake, [
-        ("old", "alerts", "a", True, True, 10, None, 3, "0-2", True),  # batches 0..2, an earlier run
-        ("old", "symbol_state", "s", True, True, 5, None, 1, None, True),
-        ("new", "alerts", "a", True, False, 7, 3, 6, "3-5,7", False),  # batches 3..5 and 7 checked
-        ("new", "alerts", "b", False, True, 7, 3, 6, "3-5,7", False),
-        ("new", "symbol_state", "s", True, True, 5, None, 2, None, False),
-    ])
+    _results(
+        lake,
+        [
+            ("old", "alerts", "a", True, True, 10, None, 3, "0-2", True),  # batches 0..2, an earlier run
+            ("old", "symbol_state", "s", True, True, 5, None, 1, None, True),
+            ("new", "alerts", "a", True, False, 7, 3, 6, "3-5,7", False),  # batches 3..5 and 7 checked
+            ("new", "alerts", "b", False, True, 7, 3, 6, "3-5,7", False),
+            ("new", "symbol_state", "s", True, True, 5, None, 2, None, False),
+        ],
+    )
     (docs / "index.html").parent.mkdir(parents=True)
     (docs / "index.html").write_text("<html></html>")
     _page(docs, "symbol_state", "new")
@@ -40,8 +54,10 @@ def test_summary_of_a_failed_run(tmp_path: Path) -> None:
     assert summarize(lake, docs, lines) == {
         "run_id": "new",
         "passed": False,
-        "suites": {"alerts": {"expectations_passed": 1, "expectations_failed": 1, "rows": 7},
-                   "symbol_state": {"expectations_passed": 1, "expectations_failed": 0, "rows": 5}},
+        "suites": {
+            "alerts": {"expectations_passed": 1, "expectations_failed": 1, "rows": 7},
+            "symbol_state": {"expectations_passed": 1, "expectations_failed": 0, "rows": 5},
+        },
         "expectations_passed": 2,
         "expectations_failed": 1,
         "batches_checked": 4,

@@ -1,12 +1,12 @@
 """Settings: Airflow Variable, else environment, else default; checked values."""
+
 from __future__ import annotations
 
 import pytest
 
 from market_spread.errors import SettingError
-from market_spread.runtime.paths import project_home
-
 from market_spread.orchestration.settings import airflow_variable, resolve_settings
+from market_spread.runtime.paths import project_home
 
 
 def test_settings_precedence_and_paths(monkeypatch) -> None:
@@ -28,4 +28,3 @@ def test_settings_precedence_and_paths(monkeypatch) -> None:
 
 def test_outside_airflow_variables_are_not_asked() -> None:
     assert airflow_variable("market_spread_lake") is None
-

@@ -3,13 +3,14 @@ with delta-rs, the product's columns), the stream's health record and writer loc
 writes them, a landing folder; the page served by the plugin's app. Its figures, its states
 (running, stalled, not running), Airflow's login in front of it, and nothing loaded from outside.
 The browser test (tests/e2e/test_stream_ui.py) shows the same page over a live stream."""
+
 from __future__ import annotations
 
 import json
 import os
 import re
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from market_spread.orchestration import ui_plugin
 from market_spread.runtime.processes import process_start_time, this_host
 from market_spread.runtime.stream_contract import LOCK_FILE
 from market_spread.runtime.stream_health import MinuteSeries, write_health
+
 
 def _minute() -> int:
     """The current minute's start, far enough from its end that the page is read within it."""
@@ -33,20 +35,30 @@ def _metrics(lake: Path, batches: list[tuple[float, float, int, int, int]]) -> N
     from deltalake import write_deltalake
 
     stamp = pa.timestamp("us", tz="UTC")
-    times = lambda i: [datetime.fromtimestamp(b[i], tz=timezone.utc) for b in batches]  # noqa: E731
-    table = pa.table({
-        "batch_id": pa.array(range(len(batches)), pa.int64()), "started_at": pa.array(times(0), stamp),
-        "finished_at": pa.array(times(1), stamp), "quotes": pa.array([b[2] // 2 for b in batches], pa.int64()),
-        "orders": pa.array([b[2] - b[2] // 2 for b in batches], pa.int64()),
-        "alerts": pa.array([b[3] for b in batches], pa.int64()), "quarantined": pa.array([b[4] for b in batches], pa.int64()),
-        "input_lines": pa.array([b[2] for b in batches], pa.int64()),
-    })
+    times = lambda i: [datetime.fromtimestamp(b[i], tz=UTC) for b in batches]  # noqa: E731
+    table = pa.table(
+        {
+            "batch_id": pa.array(range(len(batches)), pa.int64()),
+            "started_at": pa.array(times(0), stamp),
+            "finished_at": pa.array(times(1), stamp),
+            "quotes": pa.array([b[2] // 2 for b in batches], pa.int64()),
+            "orders": pa.array([b[2] - b[2] // 2 for b in batches], pa.int64()),
+            "alerts": pa.array([b[3] for b in batches], pa.int64()),
+            "quarantined": pa.array([b[4] for b in batches], pa.int64()),
+            "input_lines": pa.array([b[2] for b in batches], pa.int64()),
+        }
+    )
     write_deltalake(str(lake / "batch_metrics"), table, mode="append")
 
 
 def _live_lock(lake: Path) -> None:
     """The writer lock as a live stream leaves it: this test's own process stands for the stream."""
-    record = {"pid": os.getpid(), "pid_started": process_start_time(), "host": this_host(), "since": "2026-01-01T00:00:00"}
+    record = {
+        "pid": os.getpid(),
+        "pid_started": process_start_time(),
+        "host": this_host(),
+        "since": "2026-01-01T00:00:00",
+    }
     (lake / LOCK_FILE).write_text(json.dumps(record))
 
 
@@ -56,8 +68,10 @@ def _health(lake: Path, latencies: list[tuple[float, float]], backlog: list[tupl
         series.add_latency(t, seconds)
     for t, count in backlog:
         series.add_backlog(t, count)
-    write_health(lake, {"written_at": time.time() - 3, "metrics_endpoint": "http://127.0.0.1:9407/metrics",
-                        "minutes": series.rows()})
+    write_health(
+        lake,
+        {"written_at": time.time() - 3, "metrics_endpoint": "http://127.0.0.1:9407/metrics", "minutes": series.rows()},
+    )
 
 
 @pytest.fixture()
@@ -90,8 +104,14 @@ def test_a_running_stream_shows_its_minutes(place) -> None:
     lake, _ = place
     minute = _minute()
     # Two batches in the minute three minutes ago, one in the current minute.
-    _metrics(lake, [(minute - 170, minute - 169, 600, 4, 1), (minute - 150, minute - 149, 1200, 6, 0),
-                    (minute + 0.1, minute + 0.2, 60, 1, 2)])
+    _metrics(
+        lake,
+        [
+            (minute - 170, minute - 169, 600, 4, 1),
+            (minute - 150, minute - 149, 1200, 6, 0),
+            (minute + 0.1, minute + 0.2, 60, 1, 2),
+        ],
+    )
     _health(lake, [(minute - 169, 2.0), (minute - 149, 4.0), (minute + 0.2, 0.5)], [(minute - 160, 3), (minute, 0)])
     _live_lock(lake)
     response = client().get("/?window=15m")
@@ -157,8 +177,15 @@ def test_registered_beside_data_quality() -> None:
     prefixes = [app["url_prefix"] for app in plugin.fastapi_apps]
     assert prefixes == ["/data-quality", "/stream-health"]
     stream = [view for view in plugin.external_views if view["name"] == "Stream"]
-    assert stream == [{"name": "Stream", "href": "/stream-health/", "destination": "nav", "url_route": "stream",
-                       "nav_top_level": True}]
+    assert stream == [
+        {
+            "name": "Stream",
+            "href": "/stream-health/",
+            "destination": "nav",
+            "url_route": "stream",
+            "nav_top_level": True,
+        }
+    ]
 
 
 def test_a_quiet_window_still_knows_the_last_batch(place) -> None:
@@ -185,5 +212,7 @@ def test_a_broker_out_of_reach_is_said_not_a_failed_page(place, monkeypatch) -> 
     monkeypatch.setenv("MARKET_SPREAD_BOOTSTRAP_SERVERS", f"127.0.0.1:{closed}")
     response = client().get("/")
     assert response.status_code == 200
-    assert re.search(rf"Input waiting</dt><dd>unknown: Kafka at 127.0.0.1:{closed}", response.text), response.text[:3000]
+    assert re.search(rf"Input waiting</dt><dd>unknown: Kafka at 127.0.0.1:{closed}", response.text), response.text[
+        :3000
+    ]
     assert f"kafka 127.0.0.1:{closed}" in response.text

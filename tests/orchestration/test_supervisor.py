@@ -1,5 +1,6 @@
 """The stream supervisor and its health check, with a stand-in for the stream (no Spark), and the
 job runner they are built on; the Kafka stall check against a real broker."""
+
 from __future__ import annotations
 
 import os
@@ -17,7 +18,6 @@ from market_spread.runtime.backlog import BacklogUnknown, KafkaProbe, kafka_wait
 from market_spread.runtime.processes import pid_alive
 from market_spread_tools.bench_kafka import broker_available
 from tests.helpers.cli import market_spread
-
 
 FAKE_STREAM = r"""
 import signal, sys, time
@@ -79,8 +79,11 @@ def test_supervisor_stops_on_request(tmp_path) -> None:
     requests = iter([None, None, "the DAG is paused"])
     lines: list[str] = []
     outcome = supervise_stream(
-        _settings(tmp_path), lambda: next(requests, "again"), lines.append,
-        stop_check_every=0.5, argv=_fake(tmp_path, "ok"),
+        _settings(tmp_path),
+        lambda: next(requests, "again"),
+        lines.append,
+        stop_check_every=0.5,
+        argv=_fake(tmp_path, "ok"),
     )
     assert outcome.reason.startswith("stopped: the DAG is paused (exit 0)")
     assert outcome.batches >= 1
@@ -116,7 +119,11 @@ def test_supervisor_stops_a_stalled_job_and_fails(tmp_path) -> None:
     began = time.monotonic()
     with pytest.raises(StreamFailed, match="stream stalled"):
         supervise_stream(
-            settings, drop_a_file, seen.append, stop_check_every=0.5, health_check_every=0.5,
+            settings,
+            drop_a_file,
+            seen.append,
+            stop_check_every=0.5,
+            health_check_every=0.5,
             argv=_fake(tmp_path, "hang"),
         )
     assert time.monotonic() - began < 30
@@ -129,10 +136,15 @@ def test_supervisor_never_leaves_the_job_behind(tmp_path) -> None:
         raise KeyboardInterrupt
 
     pid_file = tmp_path / "pid"
-    argv = [sys.executable, "-c", f"import os,time; open({str(pid_file)!r},'w').write(str(os.getpid())); time.sleep(60)"]
+    argv = [
+        sys.executable,
+        "-c",
+        f"import os,time; open({str(pid_file)!r},'w').write(str(os.getpid())); time.sleep(60)",
+    ]
     with pytest.raises(KeyboardInterrupt):
-        supervise_stream(_settings(tmp_path, stop_timeout=2.0), _ticker(interrupt), lambda _: None,
-                         stop_check_every=0.3, argv=argv)
+        supervise_stream(
+            _settings(tmp_path, stop_timeout=2.0), _ticker(interrupt), lambda _: None, stop_check_every=0.3, argv=argv
+        )
     pid = int(pid_file.read_text())
     assert not pid_alive(pid)
 
@@ -198,25 +210,57 @@ def test_a_stalled_kafka_stream_is_stopped_and_fails_but_an_idle_one_is_not(tmp_
     broker = BrokerProcess(tmp_path / "kafka")
     broker.start()
     topics = ("quotes-s", "orders-s")
-    settings = _settings(tmp_path, source="kafka", bootstrap_servers=broker.bootstrap, quotes_topic=topics[0],
-                         orders_topic=topics[1], stall_seconds=1.0, startup_seconds=1.0, stop_timeout=5.0)
+    settings = _settings(
+        tmp_path,
+        source="kafka",
+        bootstrap_servers=broker.bootstrap,
+        quotes_topic=topics[0],
+        orders_topic=topics[1],
+        stall_seconds=1.0,
+        startup_seconds=1.0,
+        stop_timeout=5.0,
+    )
 
     def produce(quotes: int, orders: int) -> None:
-        done = market_spread("generate", "--kafka", broker.bootstrap, "--quotes-topic", topics[0], "--orders-topic",
-                             topics[1], "--quotes", str(quotes), "--orders", str(orders), timeout=300)
+        done = market_spread(
+            "generate",
+            "--kafka",
+            broker.bootstrap,
+            "--quotes-topic",
+            topics[0],
+            "--orders-topic",
+            topics[1],
+            "--quotes",
+            str(quotes),
+            "--orders",
+            str(orders),
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr
 
     try:
         produce(0, 0)  # the topics, empty: an idle source is never a stall
         assert _readable_waiting(broker.bootstrap, tmp_path / "lake", topics) == 0
-        outcome = supervise_stream(settings, _after(6.0, "the DAG is paused"), lambda _: None, stop_check_every=0.5,
-                                   health_check_every=0.5, argv=_fake(tmp_path, "hang"))
+        outcome = supervise_stream(
+            settings,
+            _after(6.0, "the DAG is paused"),
+            lambda _: None,
+            stop_check_every=0.5,
+            health_check_every=0.5,
+            argv=_fake(tmp_path, "hang"),
+        )
         assert outcome.reason.startswith("stopped: the DAG is paused")
         produce(10, 10)  # records no batch will take
         seen: list[str] = []
         with pytest.raises(StreamFailed, match="stream stalled: no batch progress .* while input has waited"):
-            supervise_stream(settings, _after(120, "no stall seen in 120 s"), seen.append, stop_check_every=0.5,
-                             health_check_every=0.5, argv=_fake(tmp_path, "hang"))
+            supervise_stream(
+                settings,
+                _after(120, "no stall seen in 120 s"),
+                seen.append,
+                stop_check_every=0.5,
+                health_check_every=0.5,
+                argv=_fake(tmp_path, "hang"),
+            )
         assert "market-spread stream: stopped" in seen
     finally:
         broker.stop()

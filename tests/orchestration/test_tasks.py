@@ -1,6 +1,7 @@
 """What the task bodies do: the maintenance hold, `maintain` beside a live stream, and `dag.test()`
 of the maintenance and quality DAGs on a real small lake (Airflow in a child process, see
 tests/helpers/airflow.py)."""
+
 from __future__ import annotations
 
 import json
@@ -100,7 +101,10 @@ def _delta_versions(table: Path) -> list[str]:
 def test_maintain_beside_a_live_stream_only_vacuums(small_lake: Path) -> None:
     # A stand-in stream holding the writer lock the way `stream` does.
     holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import sys, time
             from pathlib import Path
             from market_spread.lake.lock import WriterLock
@@ -108,16 +112,19 @@ def test_maintain_beside_a_live_stream_only_vacuums(small_lake: Path) -> None:
             lock.acquire()
             print("locked", flush=True)
             time.sleep(600)
-        """)],
-        stdout=subprocess.PIPE, text=True,
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "locked"
         before = _delta_versions(small_lake / "alerts")
         proc = subprocess.run(
-            [*cli_argv("maintain"), "--lake", str(small_lake),
-             "--tables", "alerts", "--master", "local[1]"],
-            capture_output=True, text=True, timeout=600,
+            [*cli_argv("maintain"), "--lake", str(small_lake), "--tables", "alerts", "--master", "local[1]"],
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert "compaction skipped" in proc.stdout
@@ -138,12 +145,13 @@ def test_maintain_applies_quote_retention_only_with_the_writer_lock(spark, place
 
     lake = place / "lake"
     lake_mod.ensure_tables(spark, lake)
-    today = dt.datetime.now(dt.timezone.utc).date()
+    today = dt.datetime.now(dt.UTC).date()
     days = [today - dt.timedelta(days=n) for n in (0, 2, 40, 400)]
     quotes = " UNION ALL ".join(
         f"SELECT 'AAPL' AS symbol, CAST(1.1 AS DECIMAL(18,8)) AS bid, CAST(1.2 AS DECIMAL(18,8)) AS offer, "
         f"TIMESTAMP'{d} 14:30:00' AS quote_time, {i}L AS seq, 0L AS batch_id, false AS should_reject_trades, "
-        f"DATE'{d}' AS quote_date" for i, d in enumerate(days)
+        f"DATE'{d}' AS quote_date"
+        for i, d in enumerate(days)
     )
     spark.sql(quotes).write.format("delta").mode("append").save(lake_mod.table_path(lake, "quotes"))
     assert quote_cutoff(30, today) == today - dt.timedelta(days=30)
@@ -154,7 +162,10 @@ def test_maintain_applies_quote_retention_only_with_the_writer_lock(spark, place
     argv = [*cli_argv("maintain"), "--lake", arg(lake), "--tables", "quotes", "--master", "local[1]"]
     env = dict(os.environ, MARKET_SPREAD_QUOTE_RETENTION_DAYS="30")  # from the environment, as the DAG may set it
     holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import time
             from market_spread.lake.lock import writer_lock
             from market_spread.runtime.storage import location
@@ -162,8 +173,10 @@ def test_maintain_applies_quote_retention_only_with_the_writer_lock(spark, place
             lock.acquire()  # kept referenced: the flock lives as long as the handle
             print("locked", flush=True)
             time.sleep(600)
-        """)],
-        stdout=subprocess.PIPE, text=True,
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "locked"
@@ -202,11 +215,13 @@ def _dag_test(tmp_path: Path, lake: Path, dag_ids: list[str], **env: str) -> dic
     proc = subprocess.run(
         [sys.executable, "-c", DAG_TEST_SCRIPT, *[str(DAGS / f"{d}.py") for d in dag_ids]],
         env=airflow_env(home, MARKET_SPREAD_LAKE=str(lake), MARKET_SPREAD_MASTER="local[1]", **env),
-        capture_output=True, text=True, timeout=900,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     result = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert proc.returncode == 0 and result, (proc.stdout[-4000:], proc.stderr[-4000:])
-    return json.loads(result[-1][len("RESULT "):]) | {"_log": proc.stdout + proc.stderr}
+    return json.loads(result[-1][len("RESULT ") :]) | {"_log": proc.stdout + proc.stderr}
 
 
 @pytest.fixture(scope="module")
@@ -249,4 +264,3 @@ def test_quality_dag_validates_the_lake(dag_runs: dict) -> None:
     # The lake above is synthetic but consistent: its alerts are valid no_market_data rejections.
     assert run == {"state": "success", "tasks": {"validate": "success"}}, log[-6000:]
     assert (dag_runs["_docs"] / "index.html").is_file()
-

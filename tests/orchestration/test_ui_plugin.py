@@ -2,6 +2,7 @@
 the Data Docs site's files served (no `..`, encoded slash, symlink, hidden file or GX store), pages
 rewritten to the local copies of their CDN files, the "Data Docs" link. The browser test
 (tests/e2e/test_data_docs_ui.py) repeats the essentials against a live `airflow standalone`."""
+
 from __future__ import annotations
 
 import re
@@ -25,8 +26,7 @@ def site(tmp_path: Path, monkeypatch) -> Path:
     docs = tmp_path / "docs"
     (docs / "static" / "images").mkdir(parents=True)
     (docs / "static" / "images" / "logo-long.png").write_bytes(b"\x89PNG")
-    urls = "\n".join(f'<script src="{a.url}" integrity="sha384-x" crossorigin="anonymous"></script>'
-                     for a in ASSETS)
+    urls = "\n".join(f'<script src="{a.url}" integrity="sha384-x" crossorigin="anonymous"></script>' for a in ASSETS)
     (docs / "index.html").write_text(f"<html><head>{urls}</head><body>suite alerts</body></html>")
     (docs / PAGE).parent.mkdir(parents=True)
     (docs / PAGE).write_text("<html><body>run page</body></html>")
@@ -71,8 +71,14 @@ def test_registered_through_the_airflow_plugins_entry_point() -> None:
 
 def test_anonymous_requests_are_refused(site: Path) -> None:
     anonymous = client(authorized=False)
-    for path in ("/", "/docs/index.html", f"/docs/{PAGE}", "/assets/bootstrap@4.3.1/dist/css/bootstrap.min.css",
-                 "/docs/missing.html", "/docs/..%2F..%2Fsecret.html"):
+    for path in (
+        "/",
+        "/docs/index.html",
+        f"/docs/{PAGE}",
+        "/assets/bootstrap@4.3.1/dist/css/bootstrap.min.css",
+        "/docs/missing.html",
+        "/docs/..%2F..%2Fsecret.html",
+    ):
         response = anonymous.get(path, follow_redirects=False)
         assert response.status_code in (401, 403), (path, response.status_code)
         assert "run page" not in response.text and "suite alerts" not in response.text
@@ -89,11 +95,20 @@ def test_only_the_sites_files_are_served(site: Path) -> None:
     assert "default-src 'self'" in index.headers["content-security-policy"]
     assert reader.get(f"/docs/{PAGE}").text == "<html><body>run page</body></html>"
     assert reader.get("/docs/static/images/logo-long.png").content == b"\x89PNG"
-    for path in ("/docs/../secret.html", "/docs/..%2Fsecret.html", "/docs/%2e%2e/secret.html",
-                 "/docs/validations/..%2F..%2F..%2Fsecret.html", "/docs/%2Fetc%2Fpasswd", "/docs//etc/passwd",
-                 "/docs/validations/out.html", "/docs/gx/great_expectations.yml", "/docs/.hidden.html",
-                 "/docs/validations/..\\..\\secret.html", "/docs/validations",
-                 "/assets/..%2F..%2Fsecret.html"):
+    for path in (
+        "/docs/../secret.html",
+        "/docs/..%2Fsecret.html",
+        "/docs/%2e%2e/secret.html",
+        "/docs/validations/..%2F..%2F..%2Fsecret.html",
+        "/docs/%2Fetc%2Fpasswd",
+        "/docs//etc/passwd",
+        "/docs/validations/out.html",
+        "/docs/gx/great_expectations.yml",
+        "/docs/.hidden.html",
+        "/docs/validations/..\\..\\secret.html",
+        "/docs/validations",
+        "/assets/..%2F..%2Fsecret.html",
+    ):
         response = reader.get(path)
         assert response.status_code == 404, (path, response.status_code)
         assert "outside" not in response.text and "secret" not in response.text
@@ -107,10 +122,16 @@ def test_pages_load_nothing_from_outside(site: Path) -> None:
     assert "integrity=" not in html
     for asset in ASSETS:
         assert f'src="/data-quality/assets/{asset.local}"' in html
-    logo = rewrite_page(f'<img src="{LOGO_BUCKET}logo-long.png?d=1&c=2"><style>a {{ background: '
-                        f"url('{LOGO_BUCKET}full_logo_dark.png') }}</style>", "/a", "/data-quality/docs")
-    assert logo == ('<img src="/data-quality/docs/static/images/logo-long.png"><style>a { background: '
-                    "url('/data-quality/docs/static/images/logo-long.png') }</style>")
+    logo = rewrite_page(
+        f'<img src="{LOGO_BUCKET}logo-long.png?d=1&c=2"><style>a {{ background: '
+        f"url('{LOGO_BUCKET}full_logo_dark.png') }}</style>",
+        "/a",
+        "/data-quality/docs",
+    )
+    assert logo == (
+        '<img src="/data-quality/docs/static/images/logo-long.png"><style>a { background: '
+        "url('/data-quality/docs/static/images/logo-long.png') }</style>"
+    )
 
 
 def test_the_sites_stylesheet_loads_nothing_from_outside(site: Path) -> None:

@@ -3,6 +3,7 @@
 The lakes are written with the exact schemas of market_spread.lake.tables (the stream is not needed), built
 once and copied per scenario: a GX run costs seconds here, so scenarios share runs where they can.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -19,7 +20,7 @@ from tests.helpers import symbols
 from tests.helpers.lake import read_table
 from tests.helpers.paths import ROOT
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 T0 = dt.datetime(2026, 11, 23, 14, 30, tzinfo=UTC)
 SYMBOLS = ["AAPL", "MSFT", "IBM", "GOOG", "AMZN", "NFLX", "META", "TSLA", "NVDA", "ORCL"]
 
@@ -31,9 +32,21 @@ def sec(n: float) -> dt.datetime:
 def alert(order_id: str | None, batch_id: int | None, **over) -> dict:
     """A valid wide_spread alert (AAPL, spread 0.10 >= 0.05) unless fields are overridden."""
     row = dict(
-        order_id=order_id, account=7, symbol="AAPL", side="BUY", qty=D("100"), price=D("189.05"),
-        order_time=sec(10), reason="wide_spread", bid=D("189.00"), offer=D("189.10"), quote_time=sec(5),
-        detected_at=sec(60), batch_id=batch_id, order_seq=None, quote_seq=None,
+        order_id=order_id,
+        account=7,
+        symbol="AAPL",
+        side="BUY",
+        qty=D("100"),
+        price=D("189.05"),
+        order_time=sec(10),
+        reason="wide_spread",
+        bid=D("189.00"),
+        offer=D("189.10"),
+        quote_time=sec(5),
+        detected_at=sec(60),
+        batch_id=batch_id,
+        order_seq=None,
+        quote_seq=None,
     )
     row.update(over)
     return row
@@ -46,8 +59,14 @@ def no_market(order_id: str, batch_id: int, **over) -> dict:
 
 def state(symbol: str, bid: str | None, offer: str | None, reject: bool | None, **over) -> dict:
     row = dict(
-        symbol=symbol, bid=None if bid is None else D(bid), offer=None if offer is None else D(offer),
-        quote_time=sec(5), seq=None, should_reject_trades=reject, updated_at=sec(61), batch_id=0,
+        symbol=symbol,
+        bid=None if bid is None else D(bid),
+        offer=None if offer is None else D(offer),
+        quote_time=sec(5),
+        seq=None,
+        should_reject_trades=reject,
+        updated_at=sec(61),
+        batch_id=0,
     )
     row.update(over)
     return row
@@ -58,14 +77,14 @@ def append(spark, lake: Path, table: str, rows: list[dict]) -> None:
 
     schema = _parse_datatype_string(lake_mod.SCHEMAS[table])
     data = [tuple(r.get(f.name) for f in schema.fields) for r in rows]
-    spark.createDataFrame(data, schema).write.format("delta").mode("append").save(
-        lake_mod.table_path(lake, table)
-    )
+    spark.createDataFrame(data, schema).write.format("delta").mode("append").save(lake_mod.table_path(lake, table))
 
 
 def metrics(batches: dict[int, int]) -> list[dict]:
-    return [dict(batch_id=b, started_at=sec(50), finished_at=sec(51), quotes=1, orders=n, alerts=n,
-                 quarantined=0) for b, n in batches.items()]
+    return [
+        dict(batch_id=b, started_at=sec(50), finished_at=sec(51), quotes=1, orders=n, alerts=n, quarantined=0)
+        for b, n in batches.items()
+    ]
 
 
 def validate(lake, docs, symbols_file: Path, *extra: str, capsys=None) -> tuple[int, str]:
@@ -89,14 +108,26 @@ def clean_template(spark, tmp_path_factory) -> Path:
     lake_mod.ensure_tables(spark, lake)
     append(spark, lake, "alerts", [alert("O-1", 0), no_market("O-2", 0)])
     # O-4 sits exactly on the threshold: spread 0.05 >= max_spread rejects.
-    append(spark, lake, "alerts", [alert("O-3", 2, symbol="MSFT", bid=D("10.00"), offer=D("10.50"), price=D("10.2")),
-                                   alert("O-4", 2, bid=D("50.00"), offer=D("50.05"), quote_time=sec(10))])
+    append(
+        spark,
+        lake,
+        "alerts",
+        [
+            alert("O-3", 2, symbol="MSFT", bid=D("10.00"), offer=D("10.50"), price=D("10.2")),
+            alert("O-4", 2, bid=D("50.00"), offer=D("50.05"), quote_time=sec(10)),
+        ],
+    )
     append(spark, lake, "batch_metrics", metrics({0: 2, 1: 0, 2: 2}))
-    append(spark, lake, "symbol_state", [
-        state("AAPL", "189.00", "189.10", True),
-        state("MSFT", "10.00", "10.50", True),
-        state("IBM", "100.02", "100.01", False),  # crossed: never rejects
-    ])
+    append(
+        spark,
+        lake,
+        "symbol_state",
+        [
+            state("AAPL", "189.00", "189.10", True),
+            state("MSFT", "10.00", "10.50", True),
+            state("IBM", "100.02", "100.01", False),  # crossed: never rejects
+        ],
+    )
     return lake
 
 
@@ -135,8 +166,9 @@ def test_clean_lake_passes_with_data_docs(spark, first_run, capsys):
     assert {(r.from_version, r.to_version, r.rows_validated) for r in alert_rows} == {(None, 2, 4)}
     # The batches validated (1 wrote no alerts and counted none) are what later runs skip.
     assert {(r.batches, r.to_batch) for r in alert_rows} == {("0-2", 2)}
-    assert any(r.expectation == "expect_column_values_to_be_in_set(column=side, value_set=[BUY, SELL])"
-               for r in alert_rows)
+    assert any(
+        r.expectation == "expect_column_values_to_be_in_set(column=side, value_set=[BUY, SELL])" for r in alert_rows
+    )
 
     # quality_results stays readable without Spark, like the product's tables.
     from deltalake import DeltaTable
@@ -144,8 +176,9 @@ def test_clean_lake_passes_with_data_docs(spark, first_run, capsys):
     assert len(DeltaTable(lake_mod.table_path(lake, "quality_results")).to_pandas()) == len(rows)
 
 
-def test_incremental_runs_failed_run_keeps_mark_full_revalidates(spark, first_run, symbols_file, tmp_path, capsys,
-                                                                 monkeypatch):
+def test_incremental_runs_failed_run_keeps_mark_full_revalidates(
+    spark, first_run, symbols_file, tmp_path, capsys, monkeypatch
+):
     from market_spread.quality import gx_run
 
     monkeypatch.setattr(gx_run, "KEEP_DOCS_RUNS", 2)  # Data Docs keep the last runs only
@@ -159,8 +192,10 @@ def test_incremental_runs_failed_run_keeps_mark_full_revalidates(spark, first_ru
     append(spark, lake, "alerts", [alert("O-6", 4)])  # version 4
     code, out = validate(lake, docs, symbols_file, capsys=capsys)
     assert code == 0, out
-    assert ("suite alerts: PASSED, 26/26 expectations passed, 0 failed "
-            "(1 alert(s) appended after version 2 up to version 4)") in out
+    assert (
+        "suite alerts: PASSED, 26/26 expectations passed, 0 failed "
+        "(1 alert(s) appended after version 2 up to version 4)"
+    ) in out
     assert "note: alerts of batch 4 have no batch_metrics row yet (batch in progress): held back" in out
     assert "note: batches validated: 1 (3)" in out
     assert "suite symbol_state: PASSED, 10/10 expectations passed, 0 failed (3 row(s) at version 1)" in out
@@ -199,11 +234,16 @@ def test_incremental_runs_failed_run_keeps_mark_full_revalidates(spark, first_ru
         assert len(list((docs / "validations" / suite).glob("*/*/*.html"))) == 2
         assert len(list((docs / "gx" / "uncommitted" / "validations" / suite).glob("*/*/*.json"))) == 2
 
-    runs = read_table(spark, lake, "quality_results").where("suite = 'alerts'").groupBy(
-        "run_id", "from_version", "to_version", "rows_validated", "run_passed").count().collect()
-    assert sorted((-1 if r.from_version is None else r.from_version, r.to_version, r.rows_validated,
-                   r.run_passed) for r in runs) == [
-        (-1, 2, 4, True), (-1, 6, 8, False), (2, 4, 1, True), (4, 5, 2, False), (4, 6, 3, False)]
+    runs = (
+        read_table(spark, lake, "quality_results")
+        .where("suite = 'alerts'")
+        .groupBy("run_id", "from_version", "to_version", "rows_validated", "run_passed")
+        .count()
+        .collect()
+    )
+    assert sorted(
+        (-1 if r.from_version is None else r.from_version, r.to_version, r.rows_validated, r.run_passed) for r in runs
+    ) == [(-1, 2, 4, True), (-1, 6, 8, False), (2, 4, 1, True), (4, 5, 2, False), (4, 6, 3, False)]
 
 
 def test_orphan_alerts_are_held_only_while_their_batch_can_finish(spark, first_run, symbols_file, tmp_path, capsys):
@@ -242,18 +282,26 @@ def test_lake_from_the_pipeline_passes_and_thresholds_are_parameters(spark, plac
     from tests.helpers.records import T, order, quote
 
     landing, lake, docs = place / "landing", place / "lake", place / "docs"
-    land(landing, "quotes", [
-        quote("AAPL", T.format(1), "1.00", "1.10"),       # wide
-        quote("MSFT", T.format(1), "10.00", "10.01"),     # tight
-        quote("IBM", T.format(1), "100.02", "100.01"),    # crossed: never rejects
-    ])
-    land(landing, "orders", [
-        order("O-1", "AAPL", T.format(2)),  # wide_spread
-        order("O-2", "MSFT", T.format(2)),  # accepted
-        order("O-3", "GOOG", T.format(2)),  # no_market_data
-        order("O-4", "AAPL", T.format(0)),  # before any quote: no_market_data
-        '{"not": "an order"',               # quarantined
-    ])
+    land(
+        landing,
+        "quotes",
+        [
+            quote("AAPL", T.format(1), "1.00", "1.10"),  # wide
+            quote("MSFT", T.format(1), "10.00", "10.01"),  # tight
+            quote("IBM", T.format(1), "100.02", "100.01"),  # crossed: never rejects
+        ],
+    )
+    land(
+        landing,
+        "orders",
+        [
+            order("O-1", "AAPL", T.format(2)),  # wide_spread
+            order("O-2", "MSFT", T.format(2)),  # accepted
+            order("O-3", "GOOG", T.format(2)),  # no_market_data
+            order("O-4", "AAPL", T.format(0)),  # before any quote: no_market_data
+            '{"not": "an order"',  # quarantined
+        ],
+    )
     assert stream(spark, landing, lake) == 0
     code, out = validate(lake, docs, symbols_file, capsys=capsys)
     assert code == 0, out
@@ -263,14 +311,19 @@ def test_lake_from_the_pipeline_passes_and_thresholds_are_parameters(spark, plac
     assert len(place.open_delta(lake / "quality_results").to_pandas()) == 26 + 10, "read back with delta-rs"
 
     # The same lake judged with other thresholds: the reject rule no longer holds for O-1 and AAPL.
-    code, out = validate(lake, docs, symbols_file, "--full", "--max-spread", "1", "--max-spread-ratio", "0.5",
-                         capsys=capsys)
+    code, out = validate(
+        lake, docs, symbols_file, "--full", "--max-spread", "1", "--max-spread-ratio", "0.5", capsys=capsys
+    )
     assert code == 1
     assert "(max_spread=1, max_spread_ratio=0.5)" in out
-    assert ("CRITICAL unexpected_rows_expectation: wide_spread alerts cite a quote that the reject rule "
-            "rejects at the configured thresholds, 1 unexpected") in out
-    assert ("CRITICAL unexpected_rows_expectation: should_reject_trades equals the reject rule at the configured "
-            "thresholds, 1 unexpected") in out
+    assert (
+        "CRITICAL unexpected_rows_expectation: wide_spread alerts cite a quote that the reject rule "
+        "rejects at the configured thresholds, 1 unexpected"
+    ) in out
+    assert (
+        "CRITICAL unexpected_rows_expectation: should_reject_trades equals the reject rule at the configured "
+        "thresholds, 1 unexpected"
+    ) in out
     assert "result: FAILED (2 critical expectation(s) failed)" in out
 
 
@@ -288,8 +341,9 @@ def test_each_critical_expectation_catches_its_violating_row(spark, symbols_file
     lake = tmp_path / "lake"
     lake_mod.ensure_tables(spark, lake)
     dirty = [
-        alert("ok-1", 10), no_market("ok-2", 10),
-        alert(None, 10),                                   # order_id null
+        alert("ok-1", 10),
+        no_market("ok-2", 10),
+        alert(None, 10),  # order_id null
         alert("a", 10, account=None),
         alert("b", 10, symbol=None),
         alert("c", 10, side=None),
@@ -298,7 +352,7 @@ def test_each_critical_expectation_catches_its_violating_row(spark, symbols_file
         alert("f", 10, order_time=None),
         alert("g", 10, reason=None, bid=None, offer=None, quote_time=None),
         alert("h", 10, detected_at=None),
-        alert("i", None),                                  # batch_id null
+        alert("i", None),  # batch_id null
         alert("j", 10, reason="fat_finger", bid=None, offer=None, quote_time=None),
         alert("k", 10, side="HOLD"),
         alert("l", 10, symbol="ZZZZ"),
@@ -307,30 +361,36 @@ def test_each_critical_expectation_catches_its_violating_row(spark, symbols_file
         alert("o", 10, bid=None),
         alert("p", 10, offer=None),
         alert("q", 10, quote_time=None),
-        alert("r", 10, quote_time=sec(11)),                # after the order's time
+        alert("r", 10, quote_time=sec(11)),  # after the order's time
         alert("s", 10, bid=D("189.00"), offer=D("189.01")),  # spread 0.01: the rule does not reject
         no_market("t", 10, bid=D("1")),
         no_market("u", 10, offer=D("1")),
         no_market("v", 10, quote_time=sec(1)),
-        alert("w", 11),                                    # batch 11 counts 2 alerts, has 1 row
-        alert("x", 10, bid=D("-1"), offer=D("1")),         # warning only: a non-positive cited bid
+        alert("w", 11),  # batch 11 counts 2 alerts, has 1 row
+        alert("x", 10, bid=D("-1"), offer=D("1")),  # warning only: a non-positive cited bid
     ]
     append(spark, lake, "alerts", dirty)
     per_batch = sum(1 for r in dirty if r["batch_id"] == 10)
     append(spark, lake, "batch_metrics", metrics({10: per_batch, 11: 2}))
-    append(spark, lake, "symbol_state", [
-        state("AAPL", "189.00", "189.10", True),
-        state("MSFT", "10.00", "10.50", True), state("MSFT", "10.00", "10.50", True),  # one row per symbol
-        state("ZZZZ", "1.00", "1.01", False),              # outside the universe
-        state("IBM", None, "1.00", False),
-        state("GOOG", "1.00", None, False),
-        state("AMZN", "1.00", "1.01", False, quote_time=None),
-        state("NFLX", "1.00", "1.01", None),
-        state("META", "0", "1.00", True),                  # bid not positive
-        state("TSLA", "1.00", "-1", False),                # offer not positive (crossed: no reject)
-        state("NVDA", "100.00", "100.01", True),           # flag contradicts the rule
-        state("ORCL", "1.00", "1.01", False, updated_at=None),  # warning only
-    ])
+    append(
+        spark,
+        lake,
+        "symbol_state",
+        [
+            state("AAPL", "189.00", "189.10", True),
+            state("MSFT", "10.00", "10.50", True),
+            state("MSFT", "10.00", "10.50", True),  # one row per symbol
+            state("ZZZZ", "1.00", "1.01", False),  # outside the universe
+            state("IBM", None, "1.00", False),
+            state("GOOG", "1.00", None, False),
+            state("AMZN", "1.00", "1.01", False, quote_time=None),
+            state("NFLX", "1.00", "1.01", None),
+            state("META", "0", "1.00", True),  # bid not positive
+            state("TSLA", "1.00", "-1", False),  # offer not positive (crossed: no reject)
+            state("NVDA", "100.00", "100.01", True),  # flag contradicts the rule
+            state("ORCL", "1.00", "1.01", False, updated_at=None),  # warning only
+        ],
+    )
     summary = validate_lake(spark, lake, SYMBOLS, ValidateOptions(docs=tmp_path / "docs"))
     assert not summary.passed
     text = summary.text()
@@ -354,14 +414,21 @@ def _break_side_entry(suite: dict) -> None:
 
 MALFORMED = {
     "json": (None, "not valid JSON"),
-    "type": (lambda s: s["expectations"][0].update(type="expect_column_values_to_be_purple"),
-             "expectation #1 (expect_column_values_to_be_purple) is invalid"),
+    "type": (
+        lambda s: s["expectations"][0].update(type="expect_column_values_to_be_purple"),
+        "expectation #1 (expect_column_values_to_be_purple) is invalid",
+    ),
     "kwargs": (_break_side_entry, "(expect_column_values_to_be_in_set) is invalid"),
-    "critical": (lambda s: s["expectations"][2].pop("meta"), "expectation #3 (expect_column_values_to_not_be_null): "
-                 "meta.critical must be true or false"),
-    "parameter": (lambda s: next(e for e in s["expectations"] if e["kwargs"].get("column") == "symbol"
-                                 and "value_set" in e["kwargs"])["kwargs"].update(value_set={"$PARAMETER": "symbol"}),
-                  "uses unknown suite parameter(s) ['symbol']"),
+    "critical": (
+        lambda s: s["expectations"][2].pop("meta"),
+        "expectation #3 (expect_column_values_to_not_be_null): meta.critical must be true or false",
+    ),
+    "parameter": (
+        lambda s: next(
+            e for e in s["expectations"] if e["kwargs"].get("column") == "symbol" and "value_set" in e["kwargs"]
+        )["kwargs"].update(value_set={"$PARAMETER": "symbol"}),
+        "uses unknown suite parameter(s) ['symbol']",
+    ),
     "key": (lambda s: s["expectations"][1].update(kwarg={}), "unknown key(s) ['kwarg']"),
     "empty": (lambda s: s.update(expectations=[]), "'expectations' must be a non-empty list"),
 }
@@ -393,8 +460,19 @@ def test_malformed_suite_stops_the_command_before_spark(clean_template, symbols_
     suite = json.loads((folder / "symbol_state.json").read_text())
     suite["expectations"][0]["type"] = "expect_column_values_to_be_unique_please"
     (folder / "symbol_state.json").write_text(json.dumps(suite))
-    code = cli.main(["validate", "--lake", str(clean_template), "--symbols", str(symbols_file),
-                     "--docs", str(tmp_path / "docs"), "--expectations", str(folder)])
+    code = cli.main(
+        [
+            "validate",
+            "--lake",
+            str(clean_template),
+            "--symbols",
+            str(symbols_file),
+            "--docs",
+            str(tmp_path / "docs"),
+            "--expectations",
+            str(folder),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert len(err.strip().splitlines()) == 1
@@ -445,26 +523,34 @@ def test_a_mark_whose_version_left_the_log_continues_from_its_batch(spark, first
 
 def test_an_older_results_table_gets_the_batches_columns(spark, tmp_path):
     from market_spread.lake.deltalog import properties_and_columns
-    from market_spread.quality.results_table import (RESULTS_SCHEMA, RESULTS_TABLE, ensure_results_table,
-                                                      validated_batches)
+    from market_spread.quality.results_table import (
+        RESULTS_SCHEMA,
+        RESULTS_TABLE,
+        ensure_results_table,
+        validated_batches,
+    )
 
     lake = tmp_path / "lake"
     path = lake_mod.table_path(lake, RESULTS_TABLE)
-    spark.sql(f"CREATE TABLE delta.`{path}` ({RESULTS_SCHEMA.replace(', to_batch BIGINT, batches STRING', '')}) "
-              "USING DELTA")
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` ({RESULTS_SCHEMA.replace(', to_batch BIGINT, batches STRING', '')}) USING DELTA"
+    )
     assert "to_batch" not in properties_and_columns(path)[1]
     assert validated_batches(lake) == []
     ensure_results_table(spark, lake)
     assert properties_and_columns(path)[1][-2:] == ["to_batch", "batches"]
     # A passing run recorded before the batches column validated every batch up to its to_batch.
-    spark.sql(f"INSERT INTO delta.`{path}` (run_id, suite, run_passed, to_version, to_batch) "
-              "VALUES ('old', 'alerts', true, 4, 7), ('new', 'alerts', true, 6, 12)")
+    spark.sql(
+        f"INSERT INTO delta.`{path}` (run_id, suite, run_passed, to_version, to_batch) "
+        "VALUES ('old', 'alerts', true, 4, 7), ('new', 'alerts', true, 6, 12)"
+    )
     spark.sql(f"UPDATE delta.`{path}` SET batches = '9-10,12' WHERE run_id = 'new'")
     assert validated_batches(lake) == [(None, 7), (9, 10), (12, 12)]
 
 
-def test_a_finished_batch_is_checked_though_an_unfinished_one_came_before(spark, first_run, symbols_file,
-                                                                          tmp_path, capsys):
+def test_a_finished_batch_is_checked_though_an_unfinished_one_came_before(
+    spark, first_run, symbols_file, tmp_path, capsys
+):
     """The operator's scenario: an alert commit of a batch that never finished (its id above every
     finished batch), then a finished batch with a corrupted alert. The finished batch is checked at
     once, and the unfinished one, no longer the newest commit, cannot be in flight: an orphan."""
@@ -483,7 +569,8 @@ def test_a_finished_batch_is_checked_though_an_unfinished_one_came_before(spark,
 
 
 def test_a_finished_batch_is_validated_once_and_an_in_flight_one_holds_back_only_itself(
-        spark, first_run, symbols_file, tmp_path, capsys):
+    spark, first_run, symbols_file, tmp_path, capsys
+):
     lake = copy_lake(first_run[0], tmp_path / "lake")
     docs = tmp_path / "docs"
     # Nothing new since the first run: no batch is validated again.

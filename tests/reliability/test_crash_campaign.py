@@ -15,6 +15,7 @@ uninterrupted reference on local disk. Two files because `make test`'s workers t
 N = 5 by default locally, 8 on S3 (every window once: there a rename is a copy and a delete, and the
 lease replaces the flock); MARKET_SPREAD_RELIABILITY=full runs 24 kills (every window three times)
 and more maintenance on both."""
+
 from __future__ import annotations
 
 import random
@@ -27,10 +28,17 @@ from pathlib import Path
 import pytest
 
 from market_spread.runtime.storage import Location, location
-
 from tests.helpers.campaign import (
-    FULL, Job, Lander, diff_rows, duplicates_by_key, in_flight, kill_when_new_file, make_source,
-    readable_with_delta_rs, wait_for_lock,
+    FULL,
+    Job,
+    Lander,
+    diff_rows,
+    duplicates_by_key,
+    in_flight,
+    kill_when_new_file,
+    make_source,
+    readable_with_delta_rs,
+    wait_for_lock,
 )
 from tests.helpers.lake import comparable_tables_delta_rs, metrics_totals, rows, stream
 from tests.helpers.storage import Place, arg
@@ -72,12 +80,28 @@ def run_crash_campaign(spark, place: Place, tmp_path: Path, monkeypatch: pytest.
     symbols = symbols_file(tmp_path, SYMBOLS)
     source = tmp_path / "source"
     # On S3 bad lines in every third file pair only: batches of clean files as well as dirty ones.
-    files = make_source(source, SYMBOLS, seed=23, quotes=120 * (2 * kills + 4), orders=120 * (2 * kills + 4),
-                        files=2 * kills + 4, dirty_every=3 if place.s3 else 1)
+    files = make_source(
+        source,
+        SYMBOLS,
+        seed=23,
+        quotes=120 * (2 * kills + 4),
+        orders=120 * (2 * kills + 4),
+        files=2 * kills + 4,
+        dirty_every=3 if place.s3 else 1,
+    )
     landing, lake, archive = place / "landing", place / "lake", place / "archive"
     lander = Lander(files, landing)
-    stream_args = ["stream", "--landing", arg(landing), "--lake", arg(lake), "--symbols", str(symbols),
-                   "--archive", arg(archive)]
+    stream_args = [
+        "stream",
+        "--landing",
+        arg(landing),
+        "--lake",
+        arg(lake),
+        "--symbols",
+        str(symbols),
+        "--archive",
+        arg(archive),
+    ]
     monkeypatch.setenv("MARKET_SPREAD_SOURCE_LOG_TRIM_EVERY", "3")  # trims inside the batch, killed or not
     # Spark compacts that log every 10 batches; every 2 here, so that even the short campaign has
     # compact files to trim (spark-submit reads spark-defaults.conf from SPARK_CONF_DIR).
@@ -102,8 +126,10 @@ def run_crash_campaign(spark, place: Place, tmp_path: Path, monkeypatch: pytest.
         side = None
         if i in beside:
             wait_for_lock(job, lake)
-            side = Job(["maintain", "--lake", arg(lake), "--retain-hours", "1", "--master", "local[1]"],
-                       tmp_path / f"maintain-beside-{i:02d}.log")
+            side = Job(
+                ["maintain", "--lake", arg(lake), "--retain-hours", "1", "--master", "local[1]"],
+                tmp_path / f"maintain-beside-{i:02d}.log",
+            )
         if window == "random":
             # A random instant once the stream has started a batch: inside the writes or between batches.
             kill_when_new_file(job, _folder(lake, "offsets"), committed_only=False, timeout=300, kill=False)
@@ -122,8 +148,10 @@ def run_crash_campaign(spark, place: Place, tmp_path: Path, monkeypatch: pytest.
         if batch is not None:
             replayed.append((batch, written))
         readable_with_delta_rs(lake)  # every table stays readable after every kill
-        print(f"kill {i + 1}/{kills}: {seen}; batch in flight: {batch} (tables already written: {written or 'none'})",
-              flush=True)
+        print(
+            f"kill {i + 1}/{kills}: {seen}; batch in flight: {batch} (tables already written: {written or 'none'})",
+            flush=True,
+        )
         if side is not None:
             code = side.wait(600)
             assert code == 0, side.tail()
@@ -131,8 +159,10 @@ def run_crash_campaign(spark, place: Place, tmp_path: Path, monkeypatch: pytest.
             assert "compaction skipped" in side.tail(100_000), side.tail()  # it ran beside the live stream
             maintained.append("beside the live stream")
         if i in exclusive:
-            alone = Job(["maintain", "--lake", arg(lake), "--retain-hours", "1", "--master", "local[1]"],
-                        tmp_path / f"maintain-alone-{i:02d}.log")
+            alone = Job(
+                ["maintain", "--lake", arg(lake), "--retain-hours", "1", "--master", "local[1]"],
+                tmp_path / f"maintain-alone-{i:02d}.log",
+            )
             assert alone.wait(600) == 0, alone.tail()
             assert "optimize:" in alone.tail(100_000), alone.tail()
             peak_maintain_rss = max(peak_maintain_rss, alone.peak_rss)
@@ -182,28 +212,31 @@ def run_crash_campaign(spark, place: Place, tmp_path: Path, monkeypatch: pytest.
         assert trims > 0, "the file source log was never trimmed"
     # Stream progress lines name each compaction (every 3 commits here, campaign.Job), or the line
     # after the last batch when it finished later.
-    compactions = sum(len(re.findall(r"compacted \w+: \d+ files", log.read_text(errors="replace")))
-                      for log in tmp_path.glob("*.log"))
+    compactions = sum(
+        len(re.findall(r"compacted \w+: \d+ files", log.read_text(errors="replace"))) for log in tmp_path.glob("*.log")
+    )
     assert compactions > 0, "the streams never compacted a table"
 
     partial = [f"{b}:{'+'.join(w)}" for b, w in replayed if w]
-    report = "\n".join([
-        f"crash campaign report ({place.kind}: {place.root})",
-        f"  kills survived:       {kills} (SIGKILL of driver + JVM group, restarted each time)",
-        "  kills by window:      " + ", ".join(f"{w} {n}" for w, n in sorted(by_window.items())),
-        f"  batches replayed:     {len(replayed)} in flight at a kill, {len(partial)} of them with tables already "
-        f"written ({', '.join(partial) or 'none'})",
-        f"  maintenance runs:     {len(maintained)} ({'; '.join(maintained) or 'none'})",
-        f"  lines tried:          {lander.lines} in {len(files)} files ({totals['quotes']} quotes, "
-        f"{totals['orders']} orders, {totals['quarantined']} quarantined), {totals['batches']} batches",
-        f"  alerts:               {totals['alerts']}",
-        f"  archived files:       {archived}; file source log trimmed {trims} times",
-        f"  compactions:          {compactions} by the streams (every 3 commits to a table)",
-        f"  rows lost:            {lost}",
-        f"  duplicates:           {doubled}",
-        f"  peak memory:          {peak_rss / 2**20:.0f} MB (stream: driver + JVM), "
-        f"{peak_maintain_rss / 2**20:.0f} MB (maintain)",
-        f"  duration:             {time.monotonic() - began:.0f} s",
-    ])
+    report = "\n".join(
+        [
+            f"crash campaign report ({place.kind}: {place.root})",
+            f"  kills survived:       {kills} (SIGKILL of driver + JVM group, restarted each time)",
+            "  kills by window:      " + ", ".join(f"{w} {n}" for w, n in sorted(by_window.items())),
+            f"  batches replayed:     {len(replayed)} in flight at a kill, {len(partial)} of them with tables already "
+            f"written ({', '.join(partial) or 'none'})",
+            f"  maintenance runs:     {len(maintained)} ({'; '.join(maintained) or 'none'})",
+            f"  lines tried:          {lander.lines} in {len(files)} files ({totals['quotes']} quotes, "
+            f"{totals['orders']} orders, {totals['quarantined']} quarantined), {totals['batches']} batches",
+            f"  alerts:               {totals['alerts']}",
+            f"  archived files:       {archived}; file source log trimmed {trims} times",
+            f"  compactions:          {compactions} by the streams (every 3 commits to a table)",
+            f"  rows lost:            {lost}",
+            f"  duplicates:           {doubled}",
+            f"  peak memory:          {peak_rss / 2**20:.0f} MB (stream: driver + JVM), "
+            f"{peak_maintain_rss / 2**20:.0f} MB (maintain)",
+            f"  duration:             {time.monotonic() - began:.0f} s",
+        ]
+    )
     (tmp_path / "crash-campaign-report.txt").write_text(report + "\n")
     print("\n" + report + f"\n  (written to {tmp_path / 'crash-campaign-report.txt'})")

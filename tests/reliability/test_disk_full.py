@@ -1,6 +1,7 @@
 """Disk full in the middle of a batch: the lake sits on a 20 MB tmpfs and the feed holds more than
 fits. The stream must stop with a non-zero code and one clear line naming the lack of space; once
 the disk is grown, a restart must leave exactly the tables of an uninterrupted run."""
+
 from __future__ import annotations
 
 import secrets
@@ -35,8 +36,18 @@ def test_disk_full_mid_batch_fails_clearly_and_recovers_exactly(spark, tmp_path)
         # files are about as large): the first fits, the second cannot.
         for i in range(2):
             write_atomically(landing / "quotes", f"z-big-{i}.jsonl", [secrets.token_hex(100_000) for _ in range(70)])
-        args = ["stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols),
-                "--available-now", "--max-files-per-batch", "1"]
+        args = [
+            "stream",
+            "--landing",
+            str(landing),
+            "--lake",
+            str(lake),
+            "--symbols",
+            str(symbols),
+            "--available-now",
+            "--max-files-per-batch",
+            "1",
+        ]
         full = Job(args, tmp_path / "full.log")
         code = full.wait(900)
         log = full.log.read_text(errors="replace")

@@ -1,5 +1,6 @@
 """Hostile input: the stream survives every kind of bad line, and every non-blank line ends up in
 exactly one place (valid quote, valid order or quarantine), line for line as the reference decides."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,16 @@ from tests.helpers.landing import land
 from tests.helpers.symbols import SYMBOLS
 
 GOOD_QUOTE = {"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00.123Z", "bid": 189.12, "offer": 189.14, "seq": 1}
-GOOD_ORDER = {"order_id": "O-1", "account": 7, "symbol": "AAPL", "side": "BUY", "qty": 100, "price": 189.13,
-              "transact_time": "2026-11-23T14:30:00.200Z", "seq": 2}
+GOOD_ORDER = {
+    "order_id": "O-1",
+    "account": 7,
+    "symbol": "AAPL",
+    "side": "BUY",
+    "qty": 100,
+    "price": 189.13,
+    "transact_time": "2026-11-23T14:30:00.200Z",
+    "seq": 2,
+}
 WRONG_VALUES = [None, True, False, "", "x", "189.12", [1], {"a": 1}, 0, -1, 1.5, 10**40, "2026-11-23", 1e308, -0.0]
 
 
@@ -23,9 +32,21 @@ def hand_made(big_line_bytes: int) -> dict[str, list[bytes]]:
     q = json.dumps(GOOD_QUOTE)
     o = json.dumps(GOOD_ORDER)
     quotes = [
-        q.encode(), q[:-5].encode(), b"\xff\xfe\x00garbage", q.replace("AAPL", "AA\x00PL").encode(),
-        b'{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 2, "x": "' + b"y" * big_line_bytes + b'"}',
-        b"[1,2,3]", b"42", b'"str"', b"null", b"true", b"{}", b"{,}", b"\xef\xbb\xbf" + q.encode(),
+        q.encode(),
+        q[:-5].encode(),
+        b"\xff\xfe\x00garbage",
+        q.replace("AAPL", "AA\x00PL").encode(),
+        b'{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 2, "x": "'
+        + b"y" * big_line_bytes
+        + b'"}',
+        b"[1,2,3]",
+        b"42",
+        b'"str"',
+        b"null",
+        b"true",
+        b"{}",
+        b"{,}",
+        b"\xef\xbb\xbf" + q.encode(),
         b'{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": 1e-9, "offer": 2}',
         b'{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": 1234567890123456789012345678901234567890, "offer": 2}',
         b'{"symbol": "AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": 1.2345678901234567890123456789012345678901, "offer": 2}',
@@ -37,7 +58,9 @@ def hand_made(big_line_bytes: int) -> dict[str, list[bytes]]:
         b'{"symbol": "aapl", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 2}',
         b'{"symbol": "AA PL", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 2}',
         b'{"symbol": " AAPL", "transact_time": "2026-11-23T14:30:00Z", "bid": 1, "offer": 2}',
-        b"", b"   ", b"\t",
+        b"",
+        b"   ",
+        b"\t",
     ]
     for field in GOOD_QUOTE:
         for value in WRONG_VALUES:
@@ -56,7 +79,10 @@ def _check_conservation(spark, landing, lake) -> None:
     nonblank = expected.quotes + expected.orders + len(expected.quarantined)
     assert totals["quotes"] + totals["orders"] + totals["quarantined"] == nonblank
     assert (totals["quotes"], totals["orders"], totals["quarantined"]) == (
-        expected.quotes, expected.orders, len(expected.quarantined))
+        expected.quotes,
+        expected.orders,
+        len(expected.quarantined),
+    )
     assert len(rows(spark, lake, "quotes")) == expected.quotes
     assert len(rows(spark, lake, "quarantine")) == len(expected.quarantined)
     got_raw = sorted(r["raw"] for r in rows(spark, lake, "quarantine"))

@@ -4,6 +4,7 @@ and the memory of the process tree (driver + Spark JVM) stays under a stated bou
 
 Default: 3 MB lines and a 100,000-line file; MARKET_SPREAD_RELIABILITY=full: 10 MB lines and a
 1,000,000-line file."""
+
 from __future__ import annotations
 
 import random
@@ -34,18 +35,22 @@ def test_huge_line_and_many_lines_survive_with_bounded_memory(spark, tmp_path):
     orders = [line for feed, _, line in events if feed == "orders"]
     bad = bad_lines(rng, MANY_LINES // 100, "many")
     # One file each: valid lines with 1% bad ones scattered through it, and blank lines (ignored).
-    for feed, valid, extra in (("quotes", quotes, bad[: len(bad) // 2]), ("orders", orders, bad[len(bad) // 2:])):
+    for feed, valid, extra in (("quotes", quotes, bad[: len(bad) // 2]), ("orders", orders, bad[len(bad) // 2 :])):
         mixed = list(valid)
         for line in extra:
             mixed.insert(rng.randrange(len(mixed) + 1), line)
         write_atomically(landing / feed, "many.jsonl", mixed + ["", "   "])
-    huge_valid = ('{"symbol": "AAPL", "transact_time": "2026-11-23T14:29:00Z", "bid": 1, "offer": 2, "seq": 0, '
-                  f'"note": "{"n" * BIG_LINE}"}}')
+    huge_valid = (
+        '{"symbol": "AAPL", "transact_time": "2026-11-23T14:29:00Z", "bid": 1, "offer": 2, "seq": 0, '
+        f'"note": "{"n" * BIG_LINE}"}}'
+    )
     huge_bad = '{"symbol": "AAPL", "transact_time": "2026-11-23T14:29:00Z", "bid": ' + "9" * BIG_LINE
     write_atomically(landing / "quotes", "huge.jsonl", [huge_valid, huge_bad])
 
-    job = Job(["stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols),
-               "--available-now"], tmp_path / "stream.log")
+    job = Job(
+        ["stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols), "--available-now"],
+        tmp_path / "stream.log",
+    )
     assert job.wait(1800) == 0, job.tail()
 
     totals = metrics_totals(spark, lake)
@@ -56,7 +61,9 @@ def test_huge_line_and_many_lines_survive_with_bounded_memory(spark, tmp_path):
     assert len(quarantine) == len(bad) + 1
     assert max(len(r["raw"]) for r in quarantine) == len(huge_bad), "the huge line is kept whole"
     peak_mb = job.peak_rss / 2**20
-    print(f"\nhostile volume: {non_blank} non-blank lines ({MANY_LINES} in one file, two of {BIG_LINE / 2**20:.0f} MB): "
-          f"{totals['quotes']} quotes + {totals['orders']} orders + {totals['quarantined']} quarantined; "
-          f"peak memory {peak_mb:.0f} MB (bound {RSS_BOUND_MB} MB)")
+    print(
+        f"\nhostile volume: {non_blank} non-blank lines ({MANY_LINES} in one file, two of {BIG_LINE / 2**20:.0f} MB): "
+        f"{totals['quotes']} quotes + {totals['orders']} orders + {totals['quarantined']} quarantined; "
+        f"peak memory {peak_mb:.0f} MB (bound {RSS_BOUND_MB} MB)"
+    )
     assert peak_mb < RSS_BOUND_MB

@@ -1,6 +1,7 @@
 """The driver's quarantine reasons (domain.bad_lines) are Spark's (transforms.parsing), for every kind
 of bad line the contract names and for random mutations of valid lines; a line it is not certain of
 is left to Spark's parse. Spark's parse is the oracle here."""
+
 from __future__ import annotations
 
 import random
@@ -13,9 +14,35 @@ from tests.spark.test_certain_lines import ORDERS, QUOTES
 from tests.spark.test_parsing_fast_paths import TRICKY_LINES
 
 UNIVERSE = frozenset(SYMBOLS)
-TOKENS = ["null", "true", "false", '""', '"x"', '"NaN"', "NaN", "-Infinity", "0", "-1", "1.5", "7", "1e2", "1e400",
-          "99999999999", "9223372036854775808", "[1]", "{}", '"2026-11-23T14:30:00Z"', '"2026-02-30T00:00:00Z"',
-          '"BUY"', '"SELL"', '"AAPL"', '"seven"', "0.000000001", "-0.0", "12345678901234567890123456789012"]
+TOKENS = [
+    "null",
+    "true",
+    "false",
+    '""',
+    '"x"',
+    '"NaN"',
+    "NaN",
+    "-Infinity",
+    "0",
+    "-1",
+    "1.5",
+    "7",
+    "1e2",
+    "1e400",
+    "99999999999",
+    "9223372036854775808",
+    "[1]",
+    "{}",
+    '"2026-11-23T14:30:00Z"',
+    '"2026-02-30T00:00:00Z"',
+    '"BUY"',
+    '"SELL"',
+    '"AAPL"',
+    '"seven"',
+    "0.000000001",
+    "-0.0",
+    "12345678901234567890123456789012",
+]
 CHARS = list('{}[]",:. \t\\-+e0123456789aNx') + ["\u00e9"]
 
 
@@ -35,25 +62,29 @@ def _mutations(rng: random.Random, valid: list[str], n: int) -> list[str]:
         elif how == 1:  # a field dropped, or given twice
             parts = line[1:-1].split(", ")
             k = rng.randrange(len(parts))
-            parts = parts[:k] + parts[k + 1:] if rng.random() < 0.7 else parts + [parts[k]]
+            parts = parts[:k] + parts[k + 1 :] if rng.random() < 0.7 else parts + [parts[k]]
             line = "{" + ", ".join(parts) + "}"
         elif how == 2:  # a character inserted
             at = rng.randrange(len(line) + 1)
             line = line[:at] + rng.choice(CHARS) + line[at:]
         elif how == 3:  # a character deleted or changed
             at = rng.randrange(len(line))
-            line = line[:at] + (rng.choice(CHARS) if rng.random() < 0.5 else "") + line[at + 1:]
+            line = line[:at] + (rng.choice(CHARS) if rng.random() < 0.5 else "") + line[at + 1 :]
         else:  # cut short
-            line = line[:rng.randrange(1, len(line))]
+            line = line[: rng.randrange(1, len(line))]
         out.append(line)
     return out
 
 
 def _spark_reasons(spark, stream: str, lines: list[str]) -> list[str | None]:
-    frame = spark.createDataFrame([(stream, line, f"file:/l/{i}.jsonl") for i, line in enumerate(lines)],
-                                  "stream STRING, line STRING, source_file STRING")
-    by_line = {int(r["source_file"].rsplit("/", 1)[1].split(".")[0]): r["reason"]
-               for r in parsing.parse_lines(frame, list(SYMBOLS)).select("source_file", "reason").collect()}
+    frame = spark.createDataFrame(
+        [(stream, line, f"file:/l/{i}.jsonl") for i, line in enumerate(lines)],
+        "stream STRING, line STRING, source_file STRING",
+    )
+    by_line = {
+        int(r["source_file"].rsplit("/", 1)[1].split(".")[0]): r["reason"]
+        for r in parsing.parse_lines(frame, list(SYMBOLS)).select("source_file", "reason").collect()
+    }
     return [by_line[i] for i in range(len(lines))]
 
 
@@ -85,9 +116,13 @@ def test_odd_lines_get_spark_reasons_or_none(spark):
 
 def test_random_mutations_of_valid_lines_get_sparks_reason_when_decided(spark):
     rng = random.Random(53)
-    valid = {"quotes": [quote(s, T.format(k), "10.25", "10.5", seq=k if k % 2 else None) for k, s in enumerate(SYMBOLS)],
-             "orders": [order(f"O-{k}", s, T.format(k), side="SELL" if k % 2 else "BUY", qty="100", price="10.5", seq=k)
-                        for k, s in enumerate(SYMBOLS)]}
+    valid = {
+        "quotes": [quote(s, T.format(k), "10.25", "10.5", seq=k if k % 2 else None) for k, s in enumerate(SYMBOLS)],
+        "orders": [
+            order(f"O-{k}", s, T.format(k), side="SELL" if k % 2 else "BUY", qty="100", price="10.5", seq=k)
+            for k, s in enumerate(SYMBOLS)
+        ],
+    }
     for stream in ("quotes", "orders"):
         decided, bad = _compare(spark, stream, _mutations(rng, valid[stream], 1500))
         # Most bad lines are decided on the driver; the rest (Jackson's leniencies) go to Spark.

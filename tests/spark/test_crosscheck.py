@@ -1,5 +1,6 @@
 """Cross-check: the Spark pipeline and the event-at-a-time reference give identical alerts and state,
 on replayed Wallaroo data and on generated data, over several seeds and ways of cutting files and runs."""
+
 from __future__ import annotations
 
 import random
@@ -8,17 +9,30 @@ from pathlib import Path
 
 import pytest
 
-from market_spread_tools import reference
-from market_spread.feeds.generate import Generator, write_backlog
-from market_spread.domain.symbols import load_symbols
 from market_spread.cli.main import main as cli_main
+from market_spread.domain.symbols import load_symbols
+from market_spread.feeds.generate import Generator, write_backlog
+from market_spread_tools import reference
 from tests.helpers.lake import read_table, rows, stream
 from tests.helpers.landing import land_file
 from tests.helpers.paths import ROOT
 from tests.helpers.symbols import SYMBOLS
 
-ALERT_KEYS = ("order_id", "account", "symbol", "side", "qty", "price", "order_time", "reason", "bid", "offer",
-              "quote_time", "order_seq", "quote_seq")
+ALERT_KEYS = (
+    "order_id",
+    "account",
+    "symbol",
+    "side",
+    "qty",
+    "price",
+    "order_time",
+    "reason",
+    "bid",
+    "offer",
+    "quote_time",
+    "order_seq",
+    "quote_seq",
+)
 
 
 def _naive(value):
@@ -38,24 +52,37 @@ def _reference_alerts(result) -> list[tuple]:
 
 
 def _spark_state(spark, lake: Path) -> dict:
-    return {r["symbol"]: (r["bid"], r["offer"], r["quote_time"], r["seq"], r["should_reject_trades"])
-            for r in rows(spark, lake, "symbol_state")}
+    return {
+        r["symbol"]: (r["bid"], r["offer"], r["quote_time"], r["seq"], r["should_reject_trades"])
+        for r in rows(spark, lake, "symbol_state")
+    }
 
 
 def _reference_state(result) -> dict:
-    return {s: (v["bid"], v["offer"], _naive(v["quote_time"]), v["seq"], v["should_reject_trades"])
-            for s, v in result.state.items()}
+    return {
+        s: (v["bid"], v["offer"], _naive(v["quote_time"]), v["seq"], v["should_reject_trades"])
+        for s, v in result.state.items()
+    }
 
 
 def _replay(landing: Path, nbbo: list[Path], orders: list[Path]) -> None:
-    assert cli_main(["replay", "--landing", str(landing), "--nbbo", *map(str, nbbo), "--orders", *map(str, orders)]) == 0
+    assert (
+        cli_main(["replay", "--landing", str(landing), "--nbbo", *map(str, nbbo), "--orders", *map(str, orders)]) == 0
+    )
 
 
-@pytest.mark.parametrize("nbbo, trades, reasons", [
-    # The 1000-record demo quotes no wide market: its alerts are orders of symbols without quotes.
-    ("history/demos/marketspread/1000nbbo-fixish.msg", "history/demos/marketspread/1000trades-fixish.msg", {"no_market_data"}),
-    ("converted/small-nbbo-fixish.msg", "converted/small-trades-fixish.msg", {"wide_spread"}),
-])
+@pytest.mark.parametrize(
+    "nbbo, trades, reasons",
+    [
+        # The 1000-record demo quotes no wide market: its alerts are orders of symbols without quotes.
+        (
+            "history/demos/marketspread/1000nbbo-fixish.msg",
+            "history/demos/marketspread/1000trades-fixish.msg",
+            {"no_market_data"},
+        ),
+        ("converted/small-nbbo-fixish.msg", "converted/small-trades-fixish.msg", {"wide_spread"}),
+    ],
+)
 def test_replayed_wallaroo_demo_matches_the_reference(spark, tmp_path, wallaroo_dir, nbbo, trades, reasons):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     _replay(landing, [wallaroo_dir / nbbo], [wallaroo_dir / trades])

@@ -2,6 +2,7 @@
 is a line Spark finds valid, with the very same values; every other line comes back for the
 line-at-a-time way, or the whole file does. Spark's parse is the oracle, over files of valid lines
 with random mutations among them."""
+
 from __future__ import annotations
 
 import random
@@ -16,22 +17,30 @@ from tests.helpers.symbols import SYMBOLS
 from tests.spark.test_bad_lines import _mutations
 
 UNIVERSE = pa.array(sorted(SYMBOLS))
-FIELDS = {"quotes": ("symbol", "bid", "offer", "time", "seq"),
-          "orders": ("order_id", "account", "symbol", "side", "qty", "price", "time", "seq")}
+FIELDS = {
+    "quotes": ("symbol", "bid", "offer", "time", "seq"),
+    "orders": ("order_id", "account", "symbol", "side", "qty", "price", "time", "seq"),
+}
 
 
 def _valid(feed: str) -> list[str]:
     if feed == "quotes":
         return [quote(s, T.format(k), "10.25", "10.5", seq=k if k % 2 else None) for k, s in enumerate(SYMBOLS)]
-    return [order(f"O-{k}", s, T.format(k), side="SELL" if k % 2 else "BUY", qty="100", price="10.5", seq=k)
-            for k, s in enumerate(SYMBOLS)]
+    return [
+        order(f"O-{k}", s, T.format(k), side="SELL" if k % 2 else "BUY", qty="100", price="10.5", seq=k)
+        for k, s in enumerate(SYMBOLS)
+    ]
 
 
 def _spark(spark, feed: str, lines: list[str]) -> dict[str, dict | None]:
-    frame = spark.createDataFrame([(feed, line, "f") for line in lines], "stream STRING, line STRING, source_file STRING")
+    frame = spark.createDataFrame(
+        [(feed, line, "f") for line in lines], "stream STRING, line STRING, source_file STRING"
+    )
     parsed = parsing.parse_lines(frame, list(SYMBOLS)).withColumn("time", F.unix_micros("event_time"))
     raw = [r["line"] for r in frame.collect()]
-    return {line: (None if r["reason"] else tuple(r[f] for f in FIELDS[feed])) for line, r in zip(raw, parsed.collect())}
+    return {
+        line: (None if r["reason"] else tuple(r[f] for f in FIELDS[feed])) for line, r in zip(raw, parsed.collect())
+    }
 
 
 def test_a_file_read_whole_takes_only_what_spark_takes_with_its_values(spark):
@@ -62,7 +71,15 @@ def test_a_file_read_whole_takes_only_what_spark_takes_with_its_values(spark):
 def test_files_not_of_the_plain_shape_are_left_to_the_lines_way():
     good = (quote("AAPL", T.format(1), "1", "2") + "\n").encode()
     assert driver_json.parse_file("quotes", good, UNIVERSE) is not None
-    for odd in (good.replace(b"\n", b"\r\n"), good[:-1], b"\n" + good, good + b"\n",
-                good.replace(b'"AAPL"', b'"AA\\u0050L"'), good.replace(b"1,", b'"1",', 1),
-                good.replace(b'"bid": 1', b'"bid": NaN'), b"\xef\xbb\xbf" + good, b""):
+    for odd in (
+        good.replace(b"\n", b"\r\n"),
+        good[:-1],
+        b"\n" + good,
+        good + b"\n",
+        good.replace(b'"AAPL"', b'"AA\\u0050L"'),
+        good.replace(b"1,", b'"1",', 1),
+        good.replace(b'"bid": 1', b'"bid": NaN'),
+        b"\xef\xbb\xbf" + good,
+        b"",
+    ):
         assert driver_json.parse_file("quotes", odd, UNIVERSE) is None, odd

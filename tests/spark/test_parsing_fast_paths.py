@@ -1,5 +1,6 @@
 """The byte-wise fast paths in front of the parse's regular expressions give exactly what the
 regexes alone gave (each test keeps the regex version as its oracle)."""
+
 from __future__ import annotations
 
 from pyspark.sql import functions as F
@@ -9,9 +10,27 @@ from market_spread.stream.summary import summarize
 from market_spread.transforms import parsing
 
 TRICKY_LINES = [
-    '{"symbol": "A"}', "\ufeff{\"symbol\": \"A\"}", "\ufeff", "\ufeff   ", "\ufeff\ufeff{}", " {}", "",
-    " ", "\t", "\x0b", "\x0c", "\r", " \t\r ", "\u00a0", "\u2003", "x", "{", "\ufeffx", "  \ufeff",
-    "\u00e9{}", "}",
+    '{"symbol": "A"}',
+    '\ufeff{"symbol": "A"}',
+    "\ufeff",
+    "\ufeff   ",
+    "\ufeff\ufeff{}",
+    " {}",
+    "",
+    " ",
+    "\t",
+    "\x0b",
+    "\x0c",
+    "\r",
+    " \t\r ",
+    "\u00a0",
+    "\u2003",
+    "x",
+    "{",
+    "\ufeffx",
+    "  \ufeff",
+    "\u00e9{}",
+    "}",
 ]
 
 
@@ -19,7 +38,8 @@ def test_blank_lines_and_byte_order_marks_are_handled_as_the_regexes_did(spark):
     raw = spark.createDataFrame([(i, line) for i, line in enumerate(TRICKY_LINES)], "i INT, value STRING")
     oracle = (
         raw.withColumn("line", F.regexp_replace(F.col("value"), "^\ufeff", ""))
-        .where(F.col("line").rlike(r"\S")).drop("value")
+        .where(F.col("line").rlike(r"\S"))
+        .drop("value")
     )
     got = sorted((r["i"], r["line"]) for r in parsing.nonblank_lines(raw).collect())
     want = sorted((r["i"], r["line"]) for r in oracle.collect())
@@ -29,8 +49,17 @@ def test_blank_lines_and_byte_order_marks_are_handled_as_the_regexes_did(spark):
 
 
 def test_the_summary_names_files_and_kafka_partitions_as_the_regexes_did(spark):
-    sources = ["file:/land/quotes/q-0001.jsonl", "file:/land/quotes/q-0001.jsonl", "file:/land/orders/o-7",
-               "quotes/0/41", "quotes/0/42", "orders/3/9", "file:/land/x/12a", "file:/land/x/é", "7"]
+    sources = [
+        "file:/land/quotes/q-0001.jsonl",
+        "file:/land/quotes/q-0001.jsonl",
+        "file:/land/orders/o-7",
+        "quotes/0/41",
+        "quotes/0/42",
+        "orders/3/9",
+        "file:/land/x/12a",
+        "file:/land/x/é",
+        "7",
+    ]
     parsed = spark.createDataFrame(
         [("quotes", None, s, "bad_time", None) for s in sources],
         "stream STRING, line STRING, source_file STRING, reason STRING, event_time TIMESTAMP",

@@ -1,4 +1,5 @@
 """The session's JVM: what build_session asked for is what the driver JVM runs with."""
+
 from __future__ import annotations
 
 import shutil
@@ -53,8 +54,17 @@ def test_a_damaged_class_archive_is_set_aside_and_the_command_still_runs(tmp_pat
     damaged = tmp_path / "driver.jsa"
     damaged.write_bytes((good.read_bytes()[:50_000_000]) if good and good.is_file() else b"\0" * 4096)
     env = {**os.environ, "MARKET_SPREAD_CDS_ARCHIVE": str(damaged)}
-    done = market_spread("stream", "--landing", str(tmp_path / "in"), "--lake", str(tmp_path / "lake"), "--available-now",
-                         env=env, cwd=tmp_path, timeout=300)  # the crash report lands there
+    done = market_spread(
+        "stream",
+        "--landing",
+        str(tmp_path / "in"),
+        "--lake",
+        str(tmp_path / "lake"),
+        "--available-now",
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )  # the crash report lands there
     assert done.returncode == 0, done.stderr[-2000:]
     assert "did not start with the class archive" in done.stderr and "stopped" in done.stdout
     assert not damaged.exists() and (tmp_path / "driver.jsa.bad").exists()
@@ -67,9 +77,22 @@ def test_a_jvm_that_fails_for_another_reason_leaves_the_class_archive_in_place(t
 
     archive = tmp_path / "driver.jsa"
     archive.write_bytes(b"\0" * 4096)
-    env = {**os.environ, "MARKET_SPREAD_CDS_ARCHIVE": str(archive), "PYSPARK_SUBMIT_ARGS": "--no-such-option pyspark-shell"}
-    done = market_spread("stream", "--landing", str(tmp_path / "in"), "--lake", str(tmp_path / "lake"), "--available-now",
-                         env=env, cwd=tmp_path, timeout=300)
+    env = {
+        **os.environ,
+        "MARKET_SPREAD_CDS_ARCHIVE": str(archive),
+        "PYSPARK_SUBMIT_ARGS": "--no-such-option pyspark-shell",
+    }
+    done = market_spread(
+        "stream",
+        "--landing",
+        str(tmp_path / "in"),
+        "--lake",
+        str(tmp_path / "lake"),
+        "--available-now",
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert done.returncode != 0
     assert archive.is_file() and not (tmp_path / "driver.jsa.bad").exists()
 

@@ -2,6 +2,7 @@
 takes a line only with the values domain.certain_lines gives it, and stream.driver_rows gives the
 same columns; domain.columns' as-of choice and newest quote follow the reference engine's quote key,
 its reject rule is the reference's should_reject (exact at the thresholds)."""
+
 from __future__ import annotations
 
 import random
@@ -39,9 +40,9 @@ QUOTE_LINES = [
     quote("AAPL", "0999-12-31T23:59:59Z", "1", "2"),
     quote("AAPL", "2024-02-29T00:00:00.5Z", "1", "2"),
     quote("AAPL", f"{T}.1234567Z", "1", "2"),
-    quote("AAPL", f"{T}Z", "1", "2", seq=2 ** 63),
-    quote("AAPL", f"{T}Z", "1", "2", seq=2 ** 63 - 1),
-    quote("AAPL", f"{T}Z", "1", "2", seq=-(2 ** 63)),
+    quote("AAPL", f"{T}Z", "1", "2", seq=2**63),
+    quote("AAPL", f"{T}Z", "1", "2", seq=2**63 - 1),
+    quote("AAPL", f"{T}Z", "1", "2", seq=-(2**63)),
     quote("NOPE", f"{T}Z", "1", "2"),
     quote("AA\\u0050L", f"{T}Z", "1", "2"),  # an escape
     quote("AAPL", f"{T}Z", "1", "2") + " ",
@@ -54,7 +55,7 @@ ORDER_LINES = [
     order("", "AAPL", f"{T}Z"),
     order("O-é", "AAPL", f"{T}Z"),
     order('O-"', "AAPL", f"{T}Z"),
-    order("O-4", "AAPL", f"{T}Z", account=2 ** 64),
+    order("O-4", "AAPL", f"{T}Z", account=2**64),
     order("O-5", "AAPL", f"{T}Z", qty="0.0"),
 ]
 
@@ -67,8 +68,9 @@ def _one(feed: str, line: str) -> dc.ColumnBatch | None:
 def _record(feed: str, row: dict) -> Quote | Order:
     if feed == "quotes":
         return Quote(row["symbol"], row["bid"], row["offer"], row["time"], row["seq"])
-    return Order(row["order_id"], row["account"], row["symbol"], row["side"], row["qty"], row["price"], row["time"],
-                 row["seq"])
+    return Order(
+        row["order_id"], row["account"], row["symbol"], row["side"], row["qty"], row["price"], row["time"], row["seq"]
+    )
 
 
 @pytest.mark.parametrize("feed,line", [("quotes", q) for q in QUOTE_LINES] + [("orders", o) for o in ORDER_LINES])
@@ -100,10 +102,17 @@ def test_the_line_by_line_parse_gives_certain_lines_values_in_the_same_columns(f
 
 
 def test_blank_lines_are_dropped_and_a_bad_line_declines_the_batch():
-    lines = pa.table({"stream": ["quotes", "quotes", "orders"], "value": [QUOTE_LINES[0], " \t", ORDER_LINES[0]],
-                      "source_file": ["a", "a", "b"]})
+    lines = pa.table(
+        {
+            "stream": ["quotes", "quotes", "orders"],
+            "value": [QUOTE_LINES[0], " \t", ORDER_LINES[0]],
+            "source_file": ["a", "a", "b"],
+        }
+    )
     got = dc.parse(lines, pa.array(sorted(UNIVERSE)))
-    assert got is not None and (got.quotes.num_rows, got.orders.num_rows) == (1, 1) and sorted(got.sources) == ["a", "b"]
+    assert (
+        got is not None and (got.quotes.num_rows, got.orders.num_rows) == (1, 1) and sorted(got.sources) == ["a", "b"]
+    )
     bad = pa.table({"stream": ["quotes", "quotes"], "value": [QUOTE_LINES[0], "{not json"], "source_file": ["a", "a"]})
     assert dc.parse(bad, pa.array(sorted(UNIVERSE))) is None
 
@@ -111,17 +120,31 @@ def test_blank_lines_are_dropped_and_a_bad_line_declines_the_batch():
 def test_large_strings_from_sparks_arrow_come_out_as_strings():
     # Kafka batches reach the driver through Spark's toArrow, as large strings; the state's and the
     # history's symbols are strings, and the candidates are one table of both.
-    lines = pa.table({c: pa.array(v, pa.large_string()) for c, v in
-                      (("stream", ["quotes", "orders"]), ("value", [QUOTE_LINES[0], ORDER_LINES[0]]), ("source_file", ["t/0/1", "t/0/2"]))})
+    lines = pa.table(
+        {
+            c: pa.array(v, pa.large_string())
+            for c, v in (
+                ("stream", ["quotes", "orders"]),
+                ("value", [QUOTE_LINES[0], ORDER_LINES[0]]),
+                ("source_file", ["t/0/1", "t/0/2"]),
+            )
+        }
+    )
     got = dc.parse(lines, pa.array(sorted(UNIVERSE)))
     assert got is not None and got.quotes.schema.field("symbol").type == pa.string()
     assert got.orders.schema.field("order_id").type == pa.string() and got.sources == ["t/0/1", "t/0/2"]
 
 
 def _quotes_table(quotes: list[Quote]) -> pa.Table:
-    return pa.table({"symbol": pa.array([q.symbol for q in quotes], pa.string()),
-                     "bid": pa.array([q.bid for q in quotes], dc.PRICE), "offer": pa.array([q.offer for q in quotes], dc.PRICE),
-                     "time": pa.array([q.time for q in quotes], pa.int64()), "seq": pa.array([q.seq for q in quotes], pa.int64())})
+    return pa.table(
+        {
+            "symbol": pa.array([q.symbol for q in quotes], pa.string()),
+            "bid": pa.array([q.bid for q in quotes], dc.PRICE),
+            "offer": pa.array([q.offer for q in quotes], dc.PRICE),
+            "time": pa.array([q.time for q in quotes], pa.int64()),
+            "seq": pa.array([q.seq for q in quotes], pa.int64()),
+        }
+    )
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -129,34 +152,60 @@ def test_the_as_of_choice_and_the_newest_quote_follow_the_quote_key(seed):
     rng = random.Random(seed)
     symbols = ["AAPL", "MSFT", "IBM", "ZZZ"]
     prices = [Decimal("1.00"), Decimal("1.01"), Decimal("1.05"), Decimal("2")]
-    quotes = [Quote(rng.choice(symbols[:3]), rng.choice(prices), rng.choice(prices), rng.randrange(20),
-                    rng.choice([None, None, 0, 1, 2, -1])) for _ in range(200)]
-    orders = [Order(f"o{i}", 1, rng.choice(symbols), "BUY", Decimal(1), Decimal(1), rng.randrange(-2, 22), None)
-              for i in range(300)]
+    quotes = [
+        Quote(
+            rng.choice(symbols[:3]),
+            rng.choice(prices),
+            rng.choice(prices),
+            rng.randrange(20),
+            rng.choice([None, None, 0, 1, 2, -1]),
+        )
+        for _ in range(200)
+    ]
+    orders = [
+        Order(f"o{i}", 1, rng.choice(symbols), "BUY", Decimal(1), Decimal(1), rng.randrange(-2, 22), None)
+        for i in range(300)
+    ]
     table = pa.table({"symbol": [o.symbol for o in orders], "time": pa.array([o.time for o in orders], pa.int64())})
     chosen = dc.as_of(table, _quotes_table(quotes)).to_pylist()
+
     def key(q: Quote):
         return quote_key(q.time, q.seq, q.bid, q.offer)
 
-    want = [max((q for q in quotes if q.symbol == o.symbol and q.time <= o.time), key=key, default=None) for o in orders]
+    want = [
+        max((q for q in quotes if q.symbol == o.symbol and q.time <= o.time), key=key, default=None) for o in orders
+    ]
     got = [None if c["time"] is None else Quote(c["symbol"], c["bid"], c["offer"], c["time"], c["seq"]) for c in chosen]
     assert got == want
-    newest = {r["symbol"]: Quote(r["symbol"], r["bid"], r["offer"], r["time"], r["seq"])
-              for r in dc.newest(_quotes_table(quotes)).to_pylist()}
+    newest = {
+        r["symbol"]: Quote(r["symbol"], r["bid"], r["offer"], r["time"], r["seq"])
+        for r in dc.newest(_quotes_table(quotes)).to_pylist()
+    }
     assert newest == {s: max((q for q in quotes if q.symbol == s), key=key) for s in {q.symbol for q in quotes}}
 
 
 def test_the_reject_rule_is_should_rejects_exactly_at_its_thresholds():
     rng = random.Random(3)
-    pairs = [(Decimal("100"), Decimal("105")), (Decimal("100"), Decimal("100.05")), (Decimal("1"), Decimal("1")),
-             (Decimal("2"), Decimal("1")), (Decimal("9999999999.99999999"), Decimal("9999999999.99999999")),
-             (Decimal("0.00000001"), Decimal("9999999999.99999999"))]
-    pairs += [(Decimal(rng.randrange(1, 10 ** 12)) / 10 ** 8, Decimal(rng.randrange(1, 10 ** 12)) / 10 ** 8)
-              for _ in range(500)]
-    for thresholds in (Thresholds(), Thresholds(Decimal("5"), Decimal("0.05")), Thresholds(Decimal("0"), Decimal("0")),
-                       Thresholds(Decimal("100"), Decimal("0.00000001"))):
-        got = dc.rejects(pa.array([b for b, _ in pairs], dc.PRICE), pa.array([o for _, o in pairs], dc.PRICE),
-                         thresholds).to_pylist()
+    pairs = [
+        (Decimal("100"), Decimal("105")),
+        (Decimal("100"), Decimal("100.05")),
+        (Decimal("1"), Decimal("1")),
+        (Decimal("2"), Decimal("1")),
+        (Decimal("9999999999.99999999"), Decimal("9999999999.99999999")),
+        (Decimal("0.00000001"), Decimal("9999999999.99999999")),
+    ]
+    pairs += [
+        (Decimal(rng.randrange(1, 10**12)) / 10**8, Decimal(rng.randrange(1, 10**12)) / 10**8) for _ in range(500)
+    ]
+    for thresholds in (
+        Thresholds(),
+        Thresholds(Decimal("5"), Decimal("0.05")),
+        Thresholds(Decimal("0"), Decimal("0")),
+        Thresholds(Decimal("100"), Decimal("0.00000001")),
+    ):
+        got = dc.rejects(
+            pa.array([b for b, _ in pairs], dc.PRICE), pa.array([o for _, o in pairs], dc.PRICE), thresholds
+        ).to_pylist()
         assert got == [should_reject(b, o, thresholds.max_spread, thresholds.max_spread_ratio) for b, o in pairs]
 
 
@@ -176,8 +225,14 @@ def test_landing_files_are_read_in_order_and_a_missing_one_declines_the_batch(pl
 
     lines = driver_read._file_lines(files)
 
-    assert lines.column("value").to_pylist() == ["quotes-0-a", "quotes-0-b", "orders-1-a", "orders-1-b",
-                                                 "quotes-2-a", "quotes-2-b"]
+    assert lines.column("value").to_pylist() == [
+        "quotes-0-a",
+        "quotes-0-b",
+        "orders-1-a",
+        "orders-1-b",
+        "quotes-2-a",
+        "quotes-2-b",
+    ]
     assert lines.column("stream").to_pylist() == ["quotes"] * 2 + ["orders"] * 2 + ["quotes"] * 2
     assert lines.column("source_file").to_pylist() == [f for f in files for _ in range(2)]
     assert driver_read._file_lines([*files, files[0].replace("f-0", "gone")]) is None

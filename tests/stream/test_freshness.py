@@ -2,17 +2,18 @@
 users change its tables (contract 4): late orders checked on the driver path against quotes
 committed seconds before, on local disk and on S3; Change Data Feed and CHECK constraints turned on
 from Spark mid-stream, and honoured by the commits after."""
+
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import pytest
 
 from market_spread.stream.query import StreamSpec, start_query
-from tests.helpers.landing import land
 from tests.helpers.lake import rows
+from tests.helpers.landing import land
 from tests.helpers.records import order, quote
 
 SYMBOLS = [f"S{k:02d}" for k in range(18)]
@@ -54,18 +55,37 @@ def test_late_orders_are_checked_against_quotes_committed_a_moment_before(spark,
     two seconds later an order at 09:05:50, whose quote is the wide one, committed a moment before."""
     landing, lake = place / "landing", place / "lake"
     with running(spark, landing, lake) as (batches, query):
-        land_and_wait(batches, query, landing, "quotes", [line for s in SYMBOLS for line in (
-            quote(s, DAY + "01:40Z", "10.00", "10.01"), quote(s, DAY + "03:20Z", "10.00", "10.01"))])
+        land_and_wait(
+            batches,
+            query,
+            landing,
+            "quotes",
+            [
+                line
+                for s in SYMBOLS
+                for line in (quote(s, DAY + "01:40Z", "10.00", "10.01"), quote(s, DAY + "03:20Z", "10.00", "10.01"))
+            ],
+        )
         land_and_wait(batches, query, landing, "orders", [order(f"{s}-early", s, DAY + "02:30Z") for s in SYMBOLS])
-        land_and_wait(batches, query, landing, "quotes", [line for s in SYMBOLS for line in (
-            quote(s, DAY + "05:00Z", "10.00", "11.00"), quote(s, DAY + "06:40Z", "10.00", "10.01"))])
+        land_and_wait(
+            batches,
+            query,
+            landing,
+            "quotes",
+            [
+                line
+                for s in SYMBOLS
+                for line in (quote(s, DAY + "05:00Z", "10.00", "11.00"), quote(s, DAY + "06:40Z", "10.00", "10.01"))
+            ],
+        )
         time.sleep(2)
         land_and_wait(batches, query, landing, "orders", [order(f"{s}-late", s, DAY + "05:50Z") for s in SYMBOLS])
     assert all(b.on_driver for b in batches), "clean batches are checked on the driver"
     assert [b.late_symbols for b in batches if b.orders] == [len(SYMBOLS)] * 2, "both order batches were late"
     alerts = rows(spark, lake, "alerts")
     assert sorted((a["order_id"], a["reason"], a["quote_time"].strftime("%H:%M:%S")) for a in alerts) == sorted(
-        (f"{s}-late", "wide_spread", "09:05:00") for s in SYMBOLS)
+        (f"{s}-late", "wide_spread", "09:05:00") for s in SYMBOLS
+    )
 
 
 def test_features_turned_on_mid_stream_keep_it_running_and_are_honoured(spark, tmp_path, capfd):
@@ -81,7 +101,9 @@ def test_features_turned_on_mid_stream_keep_it_running_and_are_honoured(spark, t
         for table in (state, alerts):
             spark.sql(f"ALTER TABLE delta.`{table}` SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')")
         spark.sql(f"ALTER TABLE delta.`{alerts}` ADD CONSTRAINT sane_qty CHECK (qty < 1000000)")
-        from_version = {t: spark.sql(f"DESCRIBE HISTORY delta.`{t}` LIMIT 1").first()["version"] + 1 for t in (state, alerts)}
+        from_version = {
+            t: spark.sql(f"DESCRIBE HISTORY delta.`{t}` LIMIT 1").first()["version"] + 1 for t in (state, alerts)
+        }
         land_and_wait(batches, query, landing, "quotes", [quote(s, DAY + "02:00Z", "10.00", "10.50") for s in SYMBOLS])
         land_and_wait(batches, query, landing, "orders", [order(f"{s}-2", s, DAY + "02:30Z") for s in SYMBOLS])
         assert query.isActive and query.exception() is None
@@ -91,12 +113,17 @@ def test_features_turned_on_mid_stream_keep_it_running_and_are_honoured(spark, t
     said = [line for line in capfd.readouterr().err.splitlines() if "market-spread stream: error" in line]
     assert len(said) == 1 and "sane_qty (qty < 1000000)" in said[0], said
     assert sorted(a["order_id"] for a in rows(spark, lake, "alerts")) == sorted(
-        [f"{s}-1" for s in SYMBOLS] + [f"{s}-2" for s in SYMBOLS]), "the failed batch's alert is not there"
-    changes = spark.sql(f"SELECT symbol, _change_type FROM table_changes_by_path('{state}', {from_version[state]})").collect()
+        [f"{s}-1" for s in SYMBOLS] + [f"{s}-2" for s in SYMBOLS]
+    ), "the failed batch's alert is not there"
+    changes = spark.sql(
+        f"SELECT symbol, _change_type FROM table_changes_by_path('{state}', {from_version[state]})"
+    ).collect()
     assert sorted((r.symbol, r._change_type) for r in changes) == sorted(
-        (s, kind) for s in SYMBOLS for kind in ("update_preimage", "update_postimage"))
-    inserted = spark.sql(f"SELECT order_id FROM table_changes_by_path('{alerts}', {from_version[alerts]}) "
-                         "WHERE _change_type = 'insert'").collect()
+        (s, kind) for s in SYMBOLS for kind in ("update_preimage", "update_postimage")
+    )
+    inserted = spark.sql(
+        f"SELECT order_id FROM table_changes_by_path('{alerts}', {from_version[alerts]}) WHERE _change_type = 'insert'"
+    ).collect()
     assert sorted(r.order_id for r in inserted) == sorted(f"{s}-2" for s in SYMBOLS)
 
 

@@ -8,6 +8,7 @@ real Spark reading it with the Kafka connector, real Delta. Nothing mocked.
   nothing lost, nothing doubled (5 kills; 20 with MARKET_SPREAD_RELIABILITY=full);
 - the broker stopped and started under a running stream: it waits, resumes, loses nothing.
 """
+
 from __future__ import annotations
 
 import random
@@ -23,8 +24,8 @@ import pytest
 
 from market_spread.feeds.broker import BrokerProcess
 from market_spread.feeds.generate import Generator, write_backlog
-from market_spread.stream.kafka_source import KafkaSettings, feed_source
 from market_spread.feeds.producer import KafkaSink
+from market_spread.stream.kafka_source import KafkaSettings, feed_source
 from market_spread.stream.query import StreamSpec, run_query
 from market_spread_tools.bench_kafka import broker_available
 from tests.helpers.campaign import FULL, Job, diff_rows, duplicates_by_key, kill_when_new_file, make_source
@@ -35,7 +36,8 @@ from tests.helpers.records import BAD_ORDERS, BAD_QUOTES, T, order, quote
 from tests.helpers.symbols import symbols_file
 
 pytestmark = pytest.mark.skipif(
-    broker_available() is not None, reason="Kafka JARs not fetched: run `make setup`",
+    broker_available() is not None,
+    reason="Kafka JARs not fetched: run `make setup`",
 )
 
 SYMBOLS = ["AAPL", "MSFT", "IBM", "GOOG", "TSLA", "ASOF", "LATE", "LQ", "TA", "TM", "TI", "NM"]
@@ -67,38 +69,68 @@ def kstream(spark, settings: KafkaSettings, lake: Path, symbols=SYMBOLS) -> int:
 BIG = "not json " + "x" * (2 * 1024 * 1024)
 RUNS: list[list[tuple[str, list[str]]]] = [
     [
-        ("quotes", [
-            quote("ASOF", T.format(1), "1.00", "1.10"), quote("ASOF", T.format(3), "1.00", "1.01"),
-            quote("ASOF", T.format(5), "2.00", "2.50"),
-            quote("LATE", T.format(1), "10.00", "10.50"), quote("LATE", T.format(3), "10.00", "10.01"),
-            quote("LQ", T.format(5), "100.00", "100.01"),
-            quote("TA", T.format(1), "1.00", "1.01", seq=2), quote("TA", T.format(1), "1.00", "1.50", seq=1),
-            quote("TM", T.format(1), "1.00", "1.50", seq=1), quote("TM", T.format(1), "1.00", "1.01"),
-            quote("TI", T.format(1), "1.00", "1.50"), quote("TI", T.format(1), "1.00", "1.01"),
-            quote("AAPL", T.format(1), "1.10", "1.15"), quote("MSFT", T.format(1), "0.50", "0.53"),
-            quote("GOOG", T.format(1), "0.1234567850000000000000000000001", "0.74749102461495"),
-            *[l for ls in BAD_QUOTES.values() for l in ls], "", "   ",
-        ]),
-        ("orders", [
-            order("O-0", "ASOF", T.format(0)), order("O-2", "ASOF", T.format(2)), order("O-4", "ASOF", T.format(4)),
-            order("O-5", "ASOF", T.format(5)),
-            order("ta", "TA", T.format(1)), order("tm", "TM", T.format(1)), order("ti", "TI", T.format(1)),
-            order("g", "NM", T.format(2)), order("dup", "TSLA", T.format(1)), order("dup", "TSLA", T.format(2), qty="5"),
-            *[l for ls in BAD_ORDERS.values() for l in ls], BIG,
-        ]),
+        (
+            "quotes",
+            [
+                quote("ASOF", T.format(1), "1.00", "1.10"),
+                quote("ASOF", T.format(3), "1.00", "1.01"),
+                quote("ASOF", T.format(5), "2.00", "2.50"),
+                quote("LATE", T.format(1), "10.00", "10.50"),
+                quote("LATE", T.format(3), "10.00", "10.01"),
+                quote("LQ", T.format(5), "100.00", "100.01"),
+                quote("TA", T.format(1), "1.00", "1.01", seq=2),
+                quote("TA", T.format(1), "1.00", "1.50", seq=1),
+                quote("TM", T.format(1), "1.00", "1.50", seq=1),
+                quote("TM", T.format(1), "1.00", "1.01"),
+                quote("TI", T.format(1), "1.00", "1.50"),
+                quote("TI", T.format(1), "1.00", "1.01"),
+                quote("AAPL", T.format(1), "1.10", "1.15"),
+                quote("MSFT", T.format(1), "0.50", "0.53"),
+                quote("GOOG", T.format(1), "0.1234567850000000000000000000001", "0.74749102461495"),
+                *[l for ls in BAD_QUOTES.values() for l in ls],
+                "",
+                "   ",
+            ],
+        ),
+        (
+            "orders",
+            [
+                order("O-0", "ASOF", T.format(0)),
+                order("O-2", "ASOF", T.format(2)),
+                order("O-4", "ASOF", T.format(4)),
+                order("O-5", "ASOF", T.format(5)),
+                order("ta", "TA", T.format(1)),
+                order("tm", "TM", T.format(1)),
+                order("ti", "TI", T.format(1)),
+                order("g", "NM", T.format(2)),
+                order("dup", "TSLA", T.format(1)),
+                order("dup", "TSLA", T.format(2), qty="5"),
+                *[l for ls in BAD_ORDERS.values() for l in ls],
+                BIG,
+            ],
+        ),
     ],
     [
         ("quotes", [quote("LQ", T.format(3), "100.00", "120.00")]),
-        ("orders", [order("late", "LATE", T.format(2)), order("now", "LATE", T.format(4)),
-                    order("Q4", "LQ", T.format(4)), order("Q6", "LQ", T.format(6))]),
+        (
+            "orders",
+            [
+                order("late", "LATE", T.format(2)),
+                order("now", "LATE", T.format(4)),
+                order("Q4", "LQ", T.format(4)),
+                order("Q6", "LQ", T.format(6)),
+            ],
+        ),
     ],
 ]
 
 
 def _without_source(tables: dict[str, list[dict]]) -> dict[str, list[dict]]:
     out = dict(tables)
-    out["quarantine"] = sorted(({k: v for k, v in r.items() if k != "file"} for r in tables["quarantine"]),
-                               key=lambda r: (r["stream"], r["reason"], r["raw"]))
+    out["quarantine"] = sorted(
+        ({k: v for k, v in r.items() if k != "file"} for r in tables["quarantine"]),
+        key=lambda r: (r["stream"], r["reason"], r["raw"]),
+    )
     return out
 
 
@@ -115,6 +147,7 @@ def test_the_semantics_scenarios_through_kafka_give_the_tables_of_files(spark, b
         def report(err, msg):
             assert err is None, err
             delivered[value] = f"{msg.topic()}/{msg.partition()}/{msg.offset()}"
+
         raw.produce(topic, value=value.encode(), key=key.encode() if key else None, on_delivery=report)
         assert raw.flush(60) == 0
 
@@ -173,8 +206,19 @@ def test_a_topic_that_does_not_exist_is_one_clear_error_line(broker, tmp_path):
     base = topics()
     KafkaSink(broker.bootstrap, base.quotes_topic, "orders-exists-" + base.orders_topic)
     done = market_spread(
-        "stream", "--source", "kafka", "--bootstrap-servers", broker.bootstrap, "--lake", str(tmp_path / "lake"),
-        "--quotes-topic", base.quotes_topic, "--orders-topic", "no-such-topic", "--available-now", timeout=120,
+        "stream",
+        "--source",
+        "kafka",
+        "--bootstrap-servers",
+        broker.bootstrap,
+        "--lake",
+        str(tmp_path / "lake"),
+        "--quotes-topic",
+        base.quotes_topic,
+        "--orders-topic",
+        "no-such-topic",
+        "--available-now",
+        timeout=120,
     )
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
@@ -216,7 +260,10 @@ def _compare_with_files(spark, lake: Path, source: Path, tmp_path: Path, lines: 
     assert stream(spark, source, clean / "lake", symbols=SYMBOLS[:5]) == 0
     # Both lakes read with delta-rs (a second against half a minute of Spark scans on busy cores);
     # the quarantine and batch_metrics below are still read by Spark.
-    got, want = _without_source(comparable_tables_delta_rs(lake)), _without_source(comparable_tables_delta_rs(clean / "lake"))
+    got, want = (
+        _without_source(comparable_tables_delta_rs(lake)),
+        _without_source(comparable_tables_delta_rs(clean / "lake")),
+    )
     lost = doubled = 0
     for table in want:
         t_lost, t_doubled = diff_rows(got[table], want[table])
@@ -235,9 +282,25 @@ def _compare_with_files(spark, lake: Path, source: Path, tmp_path: Path, lines: 
 
 
 def _drain(base: KafkaSettings, broker: BrokerProcess, lake: Path, symbols: Path, log: Path) -> None:
-    drain = Job(["stream", "--source", "kafka", "--bootstrap-servers", broker.bootstrap, "--quotes-topic",
-                 base.quotes_topic, "--orders-topic", base.orders_topic, "--lake", str(lake), "--symbols",
-                 str(symbols), "--available-now"], log)
+    drain = Job(
+        [
+            "stream",
+            "--source",
+            "kafka",
+            "--bootstrap-servers",
+            broker.bootstrap,
+            "--quotes-topic",
+            base.quotes_topic,
+            "--orders-topic",
+            base.orders_topic,
+            "--lake",
+            str(lake),
+            "--symbols",
+            str(symbols),
+            "--available-now",
+        ],
+        log,
+    )
     assert drain.wait(900) == 0, drain.tail()
 
 
@@ -248,14 +311,29 @@ def test_sigkill_of_the_stream_while_producers_write_loses_and_doubles_nothing(s
     rng = random.Random(20261124)
     symbols = symbols_file(tmp_path, SYMBOLS[:5])
     source = tmp_path / "source"
-    files = make_source(source, SYMBOLS[:5], seed=29, quotes=60 * (2 * kills + 4), orders=60 * (2 * kills + 4),
-                        files=2 * kills + 4)
+    files = make_source(
+        source, SYMBOLS[:5], seed=29, quotes=60 * (2 * kills + 4), orders=60 * (2 * kills + 4), files=2 * kills + 4
+    )
     base = settings_for(broker, topics())
     sink = KafkaSink(broker.bootstrap, base.quotes_topic, base.orders_topic)
     lake = tmp_path / "lake"
-    stream_args = ["stream", "--source", "kafka", "--bootstrap-servers", broker.bootstrap, "--quotes-topic",
-                   base.quotes_topic, "--orders-topic", base.orders_topic, "--lake", str(lake),
-                   "--symbols", str(symbols), "--interval", "0.5"]
+    stream_args = [
+        "stream",
+        "--source",
+        "kafka",
+        "--bootstrap-servers",
+        broker.bootstrap,
+        "--quotes-topic",
+        base.quotes_topic,
+        "--orders-topic",
+        base.orders_topic,
+        "--lake",
+        str(lake),
+        "--symbols",
+        str(symbols),
+        "--interval",
+        "0.5",
+    ]
     pending = list(files)
     sent_lines = 0
     windows = ["offsets", "quarantine", "commits", "alerts", "random"]
@@ -269,29 +347,37 @@ def test_sigkill_of_the_stream_while_producers_write_loses_and_doubles_nothing(s
         batch = [pending.pop(0) for _ in range(min(len(pending), rng.randint(2, 3)))]
         thread, sent = _producer_thread(sink, batch, threading.Event(), pause=1.0, rng=rng)
         if window == "random":
-            kill_when_new_file(job, lake / "_checkpoints" / "stream" / "offsets", committed_only=False,
-                               timeout=600, kill=False)
+            kill_when_new_file(
+                job, lake / "_checkpoints" / "stream" / "offsets", committed_only=False, timeout=600, kill=False
+            )
             time.sleep(rng.uniform(0, 4))
             assert job.alive(), job.tail()
             job.kill()
         else:
-            folder = (lake / "_checkpoints" / "stream" / window) if window in ("offsets", "commits") \
+            folder = (
+                (lake / "_checkpoints" / "stream" / window)
+                if window in ("offsets", "commits")
                 else lake / window / "_delta_log"
+            )
             got = kill_when_new_file(job, folder, committed_only=i % 2 == 0, timeout=600)
             assert got is not None, f"the stream ended by itself:\n{job.tail()}"
         thread.join(300)
         sent_lines += sent["lines"]
         seen_windows[window] += 1
-        print(f"kafka kill {i + 1}/{kills}: {window}; {len(files) - len(pending)}/{len(files)} files produced", flush=True)
+        print(
+            f"kafka kill {i + 1}/{kills}: {window}; {len(files) - len(pending)}/{len(files)} files produced", flush=True
+        )
     thread, sent = _producer_thread(sink, pending, threading.Event(), pause=0.0, rng=rng)
     thread.join(300)
     sent_lines += sent["lines"]
     _drain(base, broker, lake, symbols, tmp_path / "drain.log")
 
     result = _compare_with_files(spark, lake, source, tmp_path, sent_lines)
-    print(f"\nkafka crash campaign: {kills} kills ({dict(seen_windows)}), {sent_lines} records, "
-          f"{result['batches']} batches, {result['alerts']} alerts, lost {result['lost']}, doubled {result['doubled']}, "
-          f"{time.monotonic() - began:.0f} s")
+    print(
+        f"\nkafka crash campaign: {kills} kills ({dict(seen_windows)}), {sent_lines} records, "
+        f"{result['batches']} batches, {result['alerts']} alerts, lost {result['lost']}, doubled {result['doubled']}, "
+        f"{time.monotonic() - began:.0f} s"
+    )
 
 
 @pytest.mark.slow
@@ -306,9 +392,26 @@ def test_the_stream_waits_for_a_restarted_broker_and_loses_nothing(spark, tmp_pa
         base = settings_for(own, topics())
         sink = KafkaSink(own.bootstrap, base.quotes_topic, base.orders_topic)
         lake = tmp_path / "lake"
-        job = Job(["stream", "--source", "kafka", "--bootstrap-servers", own.bootstrap, "--quotes-topic",
-                   base.quotes_topic, "--orders-topic", base.orders_topic, "--lake", str(lake), "--symbols",
-                   str(symbols), "--interval", "0.5"], tmp_path / "stream.log")
+        job = Job(
+            [
+                "stream",
+                "--source",
+                "kafka",
+                "--bootstrap-servers",
+                own.bootstrap,
+                "--quotes-topic",
+                base.quotes_topic,
+                "--orders-topic",
+                base.orders_topic,
+                "--lake",
+                str(lake),
+                "--symbols",
+                str(symbols),
+                "--interval",
+                "0.5",
+            ],
+            tmp_path / "stream.log",
+        )
         thread, sent = _producer_thread(sink, files[:6], threading.Event(), pause=1.0, rng=rng)
         thread.join(300)
         # Wait for the first batch, then take the broker away for a while under the running stream.

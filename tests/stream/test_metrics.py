@@ -2,6 +2,7 @@
 Kafka through a real broker), its /metrics endpoint scraped over HTTP and parsed with Prometheus's
 own text parser, compared with the batch_metrics rows read with delta-rs; the health record the
 Stream page reads; and a taken port, which costs the stream its endpoint but never its run."""
+
 from __future__ import annotations
 
 import os
@@ -69,8 +70,9 @@ def _wait(what: str, condition, proc: subprocess.Popen, log: Path, timeout: floa
 def _start(args: list[str], log: Path, port: int) -> subprocess.Popen:
     env = dict(os.environ, MARKET_SPREAD_METRICS_PORT=str(port), MARKET_SPREAD_DRIVER_MEMORY="1g", PYTHONUNBUFFERED="1")
     with open(log, "wb") as out:
-        return subprocess.Popen([*CLI, "stream", *args], stdout=out, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
+        return subprocess.Popen(
+            [*CLI, "stream", *args], stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
 
 
 def assert_counts_equal_batch_metrics(port: int, lake: Path) -> dict[str, float]:
@@ -93,8 +95,11 @@ def test_the_endpoint_counts_what_batch_metrics_holds(tmp_path: Path) -> None:
     symbols.write_text("\n".join(SYMBOLS) + "\n")
     bad = [line for lines in BAD_ORDERS.values() for line in lines]
     land(landing, "quotes", [quote("AAPL", T.format(1), "1.00", "1.50"), quote("MSFT", T.format(1), "2.00", "2.01")])
-    land(landing, "orders", [order("o1", "AAPL", T.format(2)), order("o2", "MSFT", T.format(2)),
-                             order("o3", "IBM", T.format(2)), *bad])
+    land(
+        landing,
+        "orders",
+        [order("o1", "AAPL", T.format(2)), order("o2", "MSFT", T.format(2)), order("o3", "IBM", T.format(2)), *bad],
+    )
     proc = _start(["--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols)], log, port)
     try:
         _wait("the first batch", lambda: batch_rows(lake), proc, log)
@@ -102,17 +107,29 @@ def test_the_endpoint_counts_what_batch_metrics_holds(tmp_path: Path) -> None:
         land(landing, "quotes", [quote("IBM", T.format(3), "3.00", "3.40")])
         land(landing, "orders", [order("o4", "IBM", T.format(4)), order("o5", "AAPL", T.format(4))])
         expected_lines = 2 + 3 + len(bad) + 1 + 2
-        _wait("every line committed", lambda: sum(r["input_lines"] for r in batch_rows(lake)) == expected_lines, proc, log)
+        _wait(
+            "every line committed", lambda: sum(r["input_lines"] for r in batch_rows(lake)) == expected_lines, proc, log
+        )
         # Latency is measured on the sampler's thread: one observation per landing file (4 files).
-        _wait("four latency observations",
-              lambda: scrape(port).get("market_spread_end_to_end_latency_seconds_count") == 4, proc, log, 60)
+        _wait(
+            "four latency observations",
+            lambda: scrape(port).get("market_spread_end_to_end_latency_seconds_count") == 4,
+            proc,
+            log,
+            60,
+        )
         scraped = assert_counts_equal_batch_metrics(port, lake)
         assert scraped["market_spread_quarantined_lines_total"] == len(bad) > 0
         assert scraped["market_spread_alerts_total"] == 4  # o1, o4, o5 wide; o3 without market data
         assert 0 < scraped["market_spread_end_to_end_latency_seconds_sum"] < 600
         # Nothing waits once the last batch is in (the sampler looks every 5 s).
-        _wait("an empty backlog", lambda: all(scrape(port)[f"market_spread_backlog_files{{feed={f}}}"] == 0
-                                              for f in ("quotes", "orders")), proc, log, 60)
+        _wait(
+            "an empty backlog",
+            lambda: all(scrape(port)[f"market_spread_backlog_files{{feed={f}}}"] == 0 for f in ("quotes", "orders")),
+            proc,
+            log,
+            60,
+        )
         assert scrape(port)["market_spread_input_waiting_seconds"] == 0
         health = read_health(lake)
         assert sum(minute[1] for minute in health["minutes"]) == 4  # the page's latency: the same 4 files
@@ -132,12 +149,22 @@ def test_a_taken_port_costs_the_endpoint_not_the_stream(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = market_spread("stream", "--landing", str(landing), "--lake", str(lake), "--available-now", timeout=600,
-                             env=dict(os.environ, MARKET_SPREAD_METRICS_PORT=str(port)))
+        done = market_spread(
+            "stream",
+            "--landing",
+            str(landing),
+            "--lake",
+            str(lake),
+            "--available-now",
+            timeout=600,
+            env=dict(os.environ, MARKET_SPREAD_METRICS_PORT=str(port)),
+        )
     assert done.returncode == 0, done.stderr[-3000:]
     warnings = [line for line in done.stderr.splitlines() if "metrics endpoint" in line]
-    assert warnings == [f"market-spread stream: warning: no metrics endpoint on 127.0.0.1:{port}: the port is in use "
-                        "(MARKET_SPREAD_METRICS_PORT, MARKET_SPREAD_METRICS_HOST; port 0 turns it off)"]
+    assert warnings == [
+        f"market-spread stream: warning: no metrics endpoint on 127.0.0.1:{port}: the port is in use "
+        "(MARKET_SPREAD_METRICS_PORT, MARKET_SPREAD_METRICS_HOST; port 0 turns it off)"
+    ]
     assert "batch 0:" in done.stdout and "Traceback" not in done.stderr
     assert read_health(lake)["metrics_endpoint"] is None  # the page says the endpoint is off
 
@@ -152,8 +179,22 @@ def test_kafka_lag_and_latency(tmp_path: Path) -> None:
     topics = ("quotes-m", "orders-m")
     proc = None
     try:
-        produced = market_spread("generate", "--kafka", broker.bootstrap, "--quotes-topic", topics[0], "--orders-topic",
-                                 topics[1], "--quotes", "300", "--orders", "300", "--files", "2", timeout=300)
+        produced = market_spread(
+            "generate",
+            "--kafka",
+            broker.bootstrap,
+            "--quotes-topic",
+            topics[0],
+            "--orders-topic",
+            topics[1],
+            "--quotes",
+            "300",
+            "--orders",
+            "300",
+            "--files",
+            "2",
+            timeout=300,
+        )
         assert produced.returncode == 0, produced.stderr
         # Before any batch: every record waits, the oldest produced moments ago.
         probe = KafkaProbe(broker.bootstrap)
@@ -163,11 +204,30 @@ def test_kafka_lag_and_latency(tmp_path: Path) -> None:
             probe.close()
         assert (before.count, before.parts) == (600, {topics[0]: 300, topics[1]: 300})
         assert before.oldest is not None and 0 <= time.time() - before.oldest < 300
-        proc = _start(["--source", "kafka", "--bootstrap-servers", broker.bootstrap, "--quotes-topic", topics[0],
-                       "--orders-topic", topics[1], "--lake", str(lake)], log, port)
+        proc = _start(
+            [
+                "--source",
+                "kafka",
+                "--bootstrap-servers",
+                broker.bootstrap,
+                "--quotes-topic",
+                topics[0],
+                "--orders-topic",
+                topics[1],
+                "--lake",
+                str(lake),
+            ],
+            log,
+            port,
+        )
         _wait("every record committed", lambda: sum(r["input_lines"] for r in batch_rows(lake)) == 600, proc, log)
-        _wait("no lag", lambda: sum(v for k, v in scrape(port).items()
-                                    if k.startswith("market_spread_kafka_lag_records{")) == 0, proc, log, 60)
+        _wait(
+            "no lag",
+            lambda: sum(v for k, v in scrape(port).items() if k.startswith("market_spread_kafka_lag_records{")) == 0,
+            proc,
+            log,
+            60,
+        )
         scraped = assert_counts_equal_batch_metrics(port, lake)
         assert scraped[f"market_spread_kafka_lag_records{{topic={topics[0]}}}"] == 0
         # One observation per partition the batches took records from (4 partitions per topic).

@@ -1,4 +1,5 @@
 """Contract section 5, item by item, on small hand-written inputs (real Spark, real Delta)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -9,11 +10,19 @@ from pathlib import Path
 import pytest
 
 from market_spread.domain.rules import Thresholds
+from market_spread.feeds.generate import Generator, write_backlog
 from market_spread.lake.state import merge_state
 from market_spread.runtime import spark as spark_mod
 from market_spread.stream import batch as pipeline
-from market_spread.feeds.generate import Generator, write_backlog
-from tests.helpers.lake import alerts_by_order, assert_same_tables, comparable_tables, metrics_totals, read_table, rows, stream
+from tests.helpers.lake import (
+    alerts_by_order,
+    assert_same_tables,
+    comparable_tables,
+    metrics_totals,
+    read_table,
+    rows,
+    stream,
+)
 from tests.helpers.landing import land, land_file
 from tests.helpers.records import BAD_ORDERS, BAD_QUOTES, T, at, order, quote
 from tests.helpers.symbols import SYMBOLS
@@ -24,7 +33,7 @@ def _settings(lake: Path) -> pipeline.BatchSettings:
 
 
 def ts(text: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(dt.UTC).replace(tzinfo=None)
 
 
 # The tests taking `place` run on local disk and on the run's S3 server (tests/helpers/storage.py).
@@ -32,23 +41,35 @@ def ts(text: str) -> dt.datetime:
 
 def test_orders_are_checked_as_of_their_time_within_a_batch(spark, place):
     landing, lake = place / "landing", place / "lake"
-    land(landing, "quotes", [
-        quote("AAPL", T.format(1), "1.00", "1.10"),   # wide
-        quote("AAPL", T.format(3), "1.00", "1.01"),   # tight
-        quote("AAPL", T.format(5), "2.00", "2.50"),   # wide, at the same time as order O-5
-    ])
-    land(landing, "orders", [
-        order("O-0", "AAPL", T.format(0)),  # before any quote
-        order("O-2", "AAPL", T.format(2)),  # current quote: the wide one at :01
-        order("O-4", "AAPL", T.format(4)),  # current quote: the tight one at :03
-        order("O-5", "AAPL", T.format(5)),  # a quote at the order's very time counts
-    ])
+    land(
+        landing,
+        "quotes",
+        [
+            quote("AAPL", T.format(1), "1.00", "1.10"),  # wide
+            quote("AAPL", T.format(3), "1.00", "1.01"),  # tight
+            quote("AAPL", T.format(5), "2.00", "2.50"),  # wide, at the same time as order O-5
+        ],
+    )
+    land(
+        landing,
+        "orders",
+        [
+            order("O-0", "AAPL", T.format(0)),  # before any quote
+            order("O-2", "AAPL", T.format(2)),  # current quote: the wide one at :01
+            order("O-4", "AAPL", T.format(4)),  # current quote: the tight one at :03
+            order("O-5", "AAPL", T.format(5)),  # a quote at the order's very time counts
+        ],
+    )
     assert stream(spark, landing, lake) == 0
     alerts = alerts_by_order(spark, lake)
     assert set(alerts) == {"O-0", "O-2", "O-5"}
     assert alerts["O-0"]["reason"] == "no_market_data" and alerts["O-0"]["bid"] is None
     assert alerts["O-2"]["reason"] == "wide_spread"
-    assert (alerts["O-2"]["bid"], alerts["O-2"]["offer"], alerts["O-2"]["quote_time"]) == (D("1.00000000"), D("1.10000000"), ts(T.format(1)))
+    assert (alerts["O-2"]["bid"], alerts["O-2"]["offer"], alerts["O-2"]["quote_time"]) == (
+        D("1.00000000"),
+        D("1.10000000"),
+        ts(T.format(1)),
+    )
     assert alerts["O-5"]["quote_time"] == ts(T.format(5)) and alerts["O-5"]["offer"] == D("2.5")
 
 
@@ -65,7 +86,9 @@ def state_reader(request, monkeypatch):
 
 def test_late_orders_are_checked_against_history_not_newer_state(spark, place, state_reader):
     landing, lake = place / "landing", place / "lake"
-    land(landing, "quotes", [quote("MSFT", T.format(1), "10.00", "10.50"), quote("MSFT", T.format(3), "10.00", "10.01")])
+    land(
+        landing, "quotes", [quote("MSFT", T.format(1), "10.00", "10.50"), quote("MSFT", T.format(3), "10.00", "10.01")]
+    )
     assert stream(spark, landing, lake) == 0
     land(landing, "orders", [order("late", "MSFT", T.format(2)), order("now", "MSFT", T.format(4))])
     assert stream(spark, landing, lake) == 0
@@ -80,18 +103,26 @@ def test_late_orders_find_a_quote_days_older_than_the_lookback_window(spark, tmp
     """The history read for late orders starts a day before them; a symbol with no quote in that
     window is looked up further back, so the answer is the same as with an unbounded read."""
     landing, lake = tmp_path / "landing", tmp_path / "lake"
-    land(landing, "quotes", [
-        quote("MSFT", "2026-11-10T14:00:00Z", "10.00", "10.50"),  # wide, 13 days before the late order
-        quote("IBM", "2026-11-22T20:00:00Z", "100.00", "109.00"),  # wide, inside the window
-        quote("IBM", "2026-11-23T09:00:00Z", "100.00", "100.01"),  # tight, after IBM's late order
-        quote("MSFT", "2026-11-23T15:00:00Z", "10.00", "10.01"),  # tight: the state, newer than the order
-    ])
+    land(
+        landing,
+        "quotes",
+        [
+            quote("MSFT", "2026-11-10T14:00:00Z", "10.00", "10.50"),  # wide, 13 days before the late order
+            quote("IBM", "2026-11-22T20:00:00Z", "100.00", "109.00"),  # wide, inside the window
+            quote("IBM", "2026-11-23T09:00:00Z", "100.00", "100.01"),  # tight, after IBM's late order
+            quote("MSFT", "2026-11-23T15:00:00Z", "10.00", "10.01"),  # tight: the state, newer than the order
+        ],
+    )
     assert stream(spark, landing, lake) == 0
-    land(landing, "orders", [
-        order("msft-late", "MSFT", "2026-11-23T12:00:00Z"),
-        order("ibm-late", "IBM", "2026-11-23T08:00:00Z"),
-        order("msft-now", "MSFT", "2026-11-23T16:00:00Z"),
-    ])
+    land(
+        landing,
+        "orders",
+        [
+            order("msft-late", "MSFT", "2026-11-23T12:00:00Z"),
+            order("ibm-late", "IBM", "2026-11-23T08:00:00Z"),
+            order("msft-now", "MSFT", "2026-11-23T16:00:00Z"),
+        ],
+    )
     assert stream(spark, landing, lake) == 0
     alerts = alerts_by_order(spark, lake)
     assert set(alerts) == {"msft-late", "ibm-late"}
@@ -120,8 +151,13 @@ def test_commits_carry_the_batch_and_a_replay_skips_what_a_table_already_holds(s
     assert marks["alerts"] == marks["batch_metrics"] == 0
 
     before = comparable_tables(spark, lake)
-    batch = spark.read.text(str(landing / "quotes")).selectExpr("'quotes' AS stream", "value", "'q' AS source_file") \
-        .unionByName(spark.read.text(str(landing / "orders")).selectExpr("'orders' AS stream", "value", "'o' AS source_file"))
+    batch = (
+        spark.read.text(str(landing / "quotes"))
+        .selectExpr("'quotes' AS stream", "value", "'q' AS source_file")
+        .unionByName(
+            spark.read.text(str(landing / "orders")).selectExpr("'orders' AS stream", "value", "'o' AS source_file")
+        )
+    )
     # Batch 0 again, as Spark replays it after a crash: nothing doubles.
     result = pipeline.process_batch(batch, 0, _settings(lake), tables=LakeTables(str(lake), stream_id, spark))
     assert "alerts" in result.skipped and "batch_metrics" in result.skipped
@@ -149,14 +185,18 @@ def test_a_late_quote_enters_history_but_never_overwrites_newer_state(spark, tmp
 def test_ties_in_time_are_broken_by_seq_then_prices(spark, tmp_path):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     same = T.format(1)
-    land(landing, "quotes", [
-        quote("AAPL", same, "1.00", "1.01", seq=2),   # wins over seq 1 although listed first
-        quote("AAPL", same, "1.00", "1.50", seq=1),
-        quote("MSFT", same, "1.00", "1.50", seq=1),   # a seq beats no seq
-        quote("MSFT", same, "1.00", "1.01"),
-        quote("IBM", same, "1.00", "1.50"),           # no seq at all: prices decide, deterministically
-        quote("IBM", same, "1.00", "1.01"),
-    ])
+    land(
+        landing,
+        "quotes",
+        [
+            quote("AAPL", same, "1.00", "1.01", seq=2),  # wins over seq 1 although listed first
+            quote("AAPL", same, "1.00", "1.50", seq=1),
+            quote("MSFT", same, "1.00", "1.50", seq=1),  # a seq beats no seq
+            quote("MSFT", same, "1.00", "1.01"),
+            quote("IBM", same, "1.00", "1.50"),  # no seq at all: prices decide, deterministically
+            quote("IBM", same, "1.00", "1.01"),
+        ],
+    )
     land(landing, "orders", [order("a", "AAPL", same), order("m", "MSFT", same), order("i", "IBM", same)])
     assert stream(spark, landing, lake) == 0
     alerts = alerts_by_order(spark, lake)
@@ -175,7 +215,13 @@ def test_orders_without_market_data_are_rejected(spark, tmp_path):
     alerts = alerts_by_order(spark, lake)
     assert set(alerts) == {"g"}
     g = alerts["g"]
-    assert (g["reason"], g["bid"], g["offer"], g["quote_time"], g["quote_seq"]) == ("no_market_data", None, None, None, None)
+    assert (g["reason"], g["bid"], g["offer"], g["quote_time"], g["quote_seq"]) == (
+        "no_market_data",
+        None,
+        None,
+        None,
+        None,
+    )
     assert (g["account"], g["side"], g["qty"], g["price"]) == (7, "BUY", D("100"), D("1.00"))
 
 
@@ -215,12 +261,16 @@ def test_repeated_order_ids_are_separate_orders(spark, tmp_path):
 
 def test_prices_are_exact_decimals_from_the_text(spark, tmp_path):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
-    land(landing, "quotes", [
-        quote("AAPL", T.format(1), "1.10", "1.15"),                          # rejects: exactly 0.05
-        quote("MSFT", T.format(1), "0.50", "0.53"),                          # rejects on the ratio
-        quote("IBM", T.format(1), "1.00", "1.04"),                           # does not reject
-        quote("GOOG", T.format(1), "0.1234567850000000000000000000001", "0.74749102461495"),  # rounded half-up
-    ])
+    land(
+        landing,
+        "quotes",
+        [
+            quote("AAPL", T.format(1), "1.10", "1.15"),  # rejects: exactly 0.05
+            quote("MSFT", T.format(1), "0.50", "0.53"),  # rejects on the ratio
+            quote("IBM", T.format(1), "1.00", "1.04"),  # does not reject
+            quote("GOOG", T.format(1), "0.1234567850000000000000000000001", "0.74749102461495"),  # rounded half-up
+        ],
+    )
     assert stream(spark, landing, lake) == 0
     state = {r["symbol"]: r for r in rows(spark, lake, "symbol_state")}
     assert state["AAPL"]["should_reject_trades"] is True
@@ -249,7 +299,7 @@ def test_same_alerts_whatever_the_cutting_into_files_and_runs(spark, place, tmp_
     # Several runs: land the files pair by pair, a run after every few pairs.
     staged, source = place / "staged", tmp_path / "src"
     _generated(source, files=7)
-    for i, chunk in enumerate([[0, 1], [2], [3, 4, 5], [6]]):
+    for chunk in [[0, 1], [2], [3, 4, 5], [6]]:
         for k in chunk:
             for feed in ("quotes", "orders"):
                 land_file(source / feed / f"cut7-{k:05d}.jsonl", staged / "landing", feed)
@@ -271,7 +321,9 @@ def test_small_and_large_batches_give_the_same_tables_whoever_commits_them(spark
     modes = []
 
     def merge_state(tables, *args):  # the batch's own session: the stream's clone of `spark`
-        modes.append((tables.spark.conf.get(spark_mod.CODEGEN_MODE), tables.spark.conf.get(spark_mod.SHUFFLE_PARTITIONS)))
+        modes.append(
+            (tables.spark.conf.get(spark_mod.CODEGEN_MODE), tables.spark.conf.get(spark_mod.SHUFFLE_PARTITIONS))
+        )
         real_merge(tables, *args)
 
     def writers(lake: Path, table: str) -> set[str]:
@@ -396,14 +448,21 @@ def test_archived_files_leave_the_source_log_at_a_restart_and_in_a_long_run(spar
             events = gen.events(60, 60)
             for root in (plain, archived):
                 for feed in ("quotes", "orders"):
-                    landed = land(root / "landing", feed, [l for f, _, l in events if f == feed], name=f"pair-{i}.jsonl")
+                    landed = land(
+                        root / "landing", feed, [l for f, _, l in events if f == feed], name=f"pair-{i}.jsonl"
+                    )
                     # One file per batch is taken oldest first by modification time, ties in directory
                     # order: files landed within one millisecond could pair orders of pair i with
                     # quotes of pair j. A second apart, batch i holds pair i of both feeds.
                     os.utime(landed, (1_700_000_000 + i, 1_700_000_000 + i))
 
-    spec = StreamSpec(lake=archived / "lake", symbols=list(SYMBOLS), landing=archived / "landing",
-                      archive=archived / "archive", max_files_per_batch=1)
+    spec = StreamSpec(
+        lake=archived / "lake",
+        symbols=list(SYMBOLS),
+        landing=archived / "landing",
+        archive=archived / "archive",
+        max_files_per_batch=1,
+    )
 
     def logged_files() -> list[str]:
         names = []
@@ -436,9 +495,11 @@ def test_archived_files_leave_the_source_log_at_a_restart_and_in_a_long_run(spar
 
 def _pair(spark, landing: Path, k: int, files: int):
     """File pair k of a generated landing folder, as the stream hands it to a batch."""
+
     def feed(name: str):
         path = landing / name / f"cut{files}-{k:05d}.jsonl"
         return spark.read.text(str(path)).selectExpr(f"'{name}' AS stream", "value", f"'{path}' AS source_file")
+
     return feed("quotes").unionByName(feed("orders"))
 
 
@@ -494,13 +555,21 @@ def test_the_summary_gives_the_same_per_symbol_rows_as_their_own_queries(spark):
 
     th = Thresholds(D("0.05"), D("0.05"))
     quotes = [
-        quote("AAPL", T.format(1), "1.00", "1.10"), quote("AAPL", T.format(3), "1.00", "1.01", seq=2),
+        quote("AAPL", T.format(1), "1.00", "1.10"),
+        quote("AAPL", T.format(3), "1.00", "1.01", seq=2),
         quote("AAPL", T.format(3), "1.00", "1.02", seq=1),  # same time, lower seq: not the newest
-        quote("MSFT", T.format(2), "10.00", "10.01"), quote("MSFT", T.format(2), "10.00", "10.02"),  # tie: higher offer
-        quote("IBM", T.format(5), "5.00", "5.50"), '{"symbol": "IBM", "bid": "x"}', quote("NOPE", T.format(9), "1", "2"),
+        quote("MSFT", T.format(2), "10.00", "10.01"),
+        quote("MSFT", T.format(2), "10.00", "10.02"),  # tie: higher offer
+        quote("IBM", T.format(5), "5.00", "5.50"),
+        '{"symbol": "IBM", "bid": "x"}',
+        quote("NOPE", T.format(9), "1", "2"),
     ]
-    orders = [order("a", "AAPL", T.format(4)), order("b", "AAPL", T.format(0)), order("c", "GOOG", T.format(6)),
-              order("d", "IBM", "not a time")]
+    orders = [
+        order("a", "AAPL", T.format(4)),
+        order("b", "AAPL", T.format(0)),
+        order("c", "GOOG", T.format(6)),
+        order("d", "IBM", "not a time"),
+    ]
     lines = spark.createDataFrame(
         [("quotes", l, "/l/q.jsonl") for l in quotes] + [("orders", l, "/l/o.jsonl") for l in orders],
         "stream string, line string, source_file string",
@@ -513,8 +582,11 @@ def test_the_summary_gives_the_same_per_symbol_rows_as_their_own_queries(spark):
     expected = newest_per_symbol(parsing.valid_quotes(parsed, th)).toArrow().sort_by("symbol").to_pylist()
     assert summary.newest.sort_by("symbol").to_pylist() == expected
     assert [r["offer"] for r in expected] == [D("1.01"), D("5.50"), D("10.02")]
-    spans = (parsing.valid_orders(parsed).groupBy("symbol")
-             .agg(F.min("order_time").alias("first_order"), F.max("order_time").alias("last_order")))
+    spans = (
+        parsing.valid_orders(parsed)
+        .groupBy("symbol")
+        .agg(F.min("order_time").alias("first_order"), F.max("order_time").alias("last_order"))
+    )
     assert summary.bounds.sort_by("symbol").to_pylist() == spans.toArrow().sort_by("symbol").to_pylist()
     assert summarize(parsed, th, per_symbol=False).bounds is None
 
@@ -531,8 +603,13 @@ def test_a_stream_compacting_every_two_commits_gives_the_same_tables(spark, tmp_
     many = tmp_path / "many"
     _generated(many / "landing", files=6)
     monkeypatch.setenv("MARKET_SPREAD_COMPACT_EVERY", "2")
-    spec = StreamSpec(lake=many / "lake", symbols=SYMBOLS, landing=many / "landing", max_files_per_batch=1,
-                      thresholds=Thresholds(D("0.05"), D("0.05")))
+    spec = StreamSpec(
+        lake=many / "lake",
+        symbols=SYMBOLS,
+        landing=many / "landing",
+        max_files_per_batch=1,
+        thresholds=Thresholds(D("0.05"), D("0.05")),
+    )
     assert run_query(spark, spec) == 0
     out = capsys.readouterr().out
     assert out.count("; compacted ") >= 3, out
@@ -555,16 +632,20 @@ def test_late_history_holds_only_what_the_as_of_choice_can_use(spark, tmp_path):
     from market_spread.lake.state import late_history_rows
 
     landing, lake = tmp_path / "landing", tmp_path / "lake"
-    land(landing, "quotes", [
-        quote("MSFT", "2026-11-23T10:00:00Z", "10.00", "10.50", seq=1),  # older than the current one: not needed
-        quote("MSFT", "2026-11-23T10:00:30Z", "10.00", "10.40", seq=2),  # current at the first late order...
-        quote("MSFT", "2026-11-23T10:00:30Z", "10.00", "10.30", seq=3),  # ...with a tie in time
-        quote("MSFT", "2026-11-23T10:00:50Z", "10.00", "10.20", seq=4),  # between the late orders
-        quote("MSFT", "2026-11-23T10:02:00Z", "10.00", "10.01", seq=5),  # after the last late order
-        quote("IBM", "2026-11-23T08:00:00Z", "100.00", "101.00", seq=6),  # not current any more
-        quote("IBM", "2026-11-23T09:00:00Z", "100.00", "100.50", seq=7),  # an hour before: the lookback day
-        quote("GOOG", "2026-11-20T09:00:00Z", "50.00", "50.50", seq=8),  # days before: the oldest step
-    ])
+    land(
+        landing,
+        "quotes",
+        [
+            quote("MSFT", "2026-11-23T10:00:00Z", "10.00", "10.50", seq=1),  # older than the current one: not needed
+            quote("MSFT", "2026-11-23T10:00:30Z", "10.00", "10.40", seq=2),  # current at the first late order...
+            quote("MSFT", "2026-11-23T10:00:30Z", "10.00", "10.30", seq=3),  # ...with a tie in time
+            quote("MSFT", "2026-11-23T10:00:50Z", "10.00", "10.20", seq=4),  # between the late orders
+            quote("MSFT", "2026-11-23T10:02:00Z", "10.00", "10.01", seq=5),  # after the last late order
+            quote("IBM", "2026-11-23T08:00:00Z", "100.00", "101.00", seq=6),  # not current any more
+            quote("IBM", "2026-11-23T09:00:00Z", "100.00", "100.50", seq=7),  # an hour before: the lookback day
+            quote("GOOG", "2026-11-20T09:00:00Z", "50.00", "50.50", seq=8),  # days before: the oldest step
+        ],
+    )
     assert stream(spark, landing, lake) == 0
     at = lambda text: dt.datetime.fromisoformat(text.replace("Z", "+00:00"))  # noqa: E731
     late = [
@@ -573,7 +654,13 @@ def test_late_history_holds_only_what_the_as_of_choice_can_use(spark, tmp_path):
         {"symbol": "GOOG", "first_order": at("2026-11-23T10:00:41Z"), "last_order": at("2026-11-23T10:00:41Z")},
     ]
     rows = late_history_rows(LakeTables(str(lake)), late).to_pylist()
-    assert sorted((r["symbol"], r["seq"]) for r in rows) == [("GOOG", 8), ("IBM", 7), ("MSFT", 2), ("MSFT", 3), ("MSFT", 4)]
+    assert sorted((r["symbol"], r["seq"]) for r in rows) == [
+        ("GOOG", 8),
+        ("IBM", 7),
+        ("MSFT", 2),
+        ("MSFT", 3),
+        ("MSFT", 4),
+    ]
 
 
 def test_the_driver_and_sparks_plan_check_batches_alike(spark, tmp_path, monkeypatch):
@@ -596,22 +683,51 @@ def test_the_driver_and_sparks_plan_check_batches_alike(spark, tmp_path, monkeyp
     lakes = {}
     for name, limit in (("driver", "50000"), ("rows", "50000"), ("spark", "0")):
         monkeypatch.setenv("MARKET_SPREAD_DRIVER_BATCH_LINES", limit)
-        split = (lambda *a: left.append(real_split(*a)[1].num_rows) or real_split(*a)) if name == "driver" else rows_only
+        split = (
+            (lambda *a: left.append(real_split(*a)[1].num_rows) or real_split(*a)) if name == "driver" else rows_only
+        )
         monkeypatch.setattr(driver_columns, "split", split)
         landing, lake = tmp_path / name / "landing", tmp_path / name / "lake"
         _generated(landing, files=2, seed=21)
         assert stream(spark, landing, lake) == 0
-        land(landing, "quotes", [quote("AAPL", at(7), "1.00", "1.20", seq=2), quote("AAPL", at(7), "1.00", "1.01", seq=1),
-                                 quote("MSFT", at(9), "5.00", "5.01"), quote("MSFT", at(-3600), "5.00", "6.00")],
-             name="b2.jsonl")
-        land(landing, "orders", [order("tie", "AAPL", at(7)), order("none", "IBM", at(-86400 * 3)),
-                                 order("late", "MSFT", at(-1800), seq=4), order("now", "MSFT", at(10))], name="b2.jsonl")
+        land(
+            landing,
+            "quotes",
+            [
+                quote("AAPL", at(7), "1.00", "1.20", seq=2),
+                quote("AAPL", at(7), "1.00", "1.01", seq=1),
+                quote("MSFT", at(9), "5.00", "5.01"),
+                quote("MSFT", at(-3600), "5.00", "6.00"),
+            ],
+            name="b2.jsonl",
+        )
+        land(
+            landing,
+            "orders",
+            [
+                order("tie", "AAPL", at(7)),
+                order("none", "IBM", at(-86400 * 3)),
+                order("late", "MSFT", at(-1800), seq=4),
+                order("now", "MSFT", at(10)),
+            ],
+            name="b2.jsonl",
+        )
         assert stream(spark, landing, lake) == 0
         land(landing, "orders", [order("late2", "MSFT", at(-7200))], name="b3.jsonl")
         assert stream(spark, landing, lake) == 0
         single_quoted = order("single", "AAPL", at(8)).replace('"', "'")  # valid to Spark's reader alone
-        land(landing, "orders", [order("bad-neighbour", "AAPL", at(8)), "{not json", single_quoted, "{'x': 1}",
-                                 *[line for lines in BAD_ORDERS.values() for line in lines]], name="b4.jsonl")
+        land(
+            landing,
+            "orders",
+            [
+                order("bad-neighbour", "AAPL", at(8)),
+                "{not json",
+                single_quoted,
+                "{'x': 1}",
+                *[line for lines in BAD_ORDERS.values() for line in lines],
+            ],
+            name="b4.jsonl",
+        )
         land(landing, "quotes", [line for lines in BAD_QUOTES.values() for line in lines], name="b4.jsonl")
         assert stream(spark, landing, lake) == 0
         lakes[name] = lake

@@ -1,16 +1,17 @@
 """Orders are listed before quotes (contract 5.2 while files keep landing), and a checkpoint written
 quotes first is moved to that order without losing or repeating a row."""
+
 from __future__ import annotations
 
 import json
 import random
 import time
 
-from market_spread.stream import checkpoint_layout as layout
+from market_spread.feeds.generate import Generator, write_backlog
 from market_spread.stream import batch as pipeline
+from market_spread.stream import checkpoint_layout as layout
 from market_spread.stream import driver_batch
 from market_spread.stream.query import StreamSpec, start_query
-from market_spread.feeds.generate import Generator, write_backlog
 from tests.helpers.lake import comparable_tables, metrics_totals, rows, stream
 from tests.helpers.landing import land, land_pair
 from tests.helpers.records import order, quote

@@ -1,5 +1,6 @@
 """The `stream` command as a process: one writer per lake, the checkpoint guard and graceful stop
 (contract 5.7). Exactly-once through kill -9 is the crash campaign's (tests/reliability)."""
+
 from __future__ import annotations
 
 import os
@@ -21,7 +22,10 @@ def _start(landing: Location, lake: Location, symbols: Path, *extra: str) -> sub
     # A session of its own, so that killing the group takes the Spark JVM down with the driver.
     return subprocess.Popen(
         CLI + ["stream", "--landing", arg(landing), "--lake", arg(lake), "--symbols", str(symbols), *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
 
 
@@ -44,8 +48,9 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path):
     assert done.stderr.strip().count("\n") == 0 and "--interval" in done.stderr
     done = market_spread("stream", "--lake", str(tmp_path))
     assert done.returncode == 2 and "--landing" in done.stderr
-    done = market_spread("stream", "--landing", str(tmp_path), "--lake", str(tmp_path / "l"),
-                         "--symbols", str(tmp_path / "nope.txt"))
+    done = market_spread(
+        "stream", "--landing", str(tmp_path), "--lake", str(tmp_path / "l"), "--symbols", str(tmp_path / "nope.txt")
+    )
     assert done.returncode == 2 and "symbol file not found" in done.stderr
 
 
@@ -57,8 +62,17 @@ def test_one_writer_per_lake_graceful_stop_and_the_missing_checkpoint_guard(plac
     try:
         _wait_for(lambda: (lake / "batch_metrics" / "_delta_log" / f"{1:020d}.json").exists(), 300, "the first batch")
         started = time.monotonic()
-        second = market_spread("stream", "--landing", arg(landing), "--lake", arg(lake), "--symbols", str(symbols),
-                               "--available-now", timeout=60)
+        second = market_spread(
+            "stream",
+            "--landing",
+            arg(landing),
+            "--lake",
+            arg(lake),
+            "--symbols",
+            str(symbols),
+            "--available-now",
+            timeout=60,
+        )
         assert second.returncode == 3
         # The flock's words locally, the lease's on S3 (lake.lock; both name the holder).
         busy = "another stream is already writing this lake"  # the lock file's words, and the lease's on S3
@@ -72,8 +86,17 @@ def test_one_writer_per_lake_graceful_stop_and_the_missing_checkpoint_guard(plac
 
     remove(lake / "_checkpoints")
     versions = _log_versions(lake / "batch_metrics" / "_delta_log")
-    refused = market_spread("stream", "--landing", arg(landing), "--lake", arg(lake), "--symbols", str(symbols),
-                            "--available-now", timeout=60)
+    refused = market_spread(
+        "stream",
+        "--landing",
+        arg(landing),
+        "--lake",
+        arg(lake),
+        "--symbols",
+        str(symbols),
+        "--available-now",
+        timeout=60,
+    )
     assert refused.returncode == 4
     assert "checkpoint" in refused.stderr and "emit every alert again" in refused.stderr
     assert _log_versions(lake / "batch_metrics" / "_delta_log") == versions, "the refused run wrote nothing"
@@ -107,12 +130,22 @@ def test_checkpoint_guard_holds_after_delta_log_clean_up(spark, place, tmp_path)
                 old.unlink()
         assert not (log / f"{1:020d}.json").exists()
         assert latest_version(path) == open_delta(path).version() == checkpoint
-    assert not [t for t in lake.iterdir() if (t / "_delta_log" / f"{1:020d}.json").exists()], \
+    assert not [t for t in lake.iterdir() if (t / "_delta_log" / f"{1:020d}.json").exists()], (
         "the old guard's file is gone everywhere"
+    )
     remove(lake / "_checkpoints")
 
-    refused = market_spread("stream", "--landing", arg(landing), "--lake", arg(lake), "--symbols", str(symbols),
-                            "--available-now", timeout=120)
+    refused = market_spread(
+        "stream",
+        "--landing",
+        arg(landing),
+        "--lake",
+        arg(lake),
+        "--symbols",
+        str(symbols),
+        "--available-now",
+        timeout=120,
+    )
     assert refused.returncode == 4, refused.stdout + refused.stderr
     assert "checkpoint" in refused.stderr and "emit every alert again" in refused.stderr
 
@@ -142,9 +175,9 @@ def test_lock_record_of_a_reused_pid_is_stale(tmp_path):
     import json
     import socket
 
+    from market_spread.lake.lock import LOCK_FILE, LakeBusy, WriterLock
     from market_spread.orchestration.probes import live_stream
     from market_spread.runtime.processes import process_start_time
-    from market_spread.lake.lock import LOCK_FILE, LakeBusy, WriterLock
 
     lake = tmp_path / "lake"
     lake.mkdir()
@@ -155,8 +188,9 @@ def test_lock_record_of_a_reused_pid_is_stale(tmp_path):
         assert started is not None
 
         def write(**record):
-            lock_path.write_text(json.dumps({"host": socket.gethostname(), "since": "2026-01-01T00:00:00+00:00",
-                                             **record}))
+            lock_path.write_text(
+                json.dumps({"host": socket.gethostname(), "since": "2026-01-01T00:00:00+00:00", **record})
+            )
 
         # The recorded processes, really alive: the probe sees a live stream, a new writer waits then refuses.
         write(pid=unrelated.pid, pid_started=started, jvm_pid=unrelated.pid, jvm_started=started)
@@ -177,14 +211,17 @@ def test_lock_record_of_a_reused_pid_is_stale(tmp_path):
         lock.release()
 
         # An older record without start times: the process started after the record was written.
-        lock_path.write_text(json.dumps({"pid": unrelated.pid, "jvm_pid": unrelated.pid,
-                                         "since": "2020-01-01T00:00:00+00:00"}))
+        lock_path.write_text(
+            json.dumps({"pid": unrelated.pid, "jvm_pid": unrelated.pid, "since": "2020-01-01T00:00:00+00:00"})
+        )
         assert live_stream(lake) is None
         lock.acquire(wait_for_jvm_s=0.5)
         lock.release()
 
         # Another host's record: we hold the flock, so its driver is gone; the probe stays careful.
-        write(host="some-other-host", pid=unrelated.pid, pid_started=started, jvm_pid=unrelated.pid, jvm_started=started)
+        write(
+            host="some-other-host", pid=unrelated.pid, pid_started=started, jvm_pid=unrelated.pid, jvm_started=started
+        )
         assert live_stream(lake) is not None
         lock.acquire(wait_for_jvm_s=0.5)
         lock.release()

@@ -1,4 +1,5 @@
 """stream.catch_up: a backlog is cut into batches only where the cut cannot change an answer."""
+
 from __future__ import annotations
 
 from market_spread.stream.catch_up import BATCH_BYTES, Landed, files_per_batch
@@ -7,8 +8,10 @@ MB = 1 << 20
 
 
 def pairs(n: int, size: int, order_delay: float = 0.5) -> dict[str, list[Landed]]:
-    return {"quotes": [Landed(f"p{i:03d}.jsonl", float(i), size) for i in range(n)],
-            "orders": [Landed(f"p{i:03d}.jsonl", i + order_delay, size) for i in range(n)]}
+    return {
+        "quotes": [Landed(f"p{i:03d}.jsonl", float(i), size) for i in range(n)],
+        "orders": [Landed(f"p{i:03d}.jsonl", i + order_delay, size) for i in range(n)],
+    }
 
 
 def test_a_large_backlog_of_pairs_in_turn_is_cut_into_batches_of_about_batch_bytes():

@@ -1,5 +1,6 @@
 """The move of a quotes-first checkpoint to orders first: its steps, a kill between them, and what it
 refuses to touch. (tests/stream/test_source_order.py runs a moved checkpoint through Spark.)"""
+
 from __future__ import annotations
 
 import shutil
@@ -18,7 +19,9 @@ def _legacy(checkpoint: Path, offsets: list[tuple[int, int]]) -> None:
     """A checkpoint as the version before wrote it: quotes in sources/0, orders in sources/1."""
     for n, feed in (("0", "quotes"), ("1", "orders")):
         (checkpoint / "sources" / n).mkdir(parents=True)
-        (checkpoint / "sources" / n / "0").write_text(f'v1\n{{"path":"file:///l/{feed}/a.jsonl","timestamp":1,"batchId":0}}')
+        (checkpoint / "sources" / n / "0").write_text(
+            f'v1\n{{"path":"file:///l/{feed}/a.jsonl","timestamp":1,"batchId":0}}'
+        )
     (checkpoint / "offsets").mkdir()
     for i, (q, o) in enumerate(offsets):
         (checkpoint / "offsets" / str(i)).write_text(f'v1\n{META}\n{{"logOffset":{q}}}\n{{"logOffset":{o}}}')
@@ -96,7 +99,16 @@ def test_offsets_of_another_kind_are_refused_untouched(tmp_path):
     assert not layout._staging(checkpoint).exists()
     # The command says so in one line and exits 'refused', before any Spark starts.
     lake = tmp_path / "lake"
-    done = market_spread("stream", "--landing", str(tmp_path / "in"), "--lake", str(lake), "--checkpoint", str(checkpoint),
-                         "--available-now", timeout=120)
+    done = market_spread(
+        "stream",
+        "--landing",
+        str(tmp_path / "in"),
+        "--lake",
+        str(lake),
+        "--checkpoint",
+        str(checkpoint),
+        "--available-now",
+        timeout=120,
+    )
     assert done.returncode == EXIT_REFUSED, done.stderr
     assert "not the offsets of two file sources" in done.stderr and "Traceback" not in done.stderr

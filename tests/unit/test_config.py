@@ -1,4 +1,5 @@
 """One configuration path: flags, then the environment, then defaults, checked alike (no Spark)."""
+
 from __future__ import annotations
 
 import argparse
@@ -46,7 +47,9 @@ def test_environment_values_are_checked_like_flags(monkeypatch, capsys):
     # Mutually exclusive, whichever side the values come from.
     err = refused(monkeypatch, capsys, {"MARKET_SPREAD_AVAILABLE_NOW": "true"}, [*STREAM, "--interval", "3"])
     assert "MARKET_SPREAD_AVAILABLE_NOW" in err and "--interval" in err and "cannot be used together" in err
-    err = refused(monkeypatch, capsys, {"MARKET_SPREAD_AVAILABLE_NOW": "yes", "MARKET_SPREAD_STREAM_INTERVAL": "3"}, STREAM)
+    err = refused(
+        monkeypatch, capsys, {"MARKET_SPREAD_AVAILABLE_NOW": "yes", "MARKET_SPREAD_STREAM_INTERVAL": "3"}, STREAM
+    )
     assert "MARKET_SPREAD_STREAM_INTERVAL" in err
 
     args = parse(monkeypatch, {"MARKET_SPREAD_AVAILABLE_NOW": "false"}, [*STREAM, "--interval", "3"])
@@ -67,7 +70,9 @@ def test_precedence_and_per_command_names(monkeypatch, capsys):
     # --orders is a count for generate and a file list for replay: each reads its own variable only.
     args = parse(monkeypatch, {"MARKET_SPREAD_GENERATE_ORDERS": "7"}, ["generate", "--landing", "L"])
     assert args.orders == 7
-    args = parse(monkeypatch, {"MARKET_SPREAD_REPLAY_ORDERS": os.pathsep.join(["a.msg", "b.msg"])}, ["replay", "--landing", "L"])
+    args = parse(
+        monkeypatch, {"MARKET_SPREAD_REPLAY_ORDERS": os.pathsep.join(["a.msg", "b.msg"])}, ["replay", "--landing", "L"]
+    )
     assert args.orders == ["a.msg", "b.msg"]
     err = refused(monkeypatch, capsys, {"MARKET_SPREAD_ORDERS": "5"}, ["generate", "--landing", "L"])
     assert "MARKET_SPREAD_ORDERS is ambiguous" in err and "MARKET_SPREAD_GENERATE_ORDERS" in err
@@ -76,7 +81,9 @@ def test_precedence_and_per_command_names(monkeypatch, capsys):
 
 
 def test_lists_take_several_values_after_one_flag_and_errors_stay_one_line(monkeypatch, capsys):
-    args = parse(monkeypatch, {}, ["replay", "--landing", "L", "--nbbo", "a.msg", "b.msg", "--orders", "c.msg", "--strict"])
+    args = parse(
+        monkeypatch, {}, ["replay", "--landing", "L", "--nbbo", "a.msg", "b.msg", "--orders", "c.msg", "--strict"]
+    )
     assert (args.nbbo, args.orders, args.strict) == (["a.msg", "b.msg"], ["c.msg"], True)
     args = parse(monkeypatch, {}, ["maintain", "--lake", "K", "--tables", "alerts", "--tables", "quotes"])
     assert args.tables == ["alerts", "quotes"]
@@ -105,18 +112,34 @@ def test_ambiguous_flags_and_the_dag_commands_flags_are_up_to_date():
 
 def test_airflow_jobs_get_only_the_settings_they_need():
     environ = {
-        "PATH": "/usr/bin", "HOME": "/home/a", "JAVA_HOME": "/jdk", "LC_ALL": "C.UTF-8", "SPARK_LOCAL_IP": "127.0.0.1",
+        "PATH": "/usr/bin",
+        "HOME": "/home/a",
+        "JAVA_HOME": "/jdk",
+        "LC_ALL": "C.UTF-8",
+        "SPARK_LOCAL_IP": "127.0.0.1",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "postgresql://airflow:secret@db/airflow",
-        "AIRFLOW__CORE__FERNET_KEY": "secret", "AWS_SECRET_ACCESS_KEY": "secret",
-        "MARKET_SPREAD_LAKE": "/lake", "MARKET_SPREAD_GENERATE_ORDERS": "9", "MARKET_SPREAD_VALIDATE_FULL": "true",
-        "MARKET_SPREAD_RUN_ID": "run-1", "MARKET_SPREAD_JARS": "/jars", "MARKET_SPREAD_FEED_RATE": "20",
+        "AIRFLOW__CORE__FERNET_KEY": "secret",
+        "AWS_SECRET_ACCESS_KEY": "secret",
+        "MARKET_SPREAD_LAKE": "/lake",
+        "MARKET_SPREAD_GENERATE_ORDERS": "9",
+        "MARKET_SPREAD_VALIDATE_FULL": "true",
+        "MARKET_SPREAD_RUN_ID": "run-1",
+        "MARKET_SPREAD_JARS": "/jars",
+        "MARKET_SPREAD_FEED_RATE": "20",
     }
     settings = Settings(master="spark://m:7077")
     env = jobs.child_env(settings, "validate", environ)
     assert env == {
-        "PATH": "/usr/bin", "HOME": "/home/a", "JAVA_HOME": "/jdk", "LC_ALL": "C.UTF-8", "SPARK_LOCAL_IP": "127.0.0.1",
-        "MARKET_SPREAD_LAKE": "/lake", "MARKET_SPREAD_VALIDATE_FULL": "true", "MARKET_SPREAD_RUN_ID": "run-1",
-        "MARKET_SPREAD_JARS": "/jars", "MARKET_SPREAD_MASTER": "spark://m:7077",
+        "PATH": "/usr/bin",
+        "HOME": "/home/a",
+        "JAVA_HOME": "/jdk",
+        "LC_ALL": "C.UTF-8",
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "MARKET_SPREAD_LAKE": "/lake",
+        "MARKET_SPREAD_VALIDATE_FULL": "true",
+        "MARKET_SPREAD_RUN_ID": "run-1",
+        "MARKET_SPREAD_JARS": "/jars",
+        "MARKET_SPREAD_MASTER": "spark://m:7077",
         # An s3:// lake needs the store's credentials in every job (contract 3c); Airflow's own secrets stay out.
         "AWS_SECRET_ACCESS_KEY": "secret",
     }
@@ -135,8 +158,10 @@ def test_help_answers_without_spark_and_bench_is_offered_only_with_the_tools(mon
             cli.main(argv)
         assert exit_info.value.code == 0 and "Usage: market-spread" in capsys.readouterr().out
     # Parsing every command's options loads no Spark (a child process: this one may have it already).
-    code = ("import sys; from market_spread.cli.main import parse_args; parse_args(['stream', '--lake', 'K']); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j', 'great_expectations')))")
+    code = (
+        "import sys; from market_spread.cli.main import parse_args; parse_args(['stream', '--lake', 'K']); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j', 'great_expectations')))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
     assert "bench" in cli.commands()

@@ -1,5 +1,6 @@
 """The settings registry: docs/configuration.md is generated from it, and the code reads no
 MARKET_SPREAD_* variable it lacks (no Spark)."""
+
 from __future__ import annotations
 
 import ast
@@ -83,26 +84,39 @@ def sources(*folders: str) -> list[Path]:
 
 def test_the_product_reads_only_declared_variables_and_only_through_the_registry():
     names = declared()
-    undeclared = [f"{p.relative_to(ROOT)}: {n}" for p in sources("jobs", "dags")
-                  for n in NAME.findall(p.read_text(encoding="utf-8")) if n not in names]
+    undeclared = [
+        f"{p.relative_to(ROOT)}: {n}"
+        for p in sources("jobs", "dags")
+        for n in NAME.findall(p.read_text(encoding="utf-8"))
+        if n not in names
+    ]
     assert undeclared == [], "declare these in jobs/market_spread/runtime/settings.py"
     reads = [r for p in sources("jobs", "dags") for r in direct_reads(p)]
     assert reads == [], "read these through market_spread.runtime.settings.value()"
 
 
-@pytest.mark.skipif(importlib.util.find_spec(TOOLS_SETTINGS) is None,
-                    reason="the tools' own registry (market_spread_tools.settings) is not there yet")
+@pytest.mark.skipif(
+    importlib.util.find_spec(TOOLS_SETTINGS) is None,
+    reason="the tools' own registry (market_spread_tools.settings) is not there yet",
+)
 def test_the_tools_read_only_declared_variables():
     names = declared()
-    undeclared = [f"{p.relative_to(ROOT)}: {n}" for p in sources("tools")
-                  for n in NAME.findall(p.read_text(encoding="utf-8")) if n not in names]
+    undeclared = [
+        f"{p.relative_to(ROOT)}: {n}"
+        for p in sources("tools")
+        for n in NAME.findall(p.read_text(encoding="utf-8"))
+        if n not in names
+    ]
     assert undeclared == [], "declare these in tools/market_spread_tools/settings.py"
 
 
 def test_the_scan_sees_a_direct_read(tmp_path):
     sample = tmp_path / "sample.py"
-    sample.write_text('import os\nX = "MARKET_SPREAD_X"\nos.environ.get(X)\nos.getenv(f"{ENV_PREFIX}Y")\n'
-                      'os.environ["MARKET_SPREAD_Z"] = "1"\nos.environ.get("PATH")\n', encoding="utf-8")
+    sample.write_text(
+        'import os\nX = "MARKET_SPREAD_X"\nos.environ.get(X)\nos.getenv(f"{ENV_PREFIX}Y")\n'
+        'os.environ["MARKET_SPREAD_Z"] = "1"\nos.environ.get("PATH")\n',
+        encoding="utf-8",
+    )
     assert [r.split(": ", 1)[1] for r in direct_reads(sample)] == ["os.environ.get(X)", "os.getenv(f'{ENV_PREFIX}Y')"]
 
 
@@ -131,11 +145,15 @@ def test_bad_values_stop_a_command_with_one_line_naming_the_variable(monkeypatch
     assert str(info.value) == "environment variable MARKET_SPREAD_JIT='fast': must be auto, quick or full, not 'fast'"
     # A command whose run meets a malformed setting: one line, exit 2 (as for a bad flag).
     monkeypatch.setenv("MARKET_SPREAD_SHUFFLE_PARTITIONS", "0")
-    monkeypatch.setattr(cli.commands()["sql"], "callback", lambda **_: settings.value("MARKET_SPREAD_SHUFFLE_PARTITIONS"))
+    monkeypatch.setattr(
+        cli.commands()["sql"], "callback", lambda **_: settings.value("MARKET_SPREAD_SHUFFLE_PARTITIONS")
+    )
     assert cli.main(["sql", "--lake", "K", "SELECT 1"]) == 2
     err = capsys.readouterr().err
-    assert err == ("market-spread sql: error: environment variable MARKET_SPREAD_SHUFFLE_PARTITIONS='0': "
-                   "must be a whole number >= 1, not '0'\n")
+    assert err == (
+        "market-spread sql: error: environment variable MARKET_SPREAD_SHUFFLE_PARTITIONS='0': "
+        "must be a whole number >= 1, not '0'\n"
+    )
 
 
 def test_a_malformed_setting_stops_the_command_before_it_starts_work(monkeypatch, capsys, tmp_path):

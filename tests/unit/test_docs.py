@@ -3,6 +3,7 @@
 Read from the files, nothing imported: every relative link in README.md and docs/*.md names a file
 of the repository, and an `#anchor` in a Markdown target names one of its headings (GitHub's slugs).
 """
+
 from __future__ import annotations
 
 import re
@@ -53,8 +54,11 @@ def anchors(page: Path) -> set[str]:
 
 
 def links(page: Path) -> list[str]:
-    return [t for t in LINK.findall(prose(page.read_text(encoding="utf-8")))
-            if not re.match(r"^[a-z][a-z0-9+.-]*:", t, re.I)]  # http:, https:, mailto: are not ours
+    return [
+        t
+        for t in LINK.findall(prose(page.read_text(encoding="utf-8")))
+        if not re.match(r"^[a-z][a-z0-9+.-]*:", t, re.I)
+    ]  # http:, https:, mailto: are not ours
 
 
 def target_path(page: Path, target: str) -> Path:
@@ -94,15 +98,24 @@ def test_the_readme_keeps_users_inside_the_repository():
 
 
 def test_every_relative_link_resolves():
-    wrong = [why for page in pages() for target in links(page)
-             if not is_generated(page, target) and (why := broken(page, target)) is not None]
+    wrong = [
+        why
+        for page in pages()
+        for target in links(page)
+        if not is_generated(page, target) and (why := broken(page, target)) is not None
+    ]
     assert not wrong, "\n".join(wrong)
 
 
 def test_links_to_generated_docs_resolve():
     linked = [(page, target) for page in pages() for target in links(page) if is_generated(page, target)]
-    missing = sorted({str(target_path(page, target).relative_to(ROOT)) for page, target in linked
-                      if not target_path(page, target).exists()})
+    missing = sorted(
+        {
+            str(target_path(page, target).relative_to(ROOT))
+            for page, target in linked
+            if not target_path(page, target).exists()
+        }
+    )
     if missing:
         pytest.skip(f"{', '.join(missing)}: generated from the settings registry, not in this checkout yet")
     wrong = [why for page, target in linked if (why := broken(page, target)) is not None]
@@ -112,11 +125,12 @@ def test_links_to_generated_docs_resolve():
 def test_the_link_checker_sees_what_is_broken(tmp_path):
     (tmp_path / "other.md").write_text("## Run it\n## Run it\n", encoding="utf-8")
     page = tmp_path / "page.md"
-    page.write_text("# A Title: here\n\n[ok](#a-title-here) [bad](#nope) [gone](missing.md) "
-                    "[twice](other.md#run-it-1) ![img](other.md) [web](https://example.org/x) "
-                    "[out](../elsewhere.md) `[code](not-a-link.md)`\n```\n[fenced](not-a-link.md)\n```\n",
-                    encoding="utf-8")
-    assert links(page) == ["#a-title-here", "#nope", "missing.md", "other.md#run-it-1", "other.md",
-                           "../elsewhere.md"]
+    page.write_text(
+        "# A Title: here\n\n[ok](#a-title-here) [bad](#nope) [gone](missing.md) "
+        "[twice](other.md#run-it-1) ![img](other.md) [web](https://example.org/x) "
+        "[out](../elsewhere.md) `[code](not-a-link.md)`\n```\n[fenced](not-a-link.md)\n```\n",
+        encoding="utf-8",
+    )
+    assert links(page) == ["#a-title-here", "#nope", "missing.md", "other.md#run-it-1", "other.md", "../elsewhere.md"]
     found = [why for target in links(page) if (why := broken(page, target, root=tmp_path))]
     assert [f.split(": ")[1] for f in found] == ["#nope", "missing.md", "../elsewhere.md"], found

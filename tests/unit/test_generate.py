@@ -1,4 +1,5 @@
 """feeds.generate.write_backlog lands its pairs in order, as a stream taking one file per batch sees it."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """The driver JVM's class-data-sharing archive: which options a session's JVM gets."""
+
 from __future__ import annotations
 
 from market_spread.runtime import jvm_archive

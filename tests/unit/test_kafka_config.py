@@ -1,4 +1,5 @@
 """Kafka without a broker: record keys, checkpoint checks, flags, the broker's configuration."""
+
 from __future__ import annotations
 
 from tests.helpers.cli import market_spread
@@ -30,10 +31,26 @@ def test_a_checkpoint_of_the_other_source_is_named(tmp_path):
 def test_bad_kafka_flags_are_usage_errors(tmp_path):
     for argv, words in [
         (["stream", "--source", "kafka", "--bootstrap-servers", "nohost", "--lake", "x"], "HOST:PORT"),
-        (["stream", "--source", "kafka", "--bootstrap-servers", "h:1", "--quotes-topic", "a", "--orders-topic", "a",
-          "--lake", "x"], "must differ"),
-        (["stream", "--source", "kafka", "--bootstrap-servers", "h:1", "--orders-topic", "bad topic", "--lake", "x"],
-         "topic name"),
+        (
+            [
+                "stream",
+                "--source",
+                "kafka",
+                "--bootstrap-servers",
+                "h:1",
+                "--quotes-topic",
+                "a",
+                "--orders-topic",
+                "a",
+                "--lake",
+                "x",
+            ],
+            "must differ",
+        ),
+        (
+            ["stream", "--source", "kafka", "--bootstrap-servers", "h:1", "--orders-topic", "bad topic", "--lake", "x"],
+            "topic name",
+        ),
         (["stream", "--lake", "x"], "--landing is required"),
         (["generate", "--kafka", "h:1", "--landing", "x"], "exclude each other"),
         (["replay", "--kafka", "h:x", "--nbbo", __file__], "HOST:PORT"),

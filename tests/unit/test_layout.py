@@ -1,6 +1,7 @@
 """The package's layout, read from the source (ast), nothing imported: which folder may import which
 (layers point one way: the features never import the command line above them), no import cycles,
 no SystemExit outside the command line, and modules and functions a newcomer can hold in their head."""
+
 from __future__ import annotations
 
 import ast
@@ -34,16 +35,20 @@ MAX_FUNCTION_LINES = 60
 def imports(path: Path) -> set[str]:
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else (
-            [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+        names = (
+            [node.module]
+            if isinstance(node, ast.ImportFrom) and node.module
+            else ([a.name for a in node.names] if isinstance(node, ast.Import) else [])
+        )
         found.update(n for n in names if n.split(".")[0] in ("market_spread", "market_spread_tools"))
     return found
 
 
 def layer(relative: str) -> str:
     """The layer of a path inside the package ("cli/commands/stream.py" -> "cli/commands")."""
-    return next((sub for sub in SUB_LAYERS if relative == sub or relative.startswith(sub + "/")),
-                relative.split("/")[0])
+    return next(
+        (sub for sub in SUB_LAYERS if relative == sub or relative.startswith(sub + "/")), relative.split("/")[0]
+    )
 
 
 def test_every_folder_imports_only_what_the_layout_allows():
@@ -71,8 +76,11 @@ def test_the_foundations_import_nothing_of_the_package():
 
 
 def test_no_product_module_is_over_about_300_lines():
-    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
     assert not long, long
 
 
@@ -80,7 +88,9 @@ def test_the_package_finds_its_data_without_counting_parent_folders():
     from market_spread.runtime.paths import default_expectations, default_symbols
 
     assert default_symbols().is_file() and (default_expectations() / "alerts.json").is_file()
-    offenders = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if "parents[" in p.read_text(encoding="utf-8")]
+    offenders = [
+        str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if "parents[" in p.read_text(encoding="utf-8")
+    ]
     assert not offenders, offenders
 
 

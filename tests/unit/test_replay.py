@@ -1,4 +1,5 @@
 """`replay`: Wallaroo's own fixish and FIX text files -> landing files; corrupt inputs reported by offset."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,10 @@ PAIRS = [  # (fixish conversion, FIX text original), relative to the Wallaroo da
     ("converted/small-nbbo-fixish.msg", "history/demos/marketspread/small-nbbo.msg"),
     ("converted/small-trades-fixish.msg", "history/demos/marketspread/small-trades.msg"),
     ("converted/initial-nbbo-fixish.msg", "history/demos/marketspread/initial-nbbo.msg"),
-    ("converted/fixgen-initial-nbbo-20160901-fixish.msg",
-     "history/fix-generator/initial-nbbo-generator/initial-nbbo.msg"),
+    (
+        "converted/fixgen-initial-nbbo-20160901-fixish.msg",
+        "history/fix-generator/initial-nbbo-generator/initial-nbbo.msg",
+    ),
     ("converted/10000trades-fixish.msg", "history/demos/marketspread/10000trades.msg"),
     ("history/demos/marketspread/100nbbo-fixish.msg", "history/demos/marketspread/100nbbo.msg"),
     ("history/demos/marketspread/1000nbbo-fixish.msg", "history/demos/marketspread/1000nbbo.msg"),
@@ -82,8 +85,11 @@ def test_every_wallaroo_message_file_replays(wallaroo_dir: Path, tmp_path: Path,
         assert read == count_units(f) and read == written + rejected, f
         if f.name != "repeat_order.msg":  # 1 quote and 2 orders in one file: the other kind is rejected
             assert rejected == 0, f
-        lines = [line for p in sorted((tmp_path / stream).glob(f"replay-*-{index:03d}-*.jsonl"))
-                 for line in p.read_text().splitlines()]
+        lines = [
+            line
+            for p in sorted((tmp_path / stream).glob(f"replay-*-{index:03d}-*.jsonl"))
+            for line in p.read_text().splitlines()
+        ]
         assert len(lines) == written
         seqs = [json.loads(line)["seq"] for line in lines]
         assert seqs == sorted(seqs) and (rejected or seqs == list(range(written)))
@@ -150,8 +156,14 @@ def test_all_numbers_plain_decimal_text(wallaroo_dir: Path, tmp_path: Path) -> N
 
 @pytest.mark.parametrize(
     "value, text",
-    [(9.4, "9.4"), (0.74749102461495, "0.74749102461495"), (1337900.0, "1337900.0"), (1e-05, "0.00001"),
-     (1.3379e21, "1337900000000000000000"), (0.1 + 0.2, "0.30000000000000004")],
+    [
+        (9.4, "9.4"),
+        (0.74749102461495, "0.74749102461495"),
+        (1337900.0, "1337900.0"),
+        (1e-05, "0.00001"),
+        (1.3379e21, "1337900000000000000000"),
+        (0.1 + 0.2, "0.30000000000000004"),
+    ],
 )
 def test_decimal_text(value: float, text: str) -> None:
     assert decimal_text(value) == text
@@ -217,7 +229,9 @@ def test_garbage_bytes(frames, tmp_path: Path) -> None:
     assert errors[0].detail == "9 bytes skipped up to the next frame at offset 66"
     assert errors[1].detail == "7 bytes skipped up to the end of the file"
     assert [(r.position, r.offset, r.message.order_id) for r in records] == [
-        (0, 0, "HMtWvd"), (1, 66, "I8Feqd"), (2, 123, "DGzYvS")
+        (0, 0, "HMtWvd"),
+        (1, 66, "I8Feqd"),
+        (2, 123, "DGzYvS"),
     ]
 
 
@@ -246,8 +260,11 @@ def test_fix_text_errors(wallaroo_dir: Path, tmp_path: Path) -> None:
     f.write_bytes(lines[0] + b"\n" + bad_price + b"not fix at all\n" + no_symbol)
     records, errors = decode(f, "order")
     starts = [0, len(lines[0]) + 1, len(lines[0]) + 1 + len(bad_price), len(lines[0]) + 1 + len(bad_price) + 15]
-    assert [(e.offset, e.kind) for e in errors] == [(starts[1], "bad_field"), (starts[2], "not_fix"),
-                                                    (starts[3], "bad_field")]
+    assert [(e.offset, e.kind) for e in errors] == [
+        (starts[1], "bad_field"),
+        (starts[2], "not_fix"),
+        (starts[3], "bad_field"),
+    ]
     assert "missing tag 55" in errors[2].detail
     assert [(r.position, r.offset) for r in records] == [(0, 0)]  # the blank line is not a record
 
@@ -294,8 +311,11 @@ def test_chunks_sort_in_landing_order_across_replays(wallaroo_dir: Path, tmp_pat
 
 @pytest.mark.parametrize(
     "args, message",
-    [([], "nothing to replay"), (["--nbbo", "/nonexistent.msg"], "input file not found"),
-     (["--records-per-file", "0", "--nbbo", __file__], "--records-per-file must be >= 1")],
+    [
+        ([], "nothing to replay"),
+        (["--nbbo", "/nonexistent.msg"], "input file not found"),
+        (["--records-per-file", "0", "--nbbo", __file__], "--records-per-file must be >= 1"),
+    ],
 )
 def test_bad_arguments_exit_2(tmp_path: Path, capsys, args: list[str], message: str) -> None:
     assert replay(tmp_path, *args) == 2
@@ -305,7 +325,8 @@ def test_bad_arguments_exit_2(tmp_path: Path, capsys, args: list[str], message: 
 
 def test_decoded_messages_are_typed(wallaroo_dir: Path) -> None:
     items = list(decode_file(wallaroo_dir / "converted/small-trades-fixish.msg", expect="order"))
-    assert items[0] == Record(0, 0, Order("BUY", 57, "HMtWvd", "BTU", 1337900.0, 0.74749102461495,
-                                          "2015-12-04T14:30:00.000Z"))
+    assert items[0] == Record(
+        0, 0, Order("BUY", 57, "HMtWvd", "BTU", 1337900.0, 0.74749102461495, "2015-12-04T14:30:00.000Z")
+    )
     quote = next(iter(decode_file(wallaroo_dir / "converted/small-nbbo-fixish.msg")))
     assert quote.message == Quote("VLO", "2015-12-04T14:30:00.000Z", 16.64, 16.64)

@@ -1,9 +1,11 @@
 """The reject rule in plain Python: exact decimal arithmetic, thresholds, quote ordering (no Spark)."""
+
 from __future__ import annotations
 
 from decimal import Decimal as D
 
 import pytest
+
 from market_spread.domain.rules import parse_threshold
 from market_spread_tools.reference import quote_key, should_reject
 

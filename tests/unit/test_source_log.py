@@ -1,4 +1,5 @@
 """The file source's metadata log is trimmed of archived files' entries (stream.source_log)."""
+
 from __future__ import annotations
 
 import json

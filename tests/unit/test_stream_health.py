@@ -1,12 +1,19 @@
 """The stream's health record (runtime/stream_health.py): per-minute latency and backlog, a day of
 it kept, written whole and read back, anything unreadable taken for no record."""
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from market_spread.runtime.stream_health import (HEALTH_FILE, KEEP_MINUTES, MinuteSeries, minute_of, read_health,
-                                                 write_health)
+from market_spread.runtime.stream_health import (
+    HEALTH_FILE,
+    KEEP_MINUTES,
+    MinuteSeries,
+    minute_of,
+    read_health,
+    write_health,
+)
 
 T = 1_800_000_000  # a minute's start
 
@@ -46,5 +53,6 @@ def test_anything_unreadable_is_no_record(tmp_path: Path) -> None:
     assert read_health(tmp_path) == {}
     (tmp_path / HEALTH_FILE).write_text(json.dumps({"version": 99, "pid": 1}))
     assert read_health(tmp_path) == {}  # a format this release does not know
-    assert MinuteSeries.from_rows([[T, 1, 1.0, 1.0, None], ["x"], "junk", [T + 60, "a", 1, 1, 1]]).rows() == \
-        [[T, 1, 1.0, 1.0, None]]
+    assert MinuteSeries.from_rows([[T, 1, 1.0, 1.0, None], ["x"], "junk", [T + 60, "a", 1, 1, 1]]).rows() == [
+        [T, 1, 1.0, 1.0, None]
+    ]

@@ -1,5 +1,6 @@
 """The Airflow REST API as `make run` uses it: the admin login, health, tokens, the lake jobs' pool
 and unpausing our DAGs. Standard library only (urllib), against 127.0.0.1:<port>."""
+
 from __future__ import annotations
 
 import json
@@ -8,8 +9,8 @@ import secrets
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from market_spread.orchestration.tasks import LAKE_JOBS_POOL, LAKE_JOBS_POOL_DESCRIPTION
 
@@ -63,7 +64,9 @@ def healthy(port: int) -> bool:
 
 
 def api_token(port: int, password: str, user: str = USER) -> str:
-    return http_json("POST", f"http://127.0.0.1:{port}/auth/token", {"username": user, "password": password})["access_token"]
+    return http_json("POST", f"http://127.0.0.1:{port}/auth/token", {"username": user, "password": password})[
+        "access_token"
+    ]
 
 
 def set_paused(port: int, token: str, dag_id: str, paused: bool) -> None:
@@ -99,8 +102,13 @@ class SetupError(RuntimeError):
 RETRY_DELAYS = (1.0, 2.0, 4.0, 8.0, 15.0)
 
 
-def retried(action: Callable[[], None], what: str, delays: Sequence[float] | None = None,
-            sleep: Callable[[float], None] = time.sleep, out: Callable[[str], None] = print) -> None:
+def retried(
+    action: Callable[[], None],
+    what: str,
+    delays: Sequence[float] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    out: Callable[[str], None] = print,
+) -> None:
     """`action` until it succeeds, waiting `delays` (None: RETRY_DELAYS) between attempts;
     SetupError naming `what` and the last error when every attempt failed."""
     delays = RETRY_DELAYS if delays is None else delays

@@ -10,6 +10,7 @@ Nothing is lost: with LocalExecutor on one machine the UI and API read task logs
 files (FileTaskHandler.read); for a running task they also ask the log server and, when none
 answers, only note it in the log's sources.
 """
+
 from __future__ import annotations
 
 import shlex

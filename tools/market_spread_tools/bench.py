@@ -20,20 +20,29 @@ This module runs the parts and writes the files; the work is in bench_plans (how
 bench_measure, bench_latency, bench_kafka, bench_phases, bench_idle and bench_storage (measuring),
 bench_plots and bench_report.
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import shutil
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from market_spread_tools.bench_dirty import dirty_feeds
 from market_spread_tools.bench_idle import idle_cost
 from market_spread_tools.bench_kafka import broker_available, kafka_latency
 from market_spread_tools.bench_latency import latency
-from market_spread_tools.bench_measure import bench_symbols, growth, machine, peak_memory_mb, say, symbols_scaling, throughput
+from market_spread_tools.bench_measure import (
+    bench_symbols,
+    growth,
+    machine,
+    peak_memory_mb,
+    say,
+    symbols_scaling,
+    throughput,
+)
 from market_spread_tools.bench_plans import Plan, chosen_parts, plan_for
 from market_spread_tools.bench_plots import plots
 from market_spread_tools.bench_report import summary_markdown
@@ -49,8 +58,9 @@ def _session(with_kafka: bool):
     return build_session("market-spread-bench", shuffle_partitions=4, extra_conf=extra, long_running=True)
 
 
-def measure(spark, work: Path, plan: Plan, parts: set[str], kafka_skipped: str | None,
-            s3_skipped: str | None = None) -> dict:
+def measure(
+    spark, work: Path, plan: Plan, parts: set[str], kafka_skipped: str | None, s3_skipped: str | None = None
+) -> dict:
     """The figures of every part asked for, under the keys latest.json has always used."""
     results: dict = {}
     if "throughput" in parts:
@@ -90,9 +100,11 @@ def measure(spark, work: Path, plan: Plan, parts: set[str], kafka_skipped: str |
 def reproduce_command(quick: bool, growth_batches: int | None, only: str | None = None) -> str:
     """The command that repeats this run, for the summary."""
     if growth_batches is not None or only:
-        return (f"market-spread bench{' --quick' if quick else ''}"
-                + (f" --growth-batches {growth_batches}" if growth_batches is not None else "")
-                + (f" --only {only}" if only else ""))
+        return (
+            f"market-spread bench{' --quick' if quick else ''}"
+            + (f" --growth-batches {growth_batches}" if growth_batches is not None else "")
+            + (f" --only {only}" if only else "")
+        )
     return "market-spread bench --quick" if quick else "make bench"
 
 
@@ -124,6 +136,6 @@ def run(args: argparse.Namespace) -> int:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
     results["seconds"] = round(time.perf_counter() - began, 1)
-    results["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    results["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     write_results(results, out, reproduce_command(args.quick, growth_batches, args.only))
     return 0

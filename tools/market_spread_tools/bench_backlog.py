@@ -1,6 +1,7 @@
 """The benchmark's backlog baselines and memory: a command in a process of its own with the peak
 memory of its whole process tree (the stream's driver and its Spark JVM), the Polars as-of script
 on the same files, and the 10M-event backlog of the full run."""
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,11 @@ def run_measured(argv: list[str], timeout: float = 3600) -> tuple[subprocess.Com
     finally:
         done.set()
         sampler.join()
-    return (subprocess.CompletedProcess(argv, proc.returncode, out, err), time.perf_counter() - began,
-            round(peak[0] / 2**20, 1))
+    return (
+        subprocess.CompletedProcess(argv, proc.returncode, out, err),
+        time.perf_counter() - began,
+        round(peak[0] / 2**20, 1),
+    )
 
 
 def polars_baseline(landing: Path) -> dict:
@@ -67,8 +71,19 @@ def big_backlog(work: Path, events: int, symbols: list[str]) -> dict:
     landing = work / "big" / "landing"
     files = max(2, events // 125_000)
     say(f"big backlog: generating {events:,} events in {files} file pairs")
-    write_backlog(landing, Generator(symbols, seed=43, profile="wallaroo", wide_share=0.05), events // 2,
-                  events - events // 2, files, "big")
+    write_backlog(
+        landing,
+        Generator(symbols, seed=43, profile="wallaroo", wide_share=0.05),
+        events // 2,
+        events - events // 2,
+        files,
+        "big",
+    )
     own = stream_command(work / "big-cli", landing, symbols, None)
     polars = polars_baseline(landing)
-    return {"events": events, "stream_command": own, "polars": polars, "alerts_agree": own["alerts"] == polars["alerts"]}
+    return {
+        "events": events,
+        "stream_command": own,
+        "polars": polars,
+        "alerts_agree": own["alerts"] == polars["alerts"],
+    }

@@ -2,12 +2,13 @@
 line in 10,000 and in 1,000 among the feed's own, every kind of bad line the contract names in
 turn, and the cost of a batch with quarantined lines beside a clean one of the same run.
 """
+
 from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from market_spread_tools.bench_kafka import kafka_latency
 from market_spread_tools.bench_latency import file_latency
@@ -31,7 +32,8 @@ BAD_KINDS: dict[str, Callable[[str, str], str]] = {
     "wrong type": lambda feed, line: _with(line, **({"bid": True} if feed == "quotes" else {"account": "seven"})),
     "non-positive": lambda feed, line: _with(line, **({"offer": 0} if feed == "quotes" else {"qty": -5})),
     "non-finite": lambda feed, line: line.replace('"price": ', '"price": NaN, "was": ').replace(
-        '"bid": ', '"bid": Infinity, "was": '),
+        '"bid": ', '"bid": Infinity, "was": '
+    ),
     "unknown side": lambda feed, line: _with(line, side="HOLD") if feed == "orders" else _with(line, symbol="NOPE"),
     "bad time": lambda feed, line: _with(line, transact_time="yesterday"),
     "unknown symbol": lambda feed, line: _with(line, symbol="NOPE"),
@@ -58,14 +60,16 @@ def dirty_feeds(spark, work: Path, rate_seconds: float, symbols: list[str], kafk
     """Latency and batch cost with bad lines, from files and (when a broker can start) Kafka."""
     out: dict = {"files": {}, "kafka": {}}
     for every in BAD_EVERY:
-        figures, latencies, behind = file_latency(spark, work, RATE, rate_seconds, symbols, dirty=dirtier(every),
-                                                  name=f"-dirty{every}")
+        figures, latencies, behind = file_latency(
+            spark, work, RATE, rate_seconds, symbols, dirty=dirtier(every), name=f"-dirty{every}"
+        )
         out["files"][str(every)] = {**figures, "file_pairs": len(latencies), "files_behind": behind}
         _say("files", every, out["files"][str(every)])
         if kafka_skipped:
             continue
-        row = kafka_latency(spark, work, (RATE,), rate_seconds, symbols, dirty=dirtier(every),
-                            name=f"-dirty{every}")[str(RATE)]
+        row = kafka_latency(spark, work, (RATE,), rate_seconds, symbols, dirty=dirtier(every), name=f"-dirty{every}")[
+            str(RATE)
+        ]
         out["kafka"][str(every)] = row
         _say("Kafka", every, row)
     if kafka_skipped:
@@ -75,7 +79,9 @@ def dirty_feeds(spark, work: Path, rate_seconds: float, symbols: list[str], kafk
 
 def _say(source: str, every: int, row: dict) -> None:
     cost = row["batch_cost"]
-    say(f"dirty {source}, one bad line in {every:,}, {RATE:,} events/s: p50 {row['p50']} ms, p99 {row['p99']} ms; "
+    say(
+        f"dirty {source}, one bad line in {every:,}, {RATE:,} events/s: p50 {row['p50']} ms, p99 {row['p99']} ms; "
         f"batches with quarantined lines {cost['dirty_p50_s']} s (median of {cost['dirty_batches']}) against clean "
-        f"{cost['clean_p50_s']} s (median of {cost['clean_batches']}): {cost['ratio']}x")
+        f"{cost['clean_p50_s']} s (median of {cost['clean_batches']}): {cost['ratio']}x"
+    )
     say(f"dirty {source}, one bad line in {every:,}: {split_line(row['split_ms'])}")

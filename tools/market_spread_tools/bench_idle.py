@@ -14,12 +14,13 @@ stopped query's clean-up: up to 40 % of a core for seconds) is not counted as th
 The broker's own CPU is reported beside, not counted: users
 run their Kafka elsewhere.
 """
+
 from __future__ import annotations
 
 import os
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from market_spread.feeds.generate import Generator, write_atomically
@@ -31,7 +32,7 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 def _stat_fields(pid: int | str) -> list[str]:
     """/proc/PID/stat's fields after the command name (which may hold spaces): state is [0]."""
     text = Path(f"/proc/{pid}/stat").read_text()
-    return text[text.rindex(")") + 2:].split()
+    return text[text.rindex(")") + 2 :].split()
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -61,17 +62,25 @@ def own_cpu_seconds() -> float:
 
 def cpu_over(seconds: float, jvm_pid: int, broker_session: int | None) -> dict:
     """CPU seconds of the JVM, this process (and the broker's session) over `seconds` of wall time."""
+
     def sample() -> tuple[float, float, float, float]:
-        return (time.monotonic(), process_cpu_seconds(jvm_pid), own_cpu_seconds(),
-                session_cpu_seconds(broker_session) if broker_session else 0.0)
+        return (
+            time.monotonic(),
+            process_cpu_seconds(jvm_pid),
+            own_cpu_seconds(),
+            session_cpu_seconds(broker_session) if broker_session else 0.0,
+        )
 
     w0, j0, p0, b0 = sample()
     time.sleep(seconds)
     w1, j1, p1, b1 = sample()
     wall = w1 - w0
-    out = {"wall_seconds": round(wall, 2), "jvm_cpu_seconds": round(j1 - j0, 2),
-           "python_cpu_seconds": round(p1 - p0, 2),
-           "cpu_percent_of_one_core": round(100 * ((j1 - j0) + (p1 - p0)) / wall, 2)}
+    out = {
+        "wall_seconds": round(wall, 2),
+        "jvm_cpu_seconds": round(j1 - j0, 2),
+        "python_cpu_seconds": round(p1 - p0, 2),
+        "cpu_percent_of_one_core": round(100 * ((j1 - j0) + (p1 - p0)) / wall, 2),
+    }
     if broker_session:
         out["broker_cpu_percent_of_one_core"] = round(100 * (b1 - b0) / wall, 2)
     return out
@@ -117,7 +126,7 @@ def idle_run(spark, spec, warm, seconds: float, broker_session: int | None = Non
 
 
 def _warm_lines(symbols: list[str]) -> dict[str, list[str]]:
-    gen = Generator(symbols, seed=43, profile="wallaroo", wide_share=0.05, start=datetime.now(timezone.utc))
+    gen = Generator(symbols, seed=43, profile="wallaroo", wide_share=0.05, start=datetime.now(UTC))
     events = gen.events(50, 50)
     return {feed: [l for f, _, l in events if f == feed] for feed in ("quotes", "orders")}
 
@@ -145,8 +154,9 @@ def kafka_idle(spark, work: Path, seconds: float, symbols: list[str]) -> dict:
     with running_broker(work / "idle-kafka") as broker:
         settings = KafkaSettings(broker.bootstrap, "quotes-idle", "orders-idle")
         sink = KafkaSink(broker.bootstrap, settings.quotes_topic, settings.orders_topic)
-        spec = StreamSpec(lake=work / "idle-kafka" / "lake", symbols=symbols, available_now=False,
-                          source=feed_source(settings))
+        spec = StreamSpec(
+            lake=work / "idle-kafka" / "lake", symbols=symbols, available_now=False, source=feed_source(settings)
+        )
 
         def warm() -> None:
             for feed, lines in _warm_lines(symbols).items():

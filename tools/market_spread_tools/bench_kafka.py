@@ -11,14 +11,15 @@ Measured with the product's defaults: the stream is started as the product start
 StreamSpec's default trigger (no interval set here). Each tick's latency is also split into where
 it went (bench_phases). The broker's start-up (`running_broker`) is shared with bench_idle.
 """
+
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterator
 
 from market_spread.errors import UsageError
 from market_spread.feeds.broker import BrokerProcess, broker_jars
@@ -26,8 +27,14 @@ from market_spread.feeds.generate import Generator
 from market_spread.feeds.producer import KafkaSink
 from market_spread.stream.kafka_source import KafkaSettings, feed_source, kafka_jars
 from market_spread_tools.bench_latency import Dirty, feed_ticks, latency_figures, warmup_seconds
-from market_spread_tools.bench_phases import (Batches, batch_cost, batch_times, run_batch_times, split_figures,
-                                              split_line)
+from market_spread_tools.bench_phases import (
+    Batches,
+    batch_cost,
+    batch_times,
+    run_batch_times,
+    split_figures,
+    split_line,
+)
 
 
 def broker_available() -> str | None:
@@ -96,36 +103,67 @@ def _send(sink, gen, ticks: Ticks, tick: str, count: int, dirty: Dirty | None = 
     return at
 
 
-def _feed(sink, ticks: Ticks, stop: threading.Event, rate: int, rate_seconds: float, symbols: list[str],
-          drain_seconds: float, dirty: Dirty | None) -> None:
-    gen = Generator(symbols, seed=rate, profile="wallaroo", wide_share=0.05, start=datetime.now(timezone.utc))
+def _feed(
+    sink,
+    ticks: Ticks,
+    stop: threading.Event,
+    rate: int,
+    rate_seconds: float,
+    symbols: list[str],
+    drain_seconds: float,
+    dirty: Dirty | None,
+) -> None:
+    gen = Generator(symbols, seed=rate, profile="wallaroo", wide_share=0.05, start=datetime.now(UTC))
     _send(sink, gen, ticks, "warm", 100)
     if not ticks.warmed.wait(timeout=300):
         stop.set()
         return
-    feed_ticks(lambda name, count: _send(sink, gen, ticks, name, count, dirty), lambda n: f"t{n:06d}", rate,
-               warmup_seconds(rate_seconds), rate_seconds, ticks.produced)
+    feed_ticks(
+        lambda name, count: _send(sink, gen, ticks, name, count, dirty),
+        lambda n: f"t{n:06d}",
+        rate,
+        warmup_seconds(rate_seconds),
+        rate_seconds,
+        ticks.produced,
+    )
     ends = time.monotonic() + drain_seconds
     while time.monotonic() < ends and not ticks.all_through():
         time.sleep(0.2)
     stop.set()
 
 
-def _one_rate(spark, work: Path, bootstrap: str, rate: int, rate_seconds: float, symbols: list[str],
-              drain_seconds: float, dirty: Dirty | None = None, name: str = "") -> dict:
+def _one_rate(
+    spark,
+    work: Path,
+    bootstrap: str,
+    rate: int,
+    rate_seconds: float,
+    symbols: list[str],
+    drain_seconds: float,
+    dirty: Dirty | None = None,
+    name: str = "",
+) -> dict:
     from market_spread.stream.query import StreamSpec, start_query, supervise
 
     settings = KafkaSettings(bootstrap, f"quotes-{rate}{name}", f"orders-{rate}{name}")
     sink = KafkaSink(bootstrap, settings.quotes_topic, settings.orders_topic)
     ticks, stop = Ticks(), threading.Event()
-    print(f"bench: kafka latency: {rate:,} events/s for {rate_seconds:.0f}s after a "
-          f"{warmup_seconds(rate_seconds):.0f}s warm-up", flush=True)
-    feeder = threading.Thread(target=_feed, args=(sink, ticks, stop, rate, rate_seconds, symbols, drain_seconds, dirty),
-                              daemon=True)
+    print(
+        f"bench: kafka latency: {rate:,} events/s for {rate_seconds:.0f}s after a "
+        f"{warmup_seconds(rate_seconds):.0f}s warm-up",
+        flush=True,
+    )
+    feeder = threading.Thread(
+        target=_feed, args=(sink, ticks, stop, rate, rate_seconds, symbols, drain_seconds, dirty), daemon=True
+    )
     feeder.start()
     # No interval: the product's default trigger is what is measured.
-    spec = StreamSpec(lake=work / f"kafka-lat{rate}{name}" / "lake", symbols=symbols, available_now=False,
-                      source=feed_source(settings))
+    spec = StreamSpec(
+        lake=work / f"kafka-lat{rate}{name}" / "lake",
+        symbols=symbols,
+        available_now=False,
+        source=feed_source(settings),
+    )
     with batch_times(spark) as listener:
         query, busy, _ = start_query(spark, spec, ticks.on_batch)
         supervise(query, busy, stop)
@@ -136,22 +174,36 @@ def _one_rate(spark, work: Path, bootstrap: str, rate: int, rate_seconds: float,
     figures["batch_seconds"] = run_batch_times(ticks.batch_of, ticks.produced, ticks.batches)
     figures["batch_cost"] = batch_cost(ticks.batch_of, ticks.produced, ticks.batches)
     row = {**figures, "ticks": len(latencies), "ticks_behind": behind}
-    print(f"bench: kafka latency at {rate:,}/s: p50 {row['p50']} ms, p95 {row['p95']} ms, "
-          f"p99 {row['p99']} ms over {len(latencies)} ticks"
-          + (f"; {behind} ticks not yet processed when the run ended" if behind else ""), flush=True)
-    print(f"bench: kafka latency at {rate:,}/s: {split_line(row['split_ms'])}; batch time {row['batch_seconds']}",
-          flush=True)
+    print(
+        f"bench: kafka latency at {rate:,}/s: p50 {row['p50']} ms, p95 {row['p95']} ms, "
+        f"p99 {row['p99']} ms over {len(latencies)} ticks"
+        + (f"; {behind} ticks not yet processed when the run ended" if behind else ""),
+        flush=True,
+    )
+    print(
+        f"bench: kafka latency at {rate:,}/s: {split_line(row['split_ms'])}; batch time {row['batch_seconds']}",
+        flush=True,
+    )
     return row
 
 
-def kafka_latency(spark, work: Path, rates: tuple[int, ...], rate_seconds: float, symbols: list[str],
-                  drain_seconds: float = 8.0, dirty: Dirty | None = None, name: str = "") -> dict:
+def kafka_latency(
+    spark,
+    work: Path,
+    rates: tuple[int, ...],
+    rate_seconds: float,
+    symbols: list[str],
+    drain_seconds: float = 8.0,
+    dirty: Dirty | None = None,
+    name: str = "",
+) -> dict:
     """`drain_seconds`: how long the stream may go on after the last tick (as the file source's run:
     8 s); it stops earlier once every tick is through. `dirty` puts bad lines among each tick's."""
     with running_broker(work / f"kafka{name}") as broker:
-        return {str(rate): _one_rate(spark, work, broker.bootstrap, rate, rate_seconds, symbols, drain_seconds,
-                                     dirty, name)
-                for rate in rates}
+        return {
+            str(rate): _one_rate(spark, work, broker.bootstrap, rate, rate_seconds, symbols, drain_seconds, dirty, name)
+            for rate in rates
+        }
 
 
 @contextmanager

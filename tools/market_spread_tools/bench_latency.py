@@ -10,19 +10,26 @@ Both latency runs (this one and bench_kafka's) feed the same way: a warm-up, the
 seconds a tick of `rate * TICK` events for `rate_seconds`; ticks not through when the run ends
 count as "behind".
 """
+
 from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from market_spread.feeds.generate import Generator, write_atomically
 from market_spread.runtime.storage import Location
 from market_spread_tools.bench_measure import bench_symbols, run_stream, say
-from market_spread_tools.bench_phases import (Batches, batch_cost, batch_times, run_batch_times, split_figures,
-                                              split_line)
+from market_spread_tools.bench_phases import (
+    Batches,
+    batch_cost,
+    batch_times,
+    run_batch_times,
+    split_figures,
+    split_line,
+)
 from market_spread_tools.bench_plans import Plan
 
 TICK = 0.25  # seconds between two ticks of input
@@ -42,8 +49,14 @@ def warmup_seconds(rate_seconds: float) -> float:
     return max(5.0, rate_seconds / 3)
 
 
-def feed_ticks(send: Callable[[str, int], float], name: Callable[[int], str], rate: int, warmup: float,
-               seconds: float, started: dict[str, float]) -> None:
+def feed_ticks(
+    send: Callable[[str, int], float],
+    name: Callable[[int], str],
+    rate: int,
+    warmup: float,
+    seconds: float,
+    started: dict[str, float],
+) -> None:
     """A tick of `rate * TICK` events every TICK seconds for warmup + seconds. `send(name, count)`
     hands one tick over and returns the moment its latency counts from; ticks after the warm-up
     are recorded in `started` (name -> that moment)."""
@@ -60,8 +73,15 @@ def feed_ticks(send: Callable[[str, int], float], name: Callable[[int], str], ra
 Dirty = Callable[[str, list[str]], list[str]]  # (feed, lines) -> the lines with bad ones among them
 
 
-def file_latency(spark, work: Location, rate: int, rate_seconds: float, symbols: list[str],
-                 dirty: Dirty | None = None, name: str = "") -> tuple[dict, list[float], int]:
+def file_latency(
+    spark,
+    work: Location,
+    rate: int,
+    rate_seconds: float,
+    symbols: list[str],
+    dirty: Dirty | None = None,
+    name: str = "",
+) -> tuple[dict, list[float], int]:
     """One rate from the file source: latency_figures over the file pairs landed after the warm-up,
     with `split_ms` (bench_phases.split_figures), `batch_seconds` (p50/p99/max of the batches
     after the warm-up) and `batch_cost` (batches with quarantined lines beside clean ones). `dirty`
@@ -94,14 +114,20 @@ def file_latency(spark, work: Location, rate: int, rate_seconds: float, symbols:
         return time.time()  # a file pair counts from its landing
 
     def feed() -> None:
-        gen = Generator(symbols, seed=rate, profile="wallaroo", wide_share=0.05, start=datetime.now(timezone.utc))
+        gen = Generator(symbols, seed=rate, profile="wallaroo", wide_share=0.05, start=datetime.now(UTC))
         # Not measured: the query's start (table creation, first batch, JIT), then the warm-up.
         land(gen, "warm-start.jsonl", 100)
         if not warmed.wait(timeout=300):
             stop.set()
             return
-        feed_ticks(lambda name, count: land(gen, name, count), lambda n: f"lat-{n:06d}.jsonl", rate, warmup,
-                   rate_seconds, landed)
+        feed_ticks(
+            lambda name, count: land(gen, name, count),
+            lambda n: f"lat-{n:06d}.jsonl",
+            rate,
+            warmup,
+            rate_seconds,
+            landed,
+        )
         # Let the last files through: up to 8 s, less once both files of every pair are (as bench_kafka's drain).
         ends = time.monotonic() + 8
         while time.monotonic() < ends and not all(len(feeds_through.get(name, ())) == 2 for name in landed):
@@ -115,8 +141,9 @@ def file_latency(spark, work: Location, rate: int, rate_seconds: float, symbols:
     feeder.start()
     with batch_times(spark) as listener:
         # No interval: the product's default trigger is what is measured.
-        run_stream(spark, landing, lake, symbols, available_now=False, on_batch=on_batch, stop=stop,
-                   on_query=listener.take)
+        run_stream(
+            spark, landing, lake, symbols, available_now=False, on_batch=on_batch, stop=stop, on_query=listener.take
+        )
         feeder.join()
         figures, latencies, behind = latency_figures(landed, done)
         figures["split_ms"] = split_figures(landed, done, batch_of, listener, batches)
@@ -134,8 +161,10 @@ def latency(spark, work: Path, plan: Plan) -> dict:
         # with the rate shows it there, not as flattering percentiles over the files it did take.
         figures, latencies, behind = file_latency(spark, work, rate, plan.rate_seconds, symbols)
         out[str(rate)] = {**figures, "file_pairs": len(latencies), "files_behind": behind}
-        say(f"latency at {rate:,}/s: p50 {out[str(rate)]['p50']} ms, p95 {out[str(rate)]['p95']} ms, "
+        say(
+            f"latency at {rate:,}/s: p50 {out[str(rate)]['p50']} ms, p95 {out[str(rate)]['p95']} ms, "
             f"p99 {out[str(rate)]['p99']} ms over {len(latencies)} file pairs"
-            + (f"; {behind} file pairs not yet processed when the run ended (the stream fell behind)" if behind else ""))
+            + (f"; {behind} file pairs not yet processed when the run ended (the stream fell behind)" if behind else "")
+        )
         say(f"latency at {rate:,}/s: {split_line(figures['split_ms'])}; batch time {figures['batch_seconds']}")
     return out

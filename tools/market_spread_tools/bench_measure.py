@@ -3,6 +3,7 @@ bench_kafka): throughput of the stream, of the stream command in its own process
 Spark batch job (the ceiling) and of the event-at-a-time reference on the same files; batch time as
 batches pile up and against the number of symbols; and the machine and memory the figures came from.
 """
+
 from __future__ import annotations
 
 import os
@@ -70,8 +71,12 @@ def machine() -> dict:
         delta_version = None
     mem_kb = next(int(l.split()[1]) for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal"))
     return {
-        "cores": os.cpu_count(), "memory_gb": round(mem_kb / 1024 / 1024, 1), "python": platform.python_version(),
-        "pyspark": pyspark.__version__, "delta_spark": delta_version, "platform": platform.platform(),
+        "cores": os.cpu_count(),
+        "memory_gb": round(mem_kb / 1024 / 1024, 1),
+        "python": platform.python_version(),
+        "pyspark": pyspark.__version__,
+        "delta_spark": delta_version,
+        "platform": platform.platform(),
     }
 
 
@@ -82,8 +87,16 @@ def _dist_version(name: str) -> str | None:
         return None
 
 
-def run_stream(spark, landing: Location, lake: Location, symbols: list[str], on_batch=None,
-               stop: threading.Event | None = None, on_query=None, **spec_fields) -> None:
+def run_stream(
+    spark,
+    landing: Location,
+    lake: Location,
+    symbols: list[str],
+    on_batch=None,
+    stop: threading.Event | None = None,
+    on_query=None,
+    **spec_fields,
+) -> None:
     """One stream over `landing`; `spec_fields` are further StreamSpec fields (trigger, files per batch).
 
     A lake on S3 is written under its lease, as the stream command does: the lease's renewals and
@@ -109,10 +122,16 @@ def run_stream(spark, landing: Location, lake: Location, symbols: list[str], on_
 # Phases of a micro-batch, in order. The appends and the MERGE run side by side: "writes (wall)"
 # is their elapsed time together, the others are each write's own time.
 PHASES = {
-    "parse": "parse + count", "check": "as-of check", "append_quotes": "append quote history",
-    "append_alerts": "append alerts", "append_quarantine": "append quarantine", "merge": "MERGE symbol_state",
-    "write": "writes (wall)", "commit_metrics": "commit batch_metrics",
+    "parse": "parse + count",
+    "check": "as-of check",
+    "append_quotes": "append quote history",
+    "append_alerts": "append alerts",
+    "append_quarantine": "append quarantine",
+    "merge": "MERGE symbol_state",
+    "write": "writes (wall)",
+    "commit_metrics": "commit batch_metrics",
 }
+
 
 def throughput(spark, work: Path, plan: Plan) -> dict:
     symbols = bench_symbols(3_000)
@@ -123,8 +142,9 @@ def throughput(spark, work: Path, plan: Plan) -> dict:
     # Untimed: a small run first, so the JVM's JIT is warm for the stream as it is for the ceiling
     # and the reference that come after it.
     warm = work / "tp-warm"
-    write_backlog(warm / "landing", Generator(symbols, seed=41, profile="wallaroo", wide_share=0.05),
-                  10_000, 10_000, 2, "warm")
+    write_backlog(
+        warm / "landing", Generator(symbols, seed=41, profile="wallaroo", wide_share=0.05), 10_000, 10_000, 2, "warm"
+    )
     say("throughput: warm-up run (20,000 events, not timed)")
     run_stream(spark, warm / "landing", warm / "lake", symbols)
     batches: list = []
@@ -134,11 +154,15 @@ def throughput(spark, work: Path, plan: Plan) -> dict:
     seconds = time.perf_counter() - start
     events = sum(b.input_lines for b in batches)
     phases = {k: sum(b.phases_ms.get(k, 0) for b in batches) for k in PHASES}
-    say("throughput: time per phase, summed over batches (ms): "
-         + ", ".join(f"{PHASES[k]} {v:,}" for k, v in phases.items()))
+    say(
+        "throughput: time per phase, summed over batches (ms): "
+        + ", ".join(f"{PHASES[k]} {v:,}" for k, v in phases.items())
+    )
     alerts = sum(b.alerts for b in batches)
-    say(f"throughput: {events:,} events in {seconds:.1f}s = {events / seconds:,.0f} events/s, {alerts:,} alerts, "
-         f"{statistics.median([b.spark_jobs or 0 for b in batches]):.0f} Spark jobs per batch (median)")
+    say(
+        f"throughput: {events:,} events in {seconds:.1f}s = {events / seconds:,.0f} events/s, {alerts:,} alerts, "
+        f"{statistics.median([b.spark_jobs or 0 for b in batches]):.0f} Spark jobs per batch (median)"
+    )
     own = stream_command(work / "tp-cli", landing, symbols, plan.files_per_batch)
     from market_spread_tools.bench_backlog import polars_baseline
 
@@ -165,13 +189,21 @@ def throughput(spark, work: Path, plan: Plan) -> dict:
         big = big_backlog(work, plan.big_backlog_events, symbols)
     return {
         "big_backlog": big,
-        "events": events, "seconds": round(seconds, 2), "throughput_events_per_s": round(events / seconds),
-        "alerts": alerts, "batches": len(batches), "phases_ms": phases,
+        "events": events,
+        "seconds": round(seconds, 2),
+        "throughput_events_per_s": round(events / seconds),
+        "alerts": alerts,
+        "batches": len(batches),
+        "phases_ms": phases,
         "spark_jobs_per_batch": statistics.median([b.spark_jobs or 0 for b in batches]),
-        "stream_command_events_per_s": own["events_per_s"], "stream_command": own,
-        "batch_ceiling_events_per_s": round(events / ceiling_s), "ceiling_alerts": ceiling_alerts,
-        "reference_events_per_s": round(ref_total / ref_s), "reference_alerts": len(result.alerts),
-        "polars_events_per_s": round(events / polars["seconds"]), "polars": polars,
+        "stream_command_events_per_s": own["events_per_s"],
+        "stream_command": own,
+        "batch_ceiling_events_per_s": round(events / ceiling_s),
+        "ceiling_alerts": ceiling_alerts,
+        "reference_events_per_s": round(ref_total / ref_s),
+        "reference_alerts": len(result.alerts),
+        "polars_events_per_s": round(events / polars["seconds"]),
+        "polars": polars,
         "alerts_agree": alerts == ceiling_alerts == len(result.alerts) == own["alerts"] == polars["alerts"],
     }
 
@@ -187,8 +219,19 @@ def stream_command(work: Path, landing: Path, symbols: list[str], files_per_batc
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     (work / "symbols.txt").write_text("\n".join(symbols) + "\n")
-    argv = [sys.executable, "-m", "market_spread.cli.main", "stream", "--landing", str(landing), "--lake", str(lake),
-            "--symbols", str(work / "symbols.txt"), "--available-now"]
+    argv = [
+        sys.executable,
+        "-m",
+        "market_spread.cli.main",
+        "stream",
+        "--landing",
+        str(landing),
+        "--lake",
+        str(lake),
+        "--symbols",
+        str(work / "symbols.txt"),
+        "--available-now",
+    ]
     if files_per_batch:
         argv += ["--max-files-per-batch", str(files_per_batch)]
     say("throughput: the stream command in a process of its own")
@@ -201,12 +244,21 @@ def stream_command(work: Path, landing: Path, symbols: list[str], files_per_batc
     events = sum(m["input_lines"] for m in metrics)
     batch_s = sum((m["finished_at"] - m["started_at"]).total_seconds() for m in metrics)
     slowest = max(((m["finished_at"] - m["started_at"]).total_seconds() for m in metrics), default=0.0)
-    out = {"events": events, "batches": len(metrics), "batch_seconds": round(batch_s, 2),
-           "slowest_batch_seconds": round(slowest, 2), "wall_seconds": round(wall, 2), "peak_mb": peak_mb,
-           "alerts": sum(m["alerts"] for m in metrics), "events_per_s": round(events / batch_s) if batch_s else None}
-    say(f"throughput: stream command: {events:,} events in {len(metrics)} batches, {batch_s:.1f}s of batches "
-         f"({wall:.1f}s with the JVM's start; slowest batch {slowest:.1f}s; peak {peak_mb:,.0f} MB) = "
-         f"{out['events_per_s']:,} events/s")
+    out = {
+        "events": events,
+        "batches": len(metrics),
+        "batch_seconds": round(batch_s, 2),
+        "slowest_batch_seconds": round(slowest, 2),
+        "wall_seconds": round(wall, 2),
+        "peak_mb": peak_mb,
+        "alerts": sum(m["alerts"] for m in metrics),
+        "events_per_s": round(events / batch_s) if batch_s else None,
+    }
+    say(
+        f"throughput: stream command: {events:,} events in {len(metrics)} batches, {batch_s:.1f}s of batches "
+        f"({wall:.1f}s with the JVM's start; slowest batch {slowest:.1f}s; peak {peak_mb:,.0f} MB) = "
+        f"{out['events_per_s']:,} events/s"
+    )
     return out
 
 
@@ -220,7 +272,8 @@ def batch_ceiling(spark, landing: Path, out: Path, symbols: list[str]) -> int:
     def feed(name: str):
         # _metadata exists only on the file relation itself: select it before the union.
         return spark.read.text(str(landing / name)).select(
-            F.lit(name).alias("stream"), "value", F.col("_metadata.file_path").alias("source_file"))
+            F.lit(name).alias("stream"), "value", F.col("_metadata.file_path").alias("source_file")
+        )
 
     raw = feed("quotes").unionByName(feed("orders"))
     parsed = parsing.parse_lines(parsing.nonblank_lines(raw), symbols)
@@ -229,7 +282,6 @@ def batch_ceiling(spark, landing: Path, out: Path, symbols: list[str]) -> int:
     shutil.rmtree(out, ignore_errors=True)
     alerts.write.format("delta").save(str(out))
     return spark.read.format("delta").load(str(out)).count()
-
 
 
 def growth(spark, work: Path, plan: Plan) -> dict:
@@ -250,7 +302,7 @@ def growth(spark, work: Path, plan: Plan) -> dict:
 
     def phases_at(n: int) -> dict[str, float]:
         """Median time of each phase (ms) over the 10 batches up to n: which phase grows."""
-        window = phases[max(1, n - 10):n]
+        window = phases[max(1, n - 10) : n]
         return {k: statistics.median(p.get(k, 0) for p in window) for k in sorted({k for p in window for k in p})}
 
     def on_batch(result) -> None:
@@ -258,25 +310,41 @@ def growth(spark, work: Path, plan: Plan) -> dict:
         jobs.append(result.spark_jobs or 0)
         phases.append(dict(result.phases_ms))
         if len(durations) % 500 == 0 or len(durations) in plan.past_batches:
-            say(f"growth: {len(durations)}/{total} batches, last 10 average {statistics.mean(durations[-10:]):.2f}s, "
-                 f"phases (ms, median) {phases_at(len(durations))}")
+            say(
+                f"growth: {len(durations)}/{total} batches, last 10 average {statistics.mean(durations[-10:]):.2f}s, "
+                f"phases (ms, median) {phases_at(len(durations))}"
+            )
 
     run_stream(spark, landing, lake, symbols, on_batch=on_batch, max_files_per_batch=1)
-    from market_spread.lake import compaction, tables as lake_mod
+    from market_spread.lake import compaction
+    from market_spread.lake import tables as lake_mod
 
     # What the lake holds at the end: the stream compacts small files (lake.compaction), so this stays small.
-    files = {t: compaction.data_files(lake_mod.table_path(lake, t)) for t in ("alerts", "quotes", "batch_metrics", "symbol_state")}
+    files = {
+        t: compaction.data_files(lake_mod.table_path(lake, t))
+        for t in ("alerts", "quotes", "batch_metrics", "symbol_state")
+    }
     say(f"growth: data files per table at the end: {files}")
     # The mean of the 10 batches up to N, leaving out the first (the query's start and a cold JIT).
-    at = {str(n): round(statistics.mean(durations[max(1, n - 10):n]), 3) for n in plan.past_batches if n <= len(durations)}
+    at = {
+        str(n): round(statistics.mean(durations[max(1, n - 10) : n]), 3)
+        for n in plan.past_batches
+        if n <= len(durations)
+    }
     first, last = plan.past_batches[0], plan.past_batches[-1]
-    return {"batch_seconds_at": at, "batch_seconds": [round(d, 3) for d in durations], "first": first, "last": last,
-            "phases_ms_at": {str(n): phases_at(n) for n in plan.past_batches if n <= len(durations)},
-            "growth_ratio": round(at[str(last)] / at[str(first)], 3),
-            "median_batch_seconds": round(statistics.median(durations[1:] or durations), 3),
-            "median_spark_jobs": statistics.median(jobs[1:] or jobs), "data_files_at_end": files,
-            # Issue 43's tail target: p50/p99/max of the batches after the warm-up (the first 10).
-            "batch_time_after_warmup": {**batch_time_stats(durations[WARMUP_BATCHES:]), "warmup_batches": WARMUP_BATCHES}}
+    return {
+        "batch_seconds_at": at,
+        "batch_seconds": [round(d, 3) for d in durations],
+        "first": first,
+        "last": last,
+        "phases_ms_at": {str(n): phases_at(n) for n in plan.past_batches if n <= len(durations)},
+        "growth_ratio": round(at[str(last)] / at[str(first)], 3),
+        "median_batch_seconds": round(statistics.median(durations[1:] or durations), 3),
+        "median_spark_jobs": statistics.median(jobs[1:] or jobs),
+        "data_files_at_end": files,
+        # Issue 43's tail target: p50/p99/max of the batches after the warm-up (the first 10).
+        "batch_time_after_warmup": {**batch_time_stats(durations[WARMUP_BATCHES:]), "warmup_batches": WARMUP_BATCHES},
+    }
 
 
 def symbols_scaling(spark, work: Path, plan: Plan) -> dict:
@@ -288,8 +356,7 @@ def symbols_scaling(spark, work: Path, plan: Plan) -> dict:
         durations: list[float] = []
         for i in range(3):
             write_backlog(landing, gen, 10_000, 10_000, 1, f"s{i}")
-            run_stream(spark, landing, lake, symbols, on_batch=lambda r: durations.append(r.seconds))
+            run_stream(spark, landing, lake, symbols, on_batch=lambda r, d=durations: d.append(r.seconds))
         out[str(n)] = round(statistics.mean(durations[1:]), 3)  # the first batch also creates tables
         say(f"symbols: {n:,} symbols, {out[str(n)]:.2f}s per 20k-event batch")
     return out
-

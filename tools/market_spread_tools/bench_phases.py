@@ -15,15 +15,16 @@ handed to on_batch (after the batch's last commit), into parts that add up to it
 Spark's per-batch figures (trigger start, durationMs) come from the query's recent progress, read
 once the run has ended.
 """
+
 from __future__ import annotations
 
 import statistics
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Iterator
 
 ENGINE = ("getBatch", "queryPlanning", "walCommit")  # Spark's steps between the fetch and addBatch
 WAITING = ("in_progress", "seen", "engine")
@@ -69,8 +70,11 @@ class BatchTimes:
             start = datetime.fromisoformat(p.timestamp.replace("Z", "+00:00")).timestamp()
             with self.lock:
                 self.triggers[p.batchId] = Trigger(
-                    start, start + d.get("latestOffset", 0) / 1000, start + d.get("triggerExecution", 0) / 1000,
-                    sum(d.get(k, 0) for k in ENGINE) / 1000)
+                    start,
+                    start + d.get("latestOffset", 0) / 1000,
+                    start + d.get("triggerExecution", 0) / 1000,
+                    sum(d.get(k, 0) for k in ENGINE) / 1000,
+                )
 
     def wait_for(self, batch_ids: set[int], timeout: float = 10.0) -> None:
         """Nothing to wait for: `take` has read every batch's progress once the run ended."""
@@ -101,8 +105,9 @@ class Batches:
         return now
 
 
-def split(landed: float, done: float, batch_id: int, triggers: dict[int, Trigger],
-          phases_ms: dict[str, int]) -> dict[str, float] | None:
+def split(
+    landed: float, done: float, batch_id: int, triggers: dict[int, Trigger], phases_ms: dict[str, int]
+) -> dict[str, float] | None:
     """One tick's latency (ms) and its parts, which add up to it; None without the batch's trigger."""
     own = triggers.get(batch_id)
     if own is None:
@@ -110,8 +115,11 @@ def split(landed: float, done: float, batch_id: int, triggers: dict[int, Trigger
     before = triggers.get(batch_id - 1)
     ended = before.end if before is not None else landed
     ms = lambda s: round(1000 * s, 1)  # noqa: E731
-    parts = {"in_progress": ms(max(0.0, ended - landed)), "seen": ms(own.listed - max(landed, ended)),
-             "engine": ms(own.engine)}
+    parts = {
+        "in_progress": ms(max(0.0, ended - landed)),
+        "seen": ms(own.listed - max(landed, ended)),
+        "engine": ms(own.engine),
+    }
     parts.update({k: float(v) for k, v in batch_phases(phases_ms).items()})
     latency = ms(done - landed)
     parts["other"] = round(latency - sum(parts.values()), 1)
@@ -128,8 +136,9 @@ def mean_split(splits: list[dict[str, float]]) -> dict[str, float]:
     return {k: round(statistics.mean(s.get(k, 0.0) for s in splits), 1) for k in keys}
 
 
-def split_figures(started: dict[str, float], done: dict[str, float], batch_of: dict[str, int],
-                  listener: BatchTimes, batches: Batches) -> dict:
+def split_figures(
+    started: dict[str, float], done: dict[str, float], batch_of: dict[str, int], listener: BatchTimes, batches: Batches
+) -> dict:
     """The `split_ms` of a latency row: the split of the median tick and of the p99 tick, the mean
     split of the slowest 1 % of ticks; `ticks`: how many were split (`unsplit`: done, but with no
     batch or trigger to split by, e.g. a Kafka tick taken before its acknowledgements came back)."""
@@ -137,15 +146,19 @@ def split_figures(started: dict[str, float], done: dict[str, float], batch_of: d
     listener.wait_for({batch_of[n] for n in names if n in batch_of})
     with listener.lock:
         triggers = dict(listener.triggers)
-    splits = [s for n in names if n in batch_of
-              and (s := split(started[n], done[n], batch_of[n], triggers, batches.phases.get(batch_of[n], {})))]
+    splits = [
+        s
+        for n in names
+        if n in batch_of
+        and (s := split(started[n], done[n], batch_of[n], triggers, batches.phases.get(batch_of[n], {})))
+    ]
     splits.sort(key=lambda s: s["latency"])
     out: dict = {"ticks": len(splits), "unsplit": len(names) - len(splits)}
     if splits:
         n = len(splits)
         out["median"] = splits[quantile_index(n, 0.50)]
         out["p99"] = splits[quantile_index(n, 0.99)]
-        out["slowest_1pct"] = {**mean_split(splits[quantile_index(n, 0.99):]), "ticks": n - quantile_index(n, 0.99)}
+        out["slowest_1pct"] = {**mean_split(splits[quantile_index(n, 0.99) :]), "ticks": n - quantile_index(n, 0.99)}
     return out
 
 
@@ -154,8 +167,12 @@ def batch_time_stats(seconds: list[float]) -> dict:
     s = sorted(seconds)
     if not s:
         return {"batches": 0, "p50": None, "p99": None, "max": None}
-    return {"batches": len(s), "p50": round(s[quantile_index(len(s), 0.50)], 3),
-            "p99": round(s[quantile_index(len(s), 0.99)], 3), "max": round(s[-1], 3)}
+    return {
+        "batches": len(s),
+        "p50": round(s[quantile_index(len(s), 0.50)], 3),
+        "p99": round(s[quantile_index(len(s), 0.99)], 3),
+        "max": round(s[-1], 3),
+    }
 
 
 def run_batch_times(batch_of: dict[str, int], started: dict[str, float], batches: Batches) -> dict:
@@ -175,14 +192,19 @@ def batch_cost(batch_of: dict[str, int], started: dict[str, float], batches: Bat
     clean = sorted(batches.seconds[b] for b in kept if not batches.quarantined.get(b))
     dirty = sorted(batches.seconds[b] for b in kept if batches.quarantined.get(b))
     median = lambda s: round(s[len(s) // 2], 4) if s else None  # noqa: E731
-    out = {"clean_batches": len(clean), "dirty_batches": len(dirty), "clean_p50_s": median(clean),
-           "dirty_p50_s": median(dirty)}
+    out = {
+        "clean_batches": len(clean),
+        "dirty_batches": len(dirty),
+        "clean_p50_s": median(clean),
+        "dirty_p50_s": median(dirty),
+    }
     out["ratio"] = round(out["dirty_p50_s"] / out["clean_p50_s"], 3) if clean and dirty else None
     return out
 
 
 def split_line(split_ms: dict) -> str:
     """The median and p99 ticks' splits in one line, for the bench's progress output."""
+
     def one(s: dict) -> str:
         return f"{s['latency']} ms = " + ", ".join(f"{k} {v}" for k, v in s.items() if k != "latency")
 

@@ -2,6 +2,7 @@
 
 Built with keywords, one `Plan` per mode; `--growth-batches` and `--only` adjust or select.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -36,13 +37,27 @@ class Plan:
 # 10 batches holds one of Delta's log checkpoints (every 10th commit), as in the full run.
 # The quick backlog is cut into 3 batches, so that its throughput is that of several batches.
 QUICK = Plan(
-    events=120_000, files=6, files_per_batch=2, rates=(1_000, 10_000), rate_seconds=12,
-    past_batches=(10, 20), symbol_counts=(350, 3_000), reference_events=120_000, idle_seconds=15.0,
+    events=120_000,
+    files=6,
+    files_per_batch=2,
+    rates=(1_000, 10_000),
+    rate_seconds=12,
+    past_batches=(10, 20),
+    symbol_counts=(350, 3_000),
+    reference_events=120_000,
+    idle_seconds=15.0,
 )
 FULL = Plan(
-    events=2_000_000, files=40, files_per_batch=None, rates=(1_000, 10_000, 50_000), rate_seconds=60,
-    past_batches=(100, 1_000, 10_000), symbol_counts=(350, 3_000, 30_000), reference_events=2_000_000,
-    storage_batches=100, big_backlog_events=10_000_000,
+    events=2_000_000,
+    files=40,
+    files_per_batch=None,
+    rates=(1_000, 10_000, 50_000),
+    rate_seconds=60,
+    past_batches=(100, 1_000, 10_000),
+    symbol_counts=(350, 3_000, 30_000),
+    reference_events=2_000_000,
+    storage_batches=100,
+    big_backlog_events=10_000_000,
 )
 
 

@@ -1,5 +1,6 @@
 """The benchmark's plots (matplotlib, PNG): one function per figure, each given the results of a
 run and the folder to write to, each returning the file it wrote."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -105,9 +106,11 @@ def latency_phases(results: dict, out: Path) -> str | None:
 
 def storage_bars(st: dict, out: Path) -> str:
     """The storage comparison: each figure on local disk and on S3, side by side."""
-    figures = [("median 2,000-event batch (s)", st["local"]["median_batch_seconds"], st["s3"]["median_batch_seconds"]),
-               (f"p99 at {st.get('rate', 1000):,} events/s (ms)", st["local"]["latency"]["p99"], st["s3"]["latency"]["p99"]),
-               ("throughput (events/s)", st["local"]["throughput"]["events_per_s"], st["s3"]["throughput"]["events_per_s"])]
+    figures = [
+        ("median 2,000-event batch (s)", st["local"]["median_batch_seconds"], st["s3"]["median_batch_seconds"]),
+        (f"p99 at {st.get('rate', 1000):,} events/s (ms)", st["local"]["latency"]["p99"], st["s3"]["latency"]["p99"]),
+        ("throughput (events/s)", st["local"]["throughput"]["events_per_s"], st["s3"]["throughput"]["events_per_s"]),
+    ]
     fig, axes = plt.subplots(1, 3, figsize=(9, 3.2))
     for ax, (title, local, s3) in zip(axes, figures):
         values = [local or 0, s3 or 0]

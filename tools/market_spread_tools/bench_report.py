@@ -1,5 +1,6 @@
 """The benchmark's report: the targets of the performance issue against a run's figures, what
 limits the figures, and summary.md (tables, targets, plots) written beside latest.json."""
+
 from __future__ import annotations
 
 import statistics
@@ -15,29 +16,50 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
     tp = results.get("throughput")
     if tp:
         ev, ref, ceil = tp["throughput_events_per_s"], tp["reference_events_per_s"], tp["batch_ceiling_events_per_s"]
-        out += [(">= 2x the event-at-a-time reference", f"{ev / ref:.2f}x", ev >= 2 * ref),
-                (">= 70 % of the Spark batch ceiling", f"{100 * ev / ceil:.0f} %", 10 * ev >= 7 * ceil)]
+        out += [
+            (">= 2x the event-at-a-time reference", f"{ev / ref:.2f}x", ev >= 2 * ref),
+            (">= 70 % of the Spark batch ceiling", f"{100 * ev / ceil:.0f} %", 10 * ev >= 7 * ceil),
+        ]
         own = tp.get("stream_command_events_per_s")
         if own:
             out.append(("stream command (own process) >= 2x the reference", f"{own / ref:.2f}x", own >= 2 * ref))
     g = results.get("batch_time_growth") or {}
     if g.get("median_batch_seconds") is not None:
-        out.append(("median 2,000-event micro-batch <= 1.0 s", f"{g['median_batch_seconds']} s",
-                    g["median_batch_seconds"] <= 1.0))
+        out.append(
+            (
+                "median 2,000-event micro-batch <= 1.0 s",
+                f"{g['median_batch_seconds']} s",
+                g["median_batch_seconds"] <= 1.0,
+            )
+        )
     for rate, limit in (("1000", 2000), ("10000", 3000)):
         at = (results.get("latency_ms") or {}).get(rate)
         if at:
             p99, behind = at.get("p99"), at.get("files_behind", 0)
-            out.append((f"p99 latency <= {limit // 1000} s at {int(rate):,} events/s",
-                        f"{p99} ms" + (f", {behind} file pairs behind" if behind else ""),
-                        p99 is not None and p99 <= limit and not behind))
+            out.append(
+                (
+                    f"p99 latency <= {limit // 1000} s at {int(rate):,} events/s",
+                    f"{p99} ms" + (f", {behind} file pairs behind" if behind else ""),
+                    p99 is not None and p99 <= limit and not behind,
+                )
+            )
     at50 = (results.get("latency_ms") or {}).get("50000")
     if at50:
-        out.append(("keeps up at 50,000 events/s", f"{at50.get('files_behind', 0)} file pairs behind",
-                    not at50.get("files_behind")))
+        out.append(
+            (
+                "keeps up at 50,000 events/s",
+                f"{at50.get('files_behind', 0)} file pairs behind",
+                not at50.get("files_behind"),
+            )
+        )
     if g.get("growth_ratio") is not None:
-        out.append((f"batch time after {g.get('last', 'the last')} batches <= 1.1x that after {g.get('first', 'the first')}",
-                    f"{g['growth_ratio']}x", g["growth_ratio"] <= 1.1))
+        out.append(
+            (
+                f"batch time after {g.get('last', 'the last')} batches <= 1.1x that after {g.get('first', 'the first')}",
+                f"{g['growth_ratio']}x",
+                g["growth_ratio"] <= 1.1,
+            )
+        )
     if results.get("storage"):
         out += storage_targets(results["storage"])
     return out + issue43_targets(results)
@@ -45,36 +67,57 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
 
 def _p50_p99(at: dict, behind_key: str) -> tuple[str, bool]:
     p50, p99, behind = at.get("p50"), at.get("p99"), at.get(behind_key, 0)
-    return (f"p50 {p50} ms, p99 {p99} ms" + (f", {behind} behind" if behind else ""),
-            p50 is not None and p99 is not None and not behind)
+    return (
+        f"p50 {p50} ms, p99 {p99} ms" + (f", {behind} behind" if behind else ""),
+        p50 is not None and p99 is not None and not behind,
+    )
 
 
 def issue43_targets(results: dict) -> list[tuple[str, str, bool]]:
     """Issue 43's targets (latency with the product's defaults, batch-time tail, idle cost)."""
     out = []
-    for source, key, behind_key in (("files", "latency_ms", "files_behind"), ("Kafka", "kafka_latency_ms", "ticks_behind")):
+    for source, key, behind_key in (
+        ("files", "latency_ms", "files_behind"),
+        ("Kafka", "kafka_latency_ms", "ticks_behind"),
+    ):
         for rate in ("1000", "10000"):
             at = (results.get(key) or {}).get(rate)
             if at:
                 measured, ok = _p50_p99(at, behind_key)
-                out.append((f"{source}, {int(rate):,} events/s: p50 <= 0.5 s and p99 <= 1.0 s (product defaults)",
-                            measured, ok and at["p50"] <= 500 and at["p99"] <= 1000))
+                out.append(
+                    (
+                        f"{source}, {int(rate):,} events/s: p50 <= 0.5 s and p99 <= 1.0 s (product defaults)",
+                        measured,
+                        ok and at["p50"] <= 500 and at["p99"] <= 1000,
+                    )
+                )
     at50 = (results.get("latency_ms") or {}).get("50000")
     if at50:
         measured, ok = _p50_p99(at50, "files_behind")
-        out.append(("files, 50,000 events/s: keeps up, p99 <= 2 s (product defaults)", measured, ok and at50["p99"] <= 2000))
+        out.append(
+            ("files, 50,000 events/s: keeps up, p99 <= 2 s (product defaults)", measured, ok and at50["p99"] <= 2000)
+        )
     g = results.get("growth") or {}
     tail = g.get("batch_time_after_warmup") or {}
     if tail.get("max") is not None and g.get("growth_ratio") is not None:
-        out.append((f"growth run: no batch over 1.5 s after the first {tail.get('warmup_batches', 10)}, growth <= 1.1x",
-                    f"max {tail['max']} s over {tail['batches']} batches, {g['growth_ratio']}x",
-                    tail["max"] <= 1.5 and g["growth_ratio"] <= 1.1))
+        out.append(
+            (
+                f"growth run: no batch over 1.5 s after the first {tail.get('warmup_batches', 10)}, growth <= 1.1x",
+                f"max {tail['max']} s over {tail['batches']} batches, {g['growth_ratio']}x",
+                tail["max"] <= 1.5 and g["growth_ratio"] <= 1.1,
+            )
+        )
     idle = results.get("idle") or {}
     for source in ("files", "kafka"):
         pct = (idle.get(source) or {}).get("cpu_percent_of_one_core")
         if pct is not None:
-            out.append((f"idle stream ({source}, no input for {idle['seconds']:.0f} s, product defaults) <= 5 % of one core",
-                        f"{pct} %", pct <= 5))
+            out.append(
+                (
+                    f"idle stream ({source}, no input for {idle['seconds']:.0f} s, product defaults) <= 5 % of one core",
+                    f"{pct} %",
+                    pct <= 5,
+                )
+            )
     return out
 
 
@@ -83,12 +126,18 @@ def storage_targets(st: dict) -> list[tuple[str, str, bool]]:
     S3's p99 at 1,000 events/s."""
     ratio, lat = st["ratios"]["median_batch"], st["s3"]["latency"]
     p99, behind = lat.get("p99"), lat.get("files_behind", 0)
-    return [("S3: median 2,000-event batch <= 1.5x local disk's",
-             f"{ratio}x ({st['s3']['median_batch_seconds']} s / {st['local']['median_batch_seconds']} s)",
-             ratio is not None and ratio <= 1.5),
-            (f"S3: p99 latency <= 2 s at {st.get('rate', 1000):,} events/s",
-             f"{p99} ms" + (f", {behind} file pairs behind" if behind else ""),
-             p99 is not None and p99 <= 2000 and not behind)]
+    return [
+        (
+            "S3: median 2,000-event batch <= 1.5x local disk's",
+            f"{ratio}x ({st['s3']['median_batch_seconds']} s / {st['local']['median_batch_seconds']} s)",
+            ratio is not None and ratio <= 1.5,
+        ),
+        (
+            f"S3: p99 latency <= 2 s at {st.get('rate', 1000):,} events/s",
+            f"{p99} ms" + (f", {behind} file pairs behind" if behind else ""),
+            p99 is not None and p99 <= 2000 and not behind,
+        ),
+    ]
 
 
 def storage_lines(results: dict) -> list[str]:
@@ -99,16 +148,21 @@ def storage_lines(results: dict) -> list[str]:
         return [f"S3 comparison: skipped ({skipped}).", ""] if skipped else []
     local, s3, r, rate = st["local"], st["s3"], st["ratios"], st.get("rate", 1000)
     behind = lambda d: d["latency"].get("files_behind", 0)  # noqa: E731
-    return [f"Local disk against the local S3 server (`market-spread object-store`; S3 landing and lake under "
-            f"{st['prefix']}), one after the other in this run:", "",
-            "| figure | local disk | S3 | S3 / local |", "| --- | --- | --- | --- |",
-            f"| median 2,000-event batch (s, over {s3['batches']} batches) | {local['median_batch_seconds']} | "
-            f"{s3['median_batch_seconds']} | {r['median_batch']}x |",
-            f"| p50 latency at {rate:,} events/s (ms) | {local['latency']['p50']} | {s3['latency']['p50']} | |",
-            f"| p99 latency at {rate:,} events/s (ms) | {local['latency']['p99']} | {s3['latency']['p99']} | {r['p99']}x |",
-            f"| file pairs behind at the end | {behind(local)} | {behind(s3)} | |",
-            f"| throughput, {s3['throughput']['events']:,} events (events/s) | {local['throughput']['events_per_s']:,} | "
-            f"{s3['throughput']['events_per_s']:,} | {r['throughput']}x |", ""]
+    return [
+        f"Local disk against the local S3 server (`market-spread object-store`; S3 landing and lake under "
+        f"{st['prefix']}), one after the other in this run:",
+        "",
+        "| figure | local disk | S3 | S3 / local |",
+        "| --- | --- | --- | --- |",
+        f"| median 2,000-event batch (s, over {s3['batches']} batches) | {local['median_batch_seconds']} | "
+        f"{s3['median_batch_seconds']} | {r['median_batch']}x |",
+        f"| p50 latency at {rate:,} events/s (ms) | {local['latency']['p50']} | {s3['latency']['p50']} | |",
+        f"| p99 latency at {rate:,} events/s (ms) | {local['latency']['p99']} | {s3['latency']['p99']} | {r['p99']}x |",
+        f"| file pairs behind at the end | {behind(local)} | {behind(s3)} | |",
+        f"| throughput, {s3['throughput']['events']:,} events (events/s) | {local['throughput']['events_per_s']:,} | "
+        f"{s3['throughput']['events_per_s']:,} | {r['throughput']}x |",
+        "",
+    ]
 
 
 def limits(results: dict) -> list[str]:
@@ -123,17 +177,22 @@ def limits(results: dict) -> list[str]:
             f"{share('parse'):.0f} %, the as-of check {share('check'):.0f} %, the concurrent writes (quote history, "
             f"alerts, quarantine and the state MERGE) {share('write'):.0f} % and the batch_metrics commit "
             f"{share('commit_metrics'):.0f} %. The batch ceiling ({tp['batch_ceiling_events_per_s']:,} events/s) has no "
-            "state table, no quote history and one commit instead of five; the reference has no commit at all.")
+            "state table, no quote history and one commit instead of five; the reference has no commit at all."
+        )
     g = results.get("growth") or {}
     if g.get("batch_seconds"):
         floor = statistics.median(g["batch_seconds"][1:] or g["batch_seconds"])
         out.append(
             f"Latency: a micro-batch of 2,000 events takes {floor:.2f} s (median of the growth run, "
             f"{g.get('median_spark_jobs', '?')} Spark jobs each: "
-            + ("parsed, checked and committed on the driver" if not g.get("median_spark_jobs") else
-               "mostly planning the parse and the as-of check and their jobs")
+            + (
+                "parsed, checked and committed on the driver"
+                if not g.get("median_spark_jobs")
+                else "mostly planning the parse and the as-of check and their jobs"
+            )
             + "), and Spark's engine adds its listing and checkpoint logs to each trigger; a landed file "
-            "waits for the batch in flight and then for its own, so p99 is about two cycles.")
+            "waits for the batch in flight and then for its own, so p99 is about two cycles."
+        )
     out += split_limits(results)
     st = results.get("storage")
     if st:
@@ -142,7 +201,8 @@ def limits(results: dict) -> list[str]:
             f"S3: p99 at {st.get('rate', 1000):,} events/s {s3['latency']['p99']} ms against local disk's "
             f"{local['latency']['p99']} ms in the same run, the median 2,000-event batch {s3['median_batch_seconds']} s "
             f"against {local['median_batch_seconds']} s: what S3 adds is the difference; the rest is the batch time "
-            "local disk has as well.")
+            "local disk has as well."
+        )
     return out
 
 
@@ -155,8 +215,10 @@ def split_limits(results: dict) -> list[str]:
         slow = ((rows.get(rate) or {}).get("split_ms") or {}).get("slowest_1pct")
         if slow:
             parts = sorted(((v, k) for k, v in slow.items() if k not in ("latency", "ticks")), reverse=True)[:3]
-            out.append(f"Latency ({source}, {int(rate):,} events/s): the slowest 1 % of ticks ({slow['latency']} ms on "
-                       "average) spend most in " + ", ".join(f"{k.replace('_', ' ')} {v} ms" for v, k in parts) + ".")
+            out.append(
+                f"Latency ({source}, {int(rate):,} events/s): the slowest 1 % of ticks ({slow['latency']} ms on "
+                "average) spend most in " + ", ".join(f"{k.replace('_', ' ')} {v} ms" for v, k in parts) + "."
+            )
     return out
 
 
@@ -172,13 +234,22 @@ def split_lines(results: dict) -> list[str]:
         return []
     keys = split_keys([split for *_, split in rows])
     head = ["source", "events/s", "tick", "latency", *[k.replace("_", " ") for k in keys]]
-    lines = ["Where a tick's latency goes (ms; `in progress`: the batch running when it landed, `seen`: until the "
-             "listing or offset fetch of its batch ends, `engine`: Spark's getBatch, queryPlanning and walCommit, then "
-             "the batch's phases, `other`: the rest):", "",
-             "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    lines += [f"| {source} | {rate:,} | {tick}" + (f" ({split['ticks']})" if "ticks" in split else "")
-              + f" | {split['latency']} | " + " | ".join(str(split.get(k, 0.0)) for k in keys) + " |"
-              for source, rate, tick, split in rows]
+    lines = [
+        "Where a tick's latency goes (ms; `in progress`: the batch running when it landed, `seen`: until the "
+        "listing or offset fetch of its batch ends, `engine`: Spark's getBatch, queryPlanning and walCommit, then "
+        "the batch's phases, `other`: the rest):",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + " --- |" * len(head),
+    ]
+    lines += [
+        f"| {source} | {rate:,} | {tick}"
+        + (f" ({split['ticks']})" if "ticks" in split else "")
+        + f" | {split['latency']} | "
+        + " | ".join(str(split.get(k, 0.0)) for k in keys)
+        + " |"
+        for source, rate, tick, split in rows
+    ]
     return lines + [""]
 
 
@@ -190,10 +261,16 @@ def idle_lines(results: dict) -> list[str]:
     for source in ("files", "kafka"):
         f = idle.get(source)
         if f and f.get("cpu_percent_of_one_core") is not None:
-            said.append(f"{source} {f['cpu_percent_of_one_core']} % of one core (JVM {f['jvm_cpu_seconds']} s + Python "
-                        f"{f['python_cpu_seconds']} s of CPU over {f['wall_seconds']} s"
-                        + (f"; the broker {f['broker_cpu_percent_of_one_core']} %, not counted"
-                           if "broker_cpu_percent_of_one_core" in f else "") + ")")
+            said.append(
+                f"{source} {f['cpu_percent_of_one_core']} % of one core (JVM {f['jvm_cpu_seconds']} s + Python "
+                f"{f['python_cpu_seconds']} s of CPU over {f['wall_seconds']} s"
+                + (
+                    f"; the broker {f['broker_cpu_percent_of_one_core']} %, not counted"
+                    if "broker_cpu_percent_of_one_core" in f
+                    else ""
+                )
+                + ")"
+            )
         elif f is not None:
             said.append(f"{source}: not measured (the warm-up batch did not come through)")
     if idle.get("kafka_skipped"):
@@ -204,12 +281,18 @@ def idle_lines(results: dict) -> list[str]:
 def backlog_lines(tp: dict) -> list[str]:
     """Peak memory of the stream command and the Polars script, and the big backlog's row."""
     own, polars, big = tp.get("stream_command") or {}, tp.get("polars") or {}, tp.get("big_backlog")
-    lines = [f"Peak memory (MB, process tree): stream command {own.get('peak_mb')}, Polars script {polars.get('peak_mb')}.", ""]
+    lines = [
+        f"Peak memory (MB, process tree): stream command {own.get('peak_mb')}, Polars script {polars.get('peak_mb')}.",
+        "",
+    ]
     if big:
         b, p = big["stream_command"], big["polars"]
-        lines += [f"Backlog of {big['events']:,} events, stream command in its own process: {b['events_per_s']:,} events/s "
-                  f"over {b['batches']} batches (slowest {b['slowest_batch_seconds']} s), peak {b['peak_mb']:,} MB; "
-                  f"Polars {p['seconds']} s, peak {p['peak_mb']:,} MB; alerts agree: {big['alerts_agree']}.", ""]
+        lines += [
+            f"Backlog of {big['events']:,} events, stream command in its own process: {b['events_per_s']:,} events/s "
+            f"over {b['batches']} batches (slowest {b['slowest_batch_seconds']} s), peak {b['peak_mb']:,} MB; "
+            f"Polars {p['seconds']} s, peak {p['peak_mb']:,} MB; alerts agree: {big['alerts_agree']}.",
+            "",
+        ]
     return lines
 
 
@@ -217,49 +300,77 @@ def dirty_lines(dirty: dict | None) -> list[str]:
     """The dirty feeds' table: latency and the cost of a batch with quarantined lines."""
     if not dirty:
         return []
-    lines = [f"Dirty feeds (bad lines of every kind the contract names among the feed's), {DEFAULTS}:", "",
-             "| source | one bad line in | p50 ms | p99 ms | batch with quarantined lines / clean batch (median s) |",
-             "| --- | --- | --- | --- | --- |"]
+    lines = [
+        f"Dirty feeds (bad lines of every kind the contract names among the feed's), {DEFAULTS}:",
+        "",
+        "| source | one bad line in | p50 ms | p99 ms | batch with quarantined lines / clean batch (median s) |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for source in ("files", "kafka"):
         for every, d in dirty.get(source, {}).items():
             c = d["batch_cost"]
-            lines.append(f"| {source} | {int(every):,} | {d['p50']} | {d['p99']} | {c['dirty_p50_s']} / {c['clean_p50_s']} "
-                         f"= {c['ratio']}x ({c['dirty_batches']} and {c['clean_batches']} batches) |")
+            lines.append(
+                f"| {source} | {int(every):,} | {d['p50']} | {d['p99']} | {c['dirty_p50_s']} / {c['clean_p50_s']} "
+                f"= {c['ratio']}x ({c['dirty_batches']} and {c['clean_batches']} batches) |"
+            )
     return lines + [""]
 
 
 def summary_markdown(results: dict, command: str) -> str:
     m = results["machine"]
-    lines = [f"# Benchmark ({results['mode']}, {results['finished_at']})", "",
-             f"Machine: {m['cores']} cores, {m['memory_gb']} GB, Python {m['python']}, PySpark {m['pyspark']}, "
-             f"delta-spark {m['delta_spark']}. Reproduce: `{command}`.", ""]
+    lines = [
+        f"# Benchmark ({results['mode']}, {results['finished_at']})",
+        "",
+        f"Machine: {m['cores']} cores, {m['memory_gb']} GB, Python {m['python']}, PySpark {m['pyspark']}, "
+        f"delta-spark {m['delta_spark']}. Reproduce: `{command}`.",
+        "",
+    ]
     tp = results.get("throughput")
     if tp:
-        lines += ["| system | events/s |", "| --- | --- |",
-                  f"| stream --available-now (every Delta commit included) | {tp['throughput_events_per_s']:,} |",
-                  f"| stream command in its own process (batch time from batch_metrics) | {tp.get('stream_command_events_per_s') or 0:,} |",
-                  f"| Polars as-of script (scan_ndjson, join_asof, exact decimals) | {tp.get('polars_events_per_s') or 0:,} |",
-                  f"| Spark batch ceiling (one plain batch job) | {tp['batch_ceiling_events_per_s']:,} |",
-                  f"| reference, event at a time (Wallaroo's way) | {tp['reference_events_per_s']:,} |", "",
-                  f"{tp['events']:,} events in {tp['batches']} micro-batch(es); alerts agree across the three: "
-                  f"{tp['alerts_agree']}. Time per phase (ms): {tp['phases_ms']}. Spark jobs per batch (median): "
-                  f"{tp.get('spark_jobs_per_batch')}.", ""]
+        lines += [
+            "| system | events/s |",
+            "| --- | --- |",
+            f"| stream --available-now (every Delta commit included) | {tp['throughput_events_per_s']:,} |",
+            f"| stream command in its own process (batch time from batch_metrics) | {tp.get('stream_command_events_per_s') or 0:,} |",
+            f"| Polars as-of script (scan_ndjson, join_asof, exact decimals) | {tp.get('polars_events_per_s') or 0:,} |",
+            f"| Spark batch ceiling (one plain batch job) | {tp['batch_ceiling_events_per_s']:,} |",
+            f"| reference, event at a time (Wallaroo's way) | {tp['reference_events_per_s']:,} |",
+            "",
+            f"{tp['events']:,} events in {tp['batches']} micro-batch(es); alerts agree across the three: "
+            f"{tp['alerts_agree']}. Time per phase (ms): {tp['phases_ms']}. Spark jobs per batch (median): "
+            f"{tp.get('spark_jobs_per_batch')}.",
+            "",
+        ]
         lines += backlog_lines(tp)
     lat = results.get("latency_ms")
     if lat:
-        lines += [f"File source (file pair landed -> its alerts committed), {DEFAULTS}:", "",
-                  "| input rate (events/s) | p50 ms | p95 ms | p99 ms | file pairs measured | file pairs behind at the end "
-                  "| batch p50 / p99 / max s |", "| --- | --- | --- | --- | --- | --- | --- |"]
-        lines += [f"| {int(r):,} | {d['p50']} | {d['p95']} | {d['p99']} | {d.get('file_pairs', '')} | {d.get('files_behind', 0)} "
-                  f"| {_batch_times(d)} |" for r, d in lat.items()]
+        lines += [
+            f"File source (file pair landed -> its alerts committed), {DEFAULTS}:",
+            "",
+            "| input rate (events/s) | p50 ms | p95 ms | p99 ms | file pairs measured | file pairs behind at the end "
+            "| batch p50 / p99 / max s |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        lines += [
+            f"| {int(r):,} | {d['p50']} | {d['p95']} | {d['p99']} | {d.get('file_pairs', '')} | {d.get('files_behind', 0)} "
+            f"| {_batch_times(d)} |"
+            for r, d in lat.items()
+        ]
         lines.append("")
     klat = results.get("kafka_latency_ms")
     if klat:
-        lines += [f"Kafka source (record produced -> its alerts committed; ticks of 0.25 s of input), {DEFAULTS}:", "",
-                  "| input rate (events/s) | p50 ms | p95 ms | p99 ms | ticks measured | ticks behind at the end "
-                  "| batch p50 / p99 / max s |", "| --- | --- | --- | --- | --- | --- | --- |"]
-        lines += [f"| {int(r):,} | {d['p50']} | {d['p95']} | {d['p99']} | {d.get('ticks', '')} | {d.get('ticks_behind', 0)} "
-                  f"| {_batch_times(d)} |" for r, d in klat.items()]
+        lines += [
+            f"Kafka source (record produced -> its alerts committed; ticks of 0.25 s of input), {DEFAULTS}:",
+            "",
+            "| input rate (events/s) | p50 ms | p95 ms | p99 ms | ticks measured | ticks behind at the end "
+            "| batch p50 / p99 / max s |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        lines += [
+            f"| {int(r):,} | {d['p50']} | {d['p95']} | {d['p99']} | {d.get('ticks', '')} | {d.get('ticks_behind', 0)} "
+            f"| {_batch_times(d)} |"
+            for r, d in klat.items()
+        ]
         lines.append("")
     elif results.get("kafka_latency_skipped"):
         lines += [f"Kafka latency: skipped ({results['kafka_latency_skipped']}).", ""]
@@ -267,12 +378,18 @@ def summary_markdown(results: dict, command: str) -> str:
     lines += split_lines(results)
     if results.get("batch_time_growth"):
         g = results["batch_time_growth"]
-        lines += [f"Batch time after N batches (s): {g['batch_seconds_at']}; ratio last/first {g['growth_ratio']}; "
-                  f"median 2,000-event batch {g.get('median_batch_seconds')} s, {g.get('median_spark_jobs')} Spark jobs.", ""]
+        lines += [
+            f"Batch time after N batches (s): {g['batch_seconds_at']}; ratio last/first {g['growth_ratio']}; "
+            f"median 2,000-event batch {g.get('median_batch_seconds')} s, {g.get('median_spark_jobs')} Spark jobs.",
+            "",
+        ]
         tail = g.get("batch_time_after_warmup") or {}
         if tail.get("batches"):
-            lines += [f"Batch time after the first {tail['warmup_batches']} batches (s, over {tail['batches']} batches): "
-                      f"p50 {tail['p50']}, p99 {tail['p99']}, max {tail['max']}.", ""]
+            lines += [
+                f"Batch time after the first {tail['warmup_batches']} batches (s, over {tail['batches']} batches): "
+                f"p50 {tail['p50']}, p99 {tail['p99']}, max {tail['max']}.",
+                "",
+            ]
     lines += idle_lines(results)
     if results.get("symbols_scaling"):
         lines += [f"Batch time (s, 20k events) by number of symbols: {results['symbols_scaling']}.", ""]

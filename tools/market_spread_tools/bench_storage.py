@@ -11,6 +11,7 @@ under the lease the stream command takes on S3. The local and the S3 run of each
 each other (the median batch's in the order local, S3, S3, local), so that other load on the
 machine falls on both alike.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,10 +22,10 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterator
 
 from market_spread.feeds.broker import free_port
 from market_spread.feeds.generate import Generator, write_backlog
@@ -76,14 +77,32 @@ def object_store(folder: Path, bucket: str = BUCKET, timeout: float = 120.0) -> 
     AWS variables point at it (boto3 and delta-rs read them at each use); stopped after."""
     folder.mkdir(parents=True, exist_ok=True)
     config = S3Config(f"http://127.0.0.1:{free_port()}", ACCESS_KEY, SECRET_KEY, REGION)
-    env = {"AWS_ENDPOINT_URL": config.endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-           "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_REGION": REGION}
+    env = {
+        "AWS_ENDPOINT_URL": config.endpoint,
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        "AWS_REGION": REGION,
+    }
     log = folder / "object-store.out"
     with open(log, "ab") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "market_spread.cli.main", "object-store", "--port", config.endpoint.rsplit(":", 1)[1],
-             "--data", str(folder / "data"), "--bucket", bucket],
-            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env}, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "market_spread.cli.main",
+                "object-store",
+                "--port",
+                config.endpoint.rsplit(":", 1)[1],
+                "--data",
+                str(folder / "data"),
+                "--bucket",
+                bucket,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env},
+            start_new_session=True,
+        )
     before = {name: os.environ.get(name) for name in env}
     try:
         deadline = time.monotonic() + timeout
@@ -145,8 +164,14 @@ def batch_times(spark, base: Location, batches: int, symbols: list[str]) -> list
     """The times of `batches` batches of one 2,000-event file pair each, the first left out (the
     query's start; in a new lake it also creates the tables), as the growth run measures them."""
     landing, lake = base / "landing", base / "lake"
-    write_backlog(landing, Generator(symbols, seed=7, profile="wallaroo", wide_share=0.05),
-                  1_000 * batches, 1_000 * batches, batches, "b")
+    write_backlog(
+        landing,
+        Generator(symbols, seed=7, profile="wallaroo", wide_share=0.05),
+        1_000 * batches,
+        1_000 * batches,
+        batches,
+        "b",
+    )
     durations: list[float] = []
     run_stream(spark, landing, lake, symbols, on_batch=lambda r: durations.append(r.seconds), max_files_per_batch=1)
     return durations[1:]
@@ -158,7 +183,9 @@ def median_batches(spark, places: dict[str, Location], batches: int, symbols: li
     times: dict[str, list[float]] = {name: [] for name in places}
     for i, name in enumerate(list(places) + list(places)[::-1]):
         times[name] += batch_times(spark, places[name] / f"batches-{i}", max(2, batches // 2 + 1), symbols)
-    out = {name: {"median_batch_seconds": round(statistics.median(t), 3), "batches": len(t)} for name, t in times.items()}
+    out = {
+        name: {"median_batch_seconds": round(statistics.median(t), 3), "batches": len(t)} for name, t in times.items()
+    }
     for name, figures in out.items():
         say(f"{name}: median 2,000-event batch {figures['median_batch_seconds']} s over {figures['batches']} batches")
     return out
@@ -166,8 +193,10 @@ def median_batches(spark, places: dict[str, Location], batches: int, symbols: li
 
 def latency_at_rate(spark, base: Location, plan: Plan, symbols: list[str], label: str) -> dict:
     figures, latencies, behind = file_latency(spark, base, RATE, plan.rate_seconds, symbols)
-    say(f"{label}: latency at {RATE:,}/s: p50 {figures['p50']} ms, p99 {figures['p99']} ms over "
-        f"{len(latencies)} file pairs" + (f", {behind} behind" if behind else ""))
+    say(
+        f"{label}: latency at {RATE:,}/s: p50 {figures['p50']} ms, p99 {figures['p99']} ms over "
+        f"{len(latencies)} file pairs" + (f", {behind} behind" if behind else "")
+    )
     return {**figures, "file_pairs": len(latencies), "files_behind": behind}
 
 
@@ -175,15 +204,23 @@ def backlog_throughput(spark, base: Location, plan: Plan, symbols: list[str], la
     """`stream --available-now` over the plan's backlog (as the throughput part's, in this process)."""
     landing, lake = base / "tp" / "landing", base / "tp" / "lake"
     began = time.perf_counter()
-    write_backlog(landing, Generator(symbols, seed=42, profile="wallaroo", wide_share=0.05),
-                  plan.events // 2, plan.events - plan.events // 2, plan.files, "bench")
+    write_backlog(
+        landing,
+        Generator(symbols, seed=42, profile="wallaroo", wide_share=0.05),
+        plan.events // 2,
+        plan.events - plan.events // 2,
+        plan.files,
+        "bench",
+    )
     say(f"{label}: {plan.events:,} events in {plan.files} file pairs written in {time.perf_counter() - began:.0f}s")
     batches: list = []
 
     def on_batch(result) -> None:
         batches.append(result)
-        say(f"{label}: batch {len(batches)}: {result.input_lines:,} events in {result.seconds:.1f}s, "
-            f"{sum(b.input_lines for b in batches):,} of {plan.events:,}")
+        say(
+            f"{label}: batch {len(batches)}: {result.input_lines:,} events in {result.seconds:.1f}s, "
+            f"{sum(b.input_lines for b in batches):,} of {plan.events:,}"
+        )
 
     start = time.perf_counter()
     with heartbeat(f"{label} throughput"):
@@ -191,18 +228,25 @@ def backlog_throughput(spark, base: Location, plan: Plan, symbols: list[str], la
     seconds = time.perf_counter() - start
     events = sum(b.input_lines for b in batches)
     say(f"{label}: throughput {events:,} events in {seconds:.1f}s = {events / seconds:,.0f} events/s")
-    return {"events": events, "batches": len(batches), "seconds": round(seconds, 2),
-            "events_per_s": round(events / seconds)}
+    return {
+        "events": events,
+        "batches": len(batches),
+        "seconds": round(seconds, 2),
+        "events_per_s": round(events / seconds),
+    }
 
 
 def ratios(local: dict, s3: dict) -> dict:
     """S3 / local of each figure (for throughput below 1 means S3 is slower)."""
+
     def ratio(a, b):
         return round(a / b, 3) if a is not None and b else None
 
-    return {"median_batch": ratio(s3["median_batch_seconds"], local["median_batch_seconds"]),
-            "p99": ratio(s3["latency"]["p99"], local["latency"]["p99"]),
-            "throughput": ratio(s3["throughput"]["events_per_s"], local["throughput"]["events_per_s"])}
+    return {
+        "median_batch": ratio(s3["median_batch_seconds"], local["median_batch_seconds"]),
+        "p99": ratio(s3["latency"]["p99"], local["latency"]["p99"]),
+        "throughput": ratio(s3["throughput"]["events_per_s"], local["throughput"]["events_per_s"]),
+    }
 
 
 def storage_comparison(spark, work: Path, plan: Plan, bucket: str = BUCKET, warm_batches: int = 3) -> dict:
@@ -222,11 +266,21 @@ def storage_comparison(spark, work: Path, plan: Plan, bucket: str = BUCKET, warm
             out[name]["latency"] = latency_at_rate(spark, base, plan, symbols, name)
         # Unmeasured: the backlog goes through Spark's plan, which the driver batches before left
         # cold, and local disk, measured first, paid for it (84,000 against S3's 112,000 events/s).
-        backlog_throughput(spark, work / "storage-warm", replace(plan, events=min(plan.events, 400_000),
-                                                                 files=max(2, plan.files // 5)), symbols, "warm-up")
+        backlog_throughput(
+            spark,
+            work / "storage-warm",
+            replace(plan, events=min(plan.events, 400_000), files=max(2, plan.files // 5)),
+            symbols,
+            "warm-up",
+        )
         for name, base in places.items():
             out[name]["throughput"] = backlog_throughput(spark, base, plan, symbols, name)
-    result = {"endpoint": config.endpoint, "prefix": prefix, "rate": RATE, **out,
-              "ratios": ratios(out["local"], out["s3"])}
+    result = {
+        "endpoint": config.endpoint,
+        "prefix": prefix,
+        "rate": RATE,
+        **out,
+        "ratios": ratios(out["local"], out["s3"]),
+    }
     say(f"s3: S3 / local: {result['ratios']}")
     return result

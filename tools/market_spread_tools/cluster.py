@@ -4,6 +4,7 @@
 (`python -m market_spread_tools.cluster --workers 2`) and for tests. The driver's cluster settings
 are product code: `market_spread.runtime.cluster_conf`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -81,8 +82,12 @@ class LocalCluster:
         logs.mkdir(parents=True, exist_ok=True)
         with open(logs / f"{name}.log", "ab") as log:
             proc = subprocess.Popen(
-                [str(spark_class()), *args], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=self._env(), start_new_session=True,
+                [str(spark_class()), *args],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self._env(),
+                start_new_session=True,
             )
         self.procs[name] = proc
         return proc
@@ -93,8 +98,18 @@ class LocalCluster:
         self.port = self.port or free_port(self.host)
         self.webui_port = self.webui_port or free_port(self.host)
         try:
-            self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", self.host,
-                                   "--port", str(self.port), "--webui-port", str(self.webui_port)])
+            self._spawn(
+                "master",
+                [
+                    "org.apache.spark.deploy.master.Master",
+                    "--host",
+                    self.host,
+                    "--port",
+                    str(self.port),
+                    "--webui-port",
+                    str(self.webui_port),
+                ],
+            )
             self._wait(lambda: self.state() is not None, timeout, "the master's web UI")
             for _ in range(self.workers):
                 self.add_worker(wait=False)
@@ -110,9 +125,23 @@ class LocalCluster:
         work = self.workdir / name
         work.mkdir(parents=True, exist_ok=True)
         self.worker_dirs[name] = work
-        self._spawn(name, ["org.apache.spark.deploy.worker.Worker", self.master_url,
-                           "--host", self.host, "--cores", str(self.worker_cores), "--memory", self.worker_memory,
-                           "--work-dir", str(work), "--webui-port", str(free_port(self.host))])
+        self._spawn(
+            name,
+            [
+                "org.apache.spark.deploy.worker.Worker",
+                self.master_url,
+                "--host",
+                self.host,
+                "--cores",
+                str(self.worker_cores),
+                "--memory",
+                self.worker_memory,
+                "--work-dir",
+                str(work),
+                "--webui-port",
+                str(free_port(self.host)),
+            ],
+        )
         if wait:
             self.wait_for_workers(len(self.running_workers()), timeout)
         return name
@@ -147,8 +176,9 @@ class LocalCluster:
         while time.monotonic() < deadline:
             master = self.procs.get("master")
             if master is not None and master.poll() is not None:
-                raise RuntimeError(f"the Spark master exited (code {master.returncode}); "
-                                   f"see {self.workdir / 'logs' / 'master.log'}")
+                raise RuntimeError(
+                    f"the Spark master exited (code {master.returncode}); see {self.workdir / 'logs' / 'master.log'}"
+                )
             if predicate():
                 return
             time.sleep(0.5)
@@ -211,13 +241,23 @@ def main(argv: list[str] | None = None) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, request_stop)
-    cluster = LocalCluster(Path(args.dir).resolve(), workers=args.workers, worker_cores=args.cores,
-                           worker_memory=args.memory, host=args.host, port=args.port, webui_port=args.webui_port)
+    cluster = LocalCluster(
+        Path(args.dir).resolve(),
+        workers=args.workers,
+        worker_cores=args.cores,
+        worker_memory=args.memory,
+        host=args.host,
+        port=args.port,
+        webui_port=args.webui_port,
+    )
     cluster.start()
     try:
-        print(f"Spark master {cluster.master_url} with {args.workers} workers; UI {cluster.webui_url}; "
-              f"logs {cluster.workdir / 'logs'}. Drivers need SPARK_CONF_DIR={cluster.conf_dir} (the secret). "
-              "Ctrl-C stops it.", flush=True)
+        print(
+            f"Spark master {cluster.master_url} with {args.workers} workers; UI {cluster.webui_url}; "
+            f"logs {cluster.workdir / 'logs'}. Drivers need SPARK_CONF_DIR={cluster.conf_dir} (the secret). "
+            "Ctrl-C stops it.",
+            flush=True,
+        )
         while not stop["now"]:
             if cluster.procs["master"].poll() is not None:
                 print("the master exited", file=sys.stderr)

@@ -5,15 +5,17 @@ the commands' options (each flag's variables, default and help, as click knows t
     python -m market_spread_tools.configuration_doc           # write docs/configuration.md
     python -m market_spread_tools.configuration_doc --check   # exit 1 when it is out of date
 """
+
 from __future__ import annotations
 
 import argparse
 import importlib
 import re
 import sys
+from collections.abc import Iterable
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import click
 
@@ -125,18 +127,28 @@ def settings_table(title: str, chosen: Iterable[registry.Setting], shared: dict[
     lines = [f"## {title}", "", "| Variable | Accepts | Default | Meaning | Read by |", "|---|---|---|---|---|"]
     for s in chosen:
         read_by = ", ".join(s.used_by) + ("; to jobs" if s.to_jobs else "")
-        lines.append("| " + " | ".join(cell(c) for c in (
-            f"`{s.name}`", s.kind, s.default_text(), _meaning(s, shared), read_by)) + " |")
+        lines.append(
+            "| "
+            + " | ".join(cell(c) for c in (f"`{s.name}`", s.kind, s.default_text(), _meaning(s, shared), read_by))
+            + " |"
+        )
     return lines
 
 
 def airflow_table(chosen: Iterable[registry.Setting], shared: dict[str, list[str]]) -> list[str]:
-    lines = ["## Airflow settings", "", "| Airflow Variable | Environment variable | Accepts | Default | Meaning |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "## Airflow settings",
+        "",
+        "| Airflow Variable | Environment variable | Accepts | Default | Meaning |",
+        "|---|---|---|---|---|",
+    ]
     for s in chosen:
         variable = f"`{s.airflow_variable}`" if s.airflow_variable else "(environment only)"
-        lines.append("| " + " | ".join(cell(c) for c in (
-            variable, f"`{s.name}`", s.kind, s.default_text(), _meaning(s, shared))) + " |")
+        lines.append(
+            "| "
+            + " | ".join(cell(c) for c in (variable, f"`{s.name}`", s.kind, s.default_text(), _meaning(s, shared)))
+            + " |"
+        )
     return lines
 
 

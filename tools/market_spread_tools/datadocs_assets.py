@@ -6,6 +6,7 @@ Keeps only the files the pages load (about 3.3 MB of the 17 MB of packages), eac
 market_spread.orchestration.datadocs_assets expects it, and checks the hashes the templates pin.
 Returns at once when every file is there.
 """
+
 from __future__ import annotations
 
 import base64
@@ -64,8 +65,12 @@ def fetch(folder: Path) -> int:
     packages = sorted({a.package for a in ASSETS if a.local in todo})
     written = 0
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([npm, "pack", "--silent", "--pack-destination", tmp, *packages],
-                       check=True, stdout=subprocess.DEVNULL, timeout=600)
+        subprocess.run(
+            [npm, "pack", "--silent", "--pack-destination", tmp, *packages],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            timeout=600,
+        )
         staging = Path(tmp) / "files"
         for package in packages:
             name = package.rsplit("@", 1)[0].lstrip("@").replace("/", "-")

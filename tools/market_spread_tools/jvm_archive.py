@@ -6,6 +6,7 @@ Runs the product's own `stream` command on a few generated events, over a new la
 restart; the restart's JVM dumps the classes it loaded when it exits, and the archive is moved into
 place. Never fatal: without an archive the product starts as it always did, only slower.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,9 @@ from market_spread.runtime.spark import session_jars
 
 
 def _cli(*args: str, env: dict[str, str]) -> None:
-    done = subprocess.run([sys.executable, "-m", "market_spread.cli.main", *args], env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "market_spread.cli.main", *args], env=env, capture_output=True, text=True, timeout=600
+    )
     if done.returncode != 0:
         raise RuntimeError(f"market-spread {args[0]} failed: {done.stderr.strip()[-600:]}")
 
@@ -47,11 +49,34 @@ def main() -> int:
         try:
             # A batch on a new lake, then a restart (committed marks, the state read back, a batch).
             for seed, start_at in ((1, "2026-11-23T14:30:00Z"), (2, "2026-11-23T15:30:00Z")):
-                _cli("generate", "--landing", str(landing), "--symbols", str(symbols), "--quotes", "300",
-                     "--orders", "300", "--seed", str(seed), "--start", start_at, env=os.environ.copy())
+                _cli(
+                    "generate",
+                    "--landing",
+                    str(landing),
+                    "--symbols",
+                    str(symbols),
+                    "--quotes",
+                    "300",
+                    "--orders",
+                    "300",
+                    "--seed",
+                    str(seed),
+                    "--start",
+                    start_at,
+                    env=os.environ.copy(),
+                )
                 # Only the restart dumps (dumping costs ~15 s): it loads what a first run does and more.
-                _cli("stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols),
-                     "--available-now", env=env if seed == 2 else os.environ.copy())
+                _cli(
+                    "stream",
+                    "--landing",
+                    str(landing),
+                    "--lake",
+                    str(lake),
+                    "--symbols",
+                    str(symbols),
+                    "--available-now",
+                    env=env if seed == 2 else os.environ.copy(),
+                )
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
             print(f"jvm archive: not written ({exc}); the product runs without it", file=sys.stderr)
             return 0

@@ -11,6 +11,7 @@ nothing is left (each process stopped is logged).
 The Airflow REST API calls live in `airflow_client`, finding and stopping the run's processes in
 `reaper`; this module starts things and decides the order in which they stop.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,9 +20,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import psutil
 
@@ -47,8 +48,8 @@ from market_spread_tools.airflow_loopback import shim_dir
 from market_spread_tools.reaper import (
     RUN_MARKER,
     become_subreaper,
-    describe,
     descendants,
+    describe,
     kinds,
     new_run_id,
     reap,
@@ -292,8 +293,13 @@ class Launch:
     def from_environment(cls) -> "Launch":
         home = value("MARKET_SPREAD_AIRFLOW_HOME") or PROJECT_ROOT / ".airflow"
         store = StorePlan.for_project(PROJECT_ROOT) if storage_is_s3() else None
-        return cls(port=value("PORT"), home=Path(home).resolve(), start_paused=value("MARKET_SPREAD_START_PAUSED"),
-                   kafka=source_is_kafka(), store=store)
+        return cls(
+            port=value("PORT"),
+            home=Path(home).resolve(),
+            start_paused=value("MARKET_SPREAD_START_PAUSED"),
+            kafka=source_is_kafka(),
+            store=store,
+        )
 
     @property
     def log_path(self) -> Path:
@@ -340,25 +346,39 @@ def count_signals() -> dict[str, int]:
 def banner(launch: Launch, password: str, settings: Settings, env: dict[str, str], broker, seconds: float) -> str:
     """What a person needs once Airflow is up: the login, the DAGs, where the data goes."""
     paused = " (paused: MARKET_SPREAD_START_PAUSED)" if launch.start_paused else " (unpaused)"
-    source_line = (f"  kafka       {env['MARKET_SPREAD_BOOTSTRAP_SERVERS']} (topics quotes, orders; data {broker.data})"
-                   if broker else f"  landing     {settings.landing.uri('s3') if launch.store else settings.landing}")
+    source_line = (
+        f"  kafka       {env['MARKET_SPREAD_BOOTSTRAP_SERVERS']} (topics quotes, orders; data {broker.data})"
+        if broker
+        else f"  landing     {settings.landing.uri('s3') if launch.store else settings.landing}"
+    )
     store = launch.store
-    store_lines = [f"  S3 server   {store.endpoint} (bucket {store.bucket}; data {store.data}; log {store.log})",
-                   f"  data docs   {settings.docs}"] if store else []
-    alerts = (store.sql_hint() if store else f".venv/bin/market-spread sql --lake {settings.lake} "
-              "\"SELECT reason, count(*) FROM alerts GROUP BY reason\"")
-    return "\n".join([
-        "",
-        f"  Airflow UI  http://127.0.0.1:{launch.port}   login: {USER} / {password}",
-        f"              (password kept in {launch.home / PASSWORD_FILE}, mode 0600)",
-        f"  DAGs        {', '.join(our_dag_ids(launch.dags))}{paused}",
-        f"  lake        {store.lake if store else settings.lake}",
-        source_line,
-        *store_lines,
-        f"  alerts      {alerts}",
-        f"  ready after {seconds:.0f}s; Ctrl-C stops everything",
-        "",
-    ])
+    store_lines = (
+        [
+            f"  S3 server   {store.endpoint} (bucket {store.bucket}; data {store.data}; log {store.log})",
+            f"  data docs   {settings.docs}",
+        ]
+        if store
+        else []
+    )
+    alerts = (
+        store.sql_hint()
+        if store
+        else f'.venv/bin/market-spread sql --lake {settings.lake} "SELECT reason, count(*) FROM alerts GROUP BY reason"'
+    )
+    return "\n".join(
+        [
+            "",
+            f"  Airflow UI  http://127.0.0.1:{launch.port}   login: {USER} / {password}",
+            f"              (password kept in {launch.home / PASSWORD_FILE}, mode 0600)",
+            f"  DAGs        {', '.join(our_dag_ids(launch.dags))}{paused}",
+            f"  lake        {store.lake if store else settings.lake}",
+            source_line,
+            *store_lines,
+            f"  alerts      {alerts}",
+            f"  ready after {seconds:.0f}s; Ctrl-C stops everything",
+            "",
+        ]
+    )
 
 
 def on_ready(launch: Launch, password: str) -> None:
@@ -434,7 +454,9 @@ def start_run(launch: Launch) -> Running | None:
             return None
     if launch.start_paused:
         env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] = "True"
-    say(f"starting Airflow standalone on http://127.0.0.1:{launch.port} (AIRFLOW_HOME={launch.home}; log {launch.log_path})")
+    say(
+        f"starting Airflow standalone on http://127.0.0.1:{launch.port} (AIRFLOW_HOME={launch.home}; log {launch.log_path})"
+    )
     return Running(start_standalone(env, launch.log_path), env, broker, store)
 
 

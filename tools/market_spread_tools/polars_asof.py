@@ -7,6 +7,7 @@ alerts the reject rule gives. Valid input only: the benchmark's generated backlo
 
     python -m market_spread_tools.polars_asof LANDING   # prints {"alerts": N, "seconds": S}
 """
+
 from __future__ import annotations
 
 import json
@@ -21,14 +22,33 @@ def alerts(landing: str) -> int:
 
     price = pl.Decimal(18, 8)
     text = {name: pl.String for name in ("bid", "offer", "qty", "price")}
-    quotes = pl.scan_ndjson(f"{landing}/quotes/*.jsonl", schema={
-        "symbol": pl.String, "transact_time": pl.String, "bid": text["bid"], "offer": text["offer"], "seq": pl.Int64})
-    orders = pl.scan_ndjson(f"{landing}/orders/*.jsonl", schema={
-        "order_id": pl.String, "account": pl.Int64, "symbol": pl.String, "side": pl.String, "qty": text["qty"],
-        "price": text["price"], "transact_time": pl.String, "seq": pl.Int64})
+    quotes = pl.scan_ndjson(
+        f"{landing}/quotes/*.jsonl",
+        schema={
+            "symbol": pl.String,
+            "transact_time": pl.String,
+            "bid": text["bid"],
+            "offer": text["offer"],
+            "seq": pl.Int64,
+        },
+    )
+    orders = pl.scan_ndjson(
+        f"{landing}/orders/*.jsonl",
+        schema={
+            "order_id": pl.String,
+            "account": pl.Int64,
+            "symbol": pl.String,
+            "side": pl.String,
+            "qty": text["qty"],
+            "price": text["price"],
+            "transact_time": pl.String,
+            "seq": pl.Int64,
+        },
+    )
     when = pl.col("transact_time").str.to_datetime("%Y-%m-%dT%H:%M:%S%.fZ", time_unit="us", time_zone="UTC").alias("t")
-    quotes = (quotes.with_columns(when, pl.col("bid").cast(price), pl.col("offer").cast(price))
-              .sort(["symbol", "t", "seq", "bid", "offer"], nulls_last=False))
+    quotes = quotes.with_columns(when, pl.col("bid").cast(price), pl.col("offer").cast(price)).sort(
+        ["symbol", "t", "seq", "bid", "offer"], nulls_last=False
+    )
     orders = orders.with_columns(when).sort(["symbol", "t"])
     checked = orders.join_asof(quotes.select(["symbol", "t", "bid", "offer"]), on="t", by="symbol", strategy="backward")
     spread = pl.col("offer") - pl.col("bid")

@@ -7,6 +7,7 @@ inherits the environment variable RUN_MARKER with a value unique to it (Airflow'
 workers and task processes, the CLI jobs and their Spark JVMs all pass the environment on), which
 the sweep also looks for in /proc, in case something ever leaves the tree.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -15,8 +16,8 @@ import os
 import secrets
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import psutil
 
@@ -149,7 +150,9 @@ def _launcher_alive(run_id: str) -> bool:
     """The launcher whose pid starts run_id still runs (and is a launcher, not a reused pid)."""
     launcher = run_id.split("-", 1)[0]
     try:
-        return launcher.isdigit() and any("market-spread-run" in part for part in psutil.Process(int(launcher)).cmdline())
+        return launcher.isdigit() and any(
+            "market-spread-run" in part for part in psutil.Process(int(launcher)).cmdline()
+        )
     except psutil.Error:
         return False
 
@@ -193,7 +196,7 @@ def stop_leftovers_of_dead_runs(home: Path, out: Callable[[str], None] = say) ->
 def _is_cli(proc) -> bool:
     try:
         cmd = proc.cmdline()
-    except Exception:
+    except Exception:  # noqa: BLE001 - a process gone or out of reach is not ours to stop
         return False
     return any("market_spread.cli.main" in part or part.endswith("/market-spread") for part in cmd[:3])
 
@@ -284,8 +287,10 @@ def sweep(
         _signal(procs, signal.SIGKILL if hurry else signal.SIGTERM)
         resisting = wait_gone(procs, 5.0 if hurry else grace)
         if resisting:
-            out(f"round {rounds}: SIGKILL to {len(resisting)} process(es) still running after SIGTERM: "
-                + "; ".join(describe(p) for p in resisting))
+            out(
+                f"round {rounds}: SIGKILL to {len(resisting)} process(es) still running after SIGTERM: "
+                + "; ".join(describe(p) for p in resisting)
+            )
             for proc in resisting:
                 with contextlib.suppress(psutil.Error):
                     proc.kill()

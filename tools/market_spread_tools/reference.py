@@ -12,16 +12,18 @@ Line parsing follows the Spark job's reading of landing files: blank lines are s
 come from the number's text (or a numeric string), rounded half-up to 8 places, and must be > 0
 and < 1e10; string fields accept any non-null JSON value as its text, as Spark's JSON reader does.
 """
+
 from __future__ import annotations
 
 import bisect
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple
+from typing import Any, NamedTuple
 
 from market_spread.domain.rules import DEFAULT_MAX_SPREAD, DEFAULT_MAX_SPREAD_RATIO, PRICE_LIMIT, SCALE
 
@@ -31,10 +33,23 @@ INT64 = (-(2**63), 2**63 - 1)
 STREAMS = ("quotes", "orders")
 
 # (name, kind) in schema order: the first failing field gives the quarantine reason.
-QUOTE_FIELDS = (("symbol", "text"), ("transact_time", "text"), ("bid", "decimal"), ("offer", "decimal"),
-                ("seq", "optional_int"))
-ORDER_FIELDS = (("order_id", "text"), ("account", "int"), ("symbol", "text"), ("side", "text"),
-                ("qty", "decimal"), ("price", "decimal"), ("transact_time", "text"), ("seq", "optional_int"))
+QUOTE_FIELDS = (
+    ("symbol", "text"),
+    ("transact_time", "text"),
+    ("bid", "decimal"),
+    ("offer", "decimal"),
+    ("seq", "optional_int"),
+)
+ORDER_FIELDS = (
+    ("order_id", "text"),
+    ("account", "int"),
+    ("symbol", "text"),
+    ("side", "text"),
+    ("qty", "decimal"),
+    ("price", "decimal"),
+    ("transact_time", "text"),
+    ("seq", "optional_int"),
+)
 FIELDS = {"quotes": QUOTE_FIELDS, "orders": ORDER_FIELDS}
 
 _TIME = re.compile(
@@ -76,8 +91,6 @@ def should_reject(
             return False
         mid = (bid + offer) / 2
         return spread >= max_spread or spread >= max_spread_ratio * mid
-
-
 
 
 class QuoteKey(NamedTuple):
@@ -220,8 +233,7 @@ def parse_time(text: str) -> datetime | None:
         return None
     y, mo, d, h, mi, s, frac, z, sign, oh, om = m.groups()
     try:
-        local = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), int((frac or "0").ljust(6, "0")),
-                         tzinfo=timezone.utc)
+        local = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), int((frac or "0").ljust(6, "0")), tzinfo=UTC)
         if z:
             return local
         if int(oh) > 18 or int(om) > 59 or (int(oh) == 18 and int(om) > 0):
@@ -304,24 +316,39 @@ def run_reference(
             times.setdefault(q["symbol"], []).insert(at, key.time)
             if at == len(history[q["symbol"]]) - 1:  # the new maximum: state moves on
                 result.state[q["symbol"]] = {
-                    "bid": key.bid, "offer": key.offer, "quote_time": key.time, "seq": q["seq"],
+                    "bid": key.bid,
+                    "offer": key.offer,
+                    "quote_time": key.time,
+                    "seq": q["seq"],
                     "should_reject_trades": should_reject(key.bid, key.offer, max_spread, max_spread_ratio),
                 }
         for o in orders:
             # Sorted by key, so the last quote at or before the order's time has the max key.
             at = bisect.bisect_right(times.get(o["symbol"], []), o["time"]) - 1
             alert = {
-                "order_id": o["order_id"], "account": o["account"], "symbol": o["symbol"], "side": o["side"],
-                "qty": o["qty"], "price": o["price"], "order_time": o["time"],
-                "reason": "no_market_data", "bid": None, "offer": None, "quote_time": None,
-                "order_seq": o["seq"], "quote_seq": None,
+                "order_id": o["order_id"],
+                "account": o["account"],
+                "symbol": o["symbol"],
+                "side": o["side"],
+                "qty": o["qty"],
+                "price": o["price"],
+                "order_time": o["time"],
+                "reason": "no_market_data",
+                "bid": None,
+                "offer": None,
+                "quote_time": None,
+                "order_seq": o["seq"],
+                "quote_seq": None,
             }
             if at >= 0:
                 quote = history[o["symbol"]][at]
                 if not should_reject(quote.bid, quote.offer, max_spread, max_spread_ratio):
                     continue  # accepted: no alert
                 alert.update(
-                    reason="wide_spread", bid=quote.bid, offer=quote.offer, quote_time=quote.time,
+                    reason="wide_spread",
+                    bid=quote.bid,
+                    offer=quote.offer,
+                    quote_time=quote.time,
                     quote_seq=quote.seq if quote.has_seq else None,
                 )
             result.alerts.append(alert)
@@ -334,7 +361,9 @@ def landing_files(landing_dir: Path | str) -> list[Path]:
     """Every landing file the stream would read: quotes/*.jsonl then orders/*.jsonl, hidden ones skipped."""
     landing_dir = Path(landing_dir)
     return [
-        p for stream in STREAMS for p in sorted((landing_dir / stream).glob("*.jsonl"))
+        p
+        for stream in STREAMS
+        for p in sorted((landing_dir / stream).glob("*.jsonl"))
         if not p.name.startswith((".", "_"))
     ]
 

@@ -6,6 +6,7 @@ Variables the product package reads itself (MARKET_SPREAD_HOME, MARKET_SPREAD_SO
 MARKET_SPREAD_RUN_ID, ...) are the product's to declare, not declared here twice; the tools mark
 their remaining direct reads of those with `# registry: product`.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -52,22 +53,59 @@ def storage(text: str) -> str:
 
 
 declare("PORT", port, 8080, "Port of the Airflow UI and API of `make run`, on 127.0.0.1.", RUN)
-declare("SOURCE", source, None,
-        "`make run SOURCE=kafka`: run a Kafka broker beside Airflow and point the stream and feed DAGs at it "
-        "(files or kafka; unset: MARKET_SPREAD_SOURCE, then files).", RUN)
-declare("STATSD_PORT", port, 8125, "UDP port on 127.0.0.1 that `make run`'s Airflow sends its StatsD metrics to "
-        "(a StatsD exporter listening there turns them into Prometheus metrics; nothing listens by default); 0 "
-        "turns Airflow's metrics off.", RUN)
-declare("KAFKA_PORT", port, 9092,
-        "Port of the broker `make run SOURCE=kafka` starts on 127.0.0.1 (its controller takes this port + 1000).", RUN)
-declare("STORAGE", storage, "local",
-        "local or s3. `make run STORAGE=s3`: run an S3 server (`market-spread object-store`, data in "
-        "data/object-store) beside Airflow and keep landing and lake on it (s3://market-spread/landing, "
-        "s3://market-spread/lake); Data Docs stay in data/quality.", RUN)
-declare("S3_PORT", port, None,
-        "Port of the S3 server `make run STORAGE=s3` starts on 127.0.0.1.", RUN, shown_default="a free port")
-declare("MARKET_SPREAD_AIRFLOW_HOME", Path, None,
-        "AIRFLOW_HOME of `make run` (unset: .airflow in the checkout); lets tests run a private instance "
-        "beside a real one.", RUN)
-declare("MARKET_SPREAD_START_PAUSED", boolean, False,
-        "`make run` leaves the DAGs paused (unpause them in the UI or through the API).", RUN)
+declare(
+    "SOURCE",
+    source,
+    None,
+    "`make run SOURCE=kafka`: run a Kafka broker beside Airflow and point the stream and feed DAGs at it "
+    "(files or kafka; unset: MARKET_SPREAD_SOURCE, then files).",
+    RUN,
+)
+declare(
+    "STATSD_PORT",
+    port,
+    8125,
+    "UDP port on 127.0.0.1 that `make run`'s Airflow sends its StatsD metrics to "
+    "(a StatsD exporter listening there turns them into Prometheus metrics; nothing listens by default); 0 "
+    "turns Airflow's metrics off.",
+    RUN,
+)
+declare(
+    "KAFKA_PORT",
+    port,
+    9092,
+    "Port of the broker `make run SOURCE=kafka` starts on 127.0.0.1 (its controller takes this port + 1000).",
+    RUN,
+)
+declare(
+    "STORAGE",
+    storage,
+    "local",
+    "local or s3. `make run STORAGE=s3`: run an S3 server (`market-spread object-store`, data in "
+    "data/object-store) beside Airflow and keep landing and lake on it (s3://market-spread/landing, "
+    "s3://market-spread/lake); Data Docs stay in data/quality.",
+    RUN,
+)
+declare(
+    "S3_PORT",
+    port,
+    None,
+    "Port of the S3 server `make run STORAGE=s3` starts on 127.0.0.1.",
+    RUN,
+    shown_default="a free port",
+)
+declare(
+    "MARKET_SPREAD_AIRFLOW_HOME",
+    Path,
+    None,
+    "AIRFLOW_HOME of `make run` (unset: .airflow in the checkout); lets tests run a private instance "
+    "beside a real one.",
+    RUN,
+)
+declare(
+    "MARKET_SPREAD_START_PAUSED",
+    boolean,
+    False,
+    "`make run` leaves the DAGs paused (unpause them in the UI or through the API).",
+    RUN,
+)

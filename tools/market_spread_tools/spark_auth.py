@@ -6,6 +6,7 @@ the same file docker-compose.yaml's airflow-init generates. The master and the w
 their SPARK_CONF_DIR, and so does a driver (`market_spread.runtime.network` reads it): the secret is
 never on a command line, where every user of the machine can read it.
 """
+
 from __future__ import annotations
 
 import os

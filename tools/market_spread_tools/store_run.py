@@ -10,14 +10,15 @@ Run as `python -m market_spread_tools.store_run`, not as `market-spread object-s
 stops the CLI jobs first (the stream finishes its batch in flight, writing to this server) and this
 server last, in its final sweep, like the broker.
 """
+
 from __future__ import annotations
 
 import subprocess
 import sys
 import time
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import MutableMapping
 
 from market_spread.feeds.broker import free_port, port_open
 from market_spread.feeds.object_store import DEFAULT_ACCESS_KEY, DEFAULT_BUCKET, DEFAULT_SECRET_KEY
@@ -63,8 +64,12 @@ class StorePlan:
     def aws_env(self) -> dict[str, str]:
         """The AWS variables of this server. Its own keys, never a real account's: the server prints
         them, and the run must not write to AWS by mistake."""
-        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": DEFAULT_ACCESS_KEY,
-                "AWS_SECRET_ACCESS_KEY": DEFAULT_SECRET_KEY, "AWS_REGION": value("AWS_REGION")}
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": DEFAULT_ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": DEFAULT_SECRET_KEY,
+            "AWS_REGION": value("AWS_REGION"),
+        }
 
     def apply(self, env: MutableMapping[str, str]) -> None:
         """Point `env` (os.environ or a child's environment) at this server: the AWS variables, and
@@ -76,14 +81,25 @@ class StorePlan:
         env["MARKET_SPREAD_LANDING"] = self.landing  # registry: product
 
     def argv(self) -> list[str]:
-        return [sys.executable, "-m", "market_spread_tools.store_run", "--port", str(self.port),
-                "--data", str(self.data), "--bucket", self.bucket]
+        return [
+            sys.executable,
+            "-m",
+            "market_spread_tools.store_run",
+            "--port",
+            str(self.port),
+            "--data",
+            str(self.data),
+            "--bucket",
+            self.bucket,
+        ]
 
     def sql_hint(self) -> str:
         """The command a person types to read the alerts of this run."""
         keys = " ".join(f"{k}={v}" for k, v in self.aws_env().items() if k != "AWS_REGION")
-        return (f"{keys} .venv/bin/market-spread sql --lake {self.lake} "
-                "\"SELECT reason, count(*) FROM alerts GROUP BY reason\"")
+        return (
+            f"{keys} .venv/bin/market-spread sql --lake {self.lake} "
+            '"SELECT reason, count(*) FROM alerts GROUP BY reason"'
+        )
 
 
 def start_store(plan: StorePlan, env: dict[str, str], timeout: float = 90.0) -> subprocess.Popen:
@@ -94,8 +110,9 @@ def start_store(plan: StorePlan, env: dict[str, str], timeout: float = 90.0) -> 
     plan.log.parent.mkdir(parents=True, exist_ok=True)
     start = plan.log.stat().st_size if plan.log.exists() else 0
     with open(plan.log, "ab") as out:
-        process = subprocess.Popen(plan.argv(), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                   env=env, start_new_session=True)
+        process = subprocess.Popen(
+            plan.argv(), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
     deadline = time.monotonic() + timeout
     while READY not in plan.log.read_bytes()[start:].decode("utf-8", "replace"):
         if process.poll() is not None or time.monotonic() > deadline:

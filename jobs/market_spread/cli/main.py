@@ -7,28 +7,41 @@ so this layer does not import the features). Every flag may also come from the e
 commands: see AMBIGUOUS_FLAGS), and so on. Values from the environment are checked as flags are.
 Bad arguments exit 2 with a one-line reason.
 """
+
 from __future__ import annotations
 
 import argparse
 import importlib
 import inspect
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 import click
 from click.core import ParameterSource
 
+from market_spread.errors import UsageError
+
 # The variable names stay importable from here (they live in runtime.envnames).
 from market_spread.runtime.envnames import AMBIGUOUS_FLAGS, env_name, env_names
-from market_spread.errors import UsageError
 from market_spread.runtime.settings import check_for
 
-__all__ = ["AMBIGUOUS_FLAGS", "COMMANDS", "UsageError", "commands", "env_name", "env_names", "main", "parse",
-           "parse_args"]
+__all__ = [
+    "AMBIGUOUS_FLAGS",
+    "COMMANDS",
+    "UsageError",
+    "commands",
+    "env_name",
+    "env_names",
+    "main",
+    "parse",
+    "parse_args",
+]
 
 PROG = "market-spread"
-HELP = ("Catch the orders to reject because the market for their symbol is too wide or unknown. "
-        "Every flag can also be set by its environment variable (shown in each command's --help).")
+HELP = (
+    "Catch the orders to reject because the market for their symbol is too wide or unknown. "
+    "Every flag can also be set by its environment variable (shown in each command's --help)."
+)
 HELP_OPTIONS = ["-h", "--help"]  # as argparse had them
 
 
@@ -41,9 +54,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sql": ("market_spread.cli.commands.sql", "query the lake's tables by name"),
     "maintain": ("market_spread.cli.commands.maintain", "compact and vacuum the lake's tables"),
     "bench": ("market_spread_tools.bench_command", "measure throughput, latency and scaling"),
-    "broker": ("market_spread.cli.commands.broker", "run a single-node Kafka broker (KRaft) on 127.0.0.1 in the foreground"),
-    "object-store": ("market_spread.cli.commands.object_store",
-                     "run an S3-compatible server (s3proxy) on 127.0.0.1 in the foreground"),
+    "broker": (
+        "market_spread.cli.commands.broker",
+        "run a single-node Kafka broker (KRaft) on 127.0.0.1 in the foreground",
+    ),
+    "object-store": (
+        "market_spread.cli.commands.object_store",
+        "run an S3-compatible server (s3proxy) on 127.0.0.1 in the foreground",
+    ),
 }
 
 

@@ -1,7 +1,8 @@
 """Options shared by several commands and their value checks."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from market_spread.cli.params import Converted, number, options
 from market_spread.domain.rules import DEFAULT_MAX_SPREAD, DEFAULT_MAX_SPREAD_RATIO, parse_threshold
@@ -30,6 +31,7 @@ def whole_number(minimum: int, unit: str = "", note: str = "") -> Converted:
 
 def ranged(kind: type, low: float, high: float) -> Converted:
     """A number in [low, high]."""
+
     def convert(text: str):
         value = number(kind).convert(text, None, None)
         if not low <= value <= high:
@@ -48,8 +50,9 @@ def lake(command: str) -> Callable:
 
 
 def symbols(command: str) -> Callable:
-    return options(command)("--symbols", default=str(DEFAULT_SYMBOLS),
-                            help="symbol universe, one per line (default: include/symbols.txt)")
+    return options(command)(
+        "--symbols", default=str(DEFAULT_SYMBOLS), help="symbol universe, one per line (default: include/symbols.txt)"
+    )
 
 
 def master(command: str) -> Callable:
@@ -60,10 +63,18 @@ def thresholds(command: str) -> Callable:
     opt = options(command)
 
     def decorate(f: Callable) -> Callable:
-        f = opt("--max-spread-ratio", type=_threshold("--max-spread-ratio"), default=DEFAULT_MAX_SPREAD_RATIO,
-                help="reject when offer - bid >= this x mid (default 0.05)")(f)
-        return opt("--max-spread", type=_threshold("--max-spread"), default=DEFAULT_MAX_SPREAD,
-                   help="reject when offer - bid >= this (default 0.05)")(f)
+        f = opt(
+            "--max-spread-ratio",
+            type=_threshold("--max-spread-ratio"),
+            default=DEFAULT_MAX_SPREAD_RATIO,
+            help="reject when offer - bid >= this x mid (default 0.05)",
+        )(f)
+        return opt(
+            "--max-spread",
+            type=_threshold("--max-spread"),
+            default=DEFAULT_MAX_SPREAD,
+            help="reject when offer - bid >= this (default 0.05)",
+        )(f)
 
     return decorate
 

@@ -5,10 +5,12 @@ take several values after one flag.
 Every option reads MARKET_SPREAD_<COMMAND>_<FLAG>, then MARKET_SPREAD_<FLAG> (see envnames). click
 converts a value from the environment with the option's own type, so it is checked as a flag
 is; the error names the variable (cli.main formats it on one line)."""
+
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import click
 from click.core import ParameterSource
@@ -75,8 +77,11 @@ class EnvOption(click.Option):
         if self.flag in AMBIGUOUS_FLAGS:
             shared, own = env_name(self.flag), env_name(self.flag, self.command)
             if os.environ.get(shared, "").strip() and not os.environ.get(own, "").strip():
-                raise click.UsageError(f"environment variable {shared} is ambiguous ({self.flag} differs between "
-                                       f"commands): set {own} instead", ctx)
+                raise click.UsageError(
+                    f"environment variable {shared} is ambiguous ({self.flag} differs between "
+                    f"commands): set {own} instead",
+                    ctx,
+                )
         for name in self.envvar:
             raw = os.environ.get(name)
             if raw is not None and raw.strip() != "":
@@ -145,6 +150,7 @@ def exclusive(ctx: click.Context, *names: str) -> None:
     """Refuse two of these options at once, naming where each came from."""
     chosen = [n for n in names if given(ctx, n)]
     if len(chosen) > 1:
+
         def where(name: str) -> str:
             if ctx.get_parameter_source(name) is ParameterSource.ENVIRONMENT:
                 return f"environment variable {ctx.meta[('env', name)][0]}"

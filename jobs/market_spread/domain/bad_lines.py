@@ -11,6 +11,7 @@ bad_time, unknown_symbol. Everything else (single-quoted strings, content after 
 given as strings, a number where text is due) is Spark's to judge: its JSON reader (Jackson) is more
 lenient than Python's, in ways this module does not repeat.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,10 +31,23 @@ _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-
 
 # (name, kind) in the parse's order: its first failing field gives the reason.
 FIELDS = {
-    "quotes": (("symbol", "text"), ("transact_time", "time"), ("bid", "decimal"), ("offer", "decimal"),
-               ("seq", "optional_int")),
-    "orders": (("order_id", "text"), ("account", "int"), ("symbol", "text"), ("side", "text"), ("qty", "decimal"),
-               ("price", "decimal"), ("transact_time", "time"), ("seq", "optional_int")),
+    "quotes": (
+        ("symbol", "text"),
+        ("transact_time", "time"),
+        ("bid", "decimal"),
+        ("offer", "decimal"),
+        ("seq", "optional_int"),
+    ),
+    "orders": (
+        ("order_id", "text"),
+        ("account", "int"),
+        ("symbol", "text"),
+        ("side", "text"),
+        ("qty", "decimal"),
+        ("price", "decimal"),
+        ("transact_time", "time"),
+        ("seq", "optional_int"),
+    ),
 }
 
 
@@ -53,8 +67,9 @@ class _NonFinite:
 
 
 NON_FINITE = _NonFinite()
-_DECODER = json.JSONDecoder(parse_float=Decimal, parse_int=int, parse_constant=lambda _: NON_FINITE,
-                            object_pairs_hook=_pairs)
+_DECODER = json.JSONDecoder(
+    parse_float=Decimal, parse_int=int, parse_constant=lambda _: NON_FINITE, object_pairs_hook=_pairs
+)
 _WORD = re.compile(r"[A-Za-z][A-Za-z ]*")  # no digit, no sign: no number Spark could read in it
 _NON_FINITE_WORD = re.compile(r"[+-]?(NaN|Infinity|INF)")
 
@@ -168,7 +183,9 @@ def _time_certain(value: Any) -> bool:
     if m is None or value.startswith("0000"):
         return False
     offset = m.group(2)
-    if not "1000" <= value[:4] <= "9998" or (offset != "Z" and not ("00" <= offset[4:] <= "59" and offset[1:] <= "18:00")):
+    if not "1000" <= value[:4] <= "9998" or (
+        offset != "Z" and not ("00" <= offset[4:] <= "59" and offset[1:] <= "18:00")
+    ):
         raise _Uncertain
     try:
         datetime.fromisoformat(value)

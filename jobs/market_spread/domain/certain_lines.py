@@ -11,11 +11,12 @@ ASCII strings, the symbol in the universe, the side BUY or SELL, integers as JSO
 64 bits, prices and quantities as JSON numbers > 0 and < 1e10 with at most 8 fractional digits (no
 rounding to agree on), and times matching parsing.TIME_PATTERN in the years 1000-9998 with a zone offset of at most 18:00.
 """
+
 from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, NamedTuple
 
@@ -23,12 +24,11 @@ from market_spread.domain.rules import PRICE_LIMIT, SCALE
 
 # parsing.TIME_PATTERN with ASCII digits only (Python's \d also matches other scripts' digits).
 _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-]([0-9]{2}):([0-9]{2}))")
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 # Blank, as Spark's `rlike('\S')` sees it: Java's \s is these six ASCII characters only.
 _BLANK = re.compile(r"[ \t\n\x0b\f\r]*")
-
 
 
 class Quote(NamedTuple):
@@ -148,7 +148,15 @@ def parse_order(line: str, universe: frozenset[str]) -> Order | None:
         symbol, side = _text(obj, "symbol"), _text(obj, "side")
         if symbol not in universe or side not in ("BUY", "SELL"):
             raise _Uncertain
-        return Order(_text(obj, "order_id"), _integer(obj, "account", True), symbol, side,
-                     _price(obj, "qty"), _price(obj, "price"), _time(obj), _integer(obj, "seq", False))
+        return Order(
+            _text(obj, "order_id"),
+            _integer(obj, "account", True),
+            symbol,
+            side,
+            _price(obj, "qty"),
+            _price(obj, "price"),
+            _time(obj),
+            _integer(obj, "seq", False),
+        )
     except _Uncertain:
         return None

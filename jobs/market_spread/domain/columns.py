@@ -6,6 +6,7 @@ Quotes are tables of (symbol, bid, offer, time, seq): prices DECIMAL(18,8), time
 since the epoch (UTC), seq a 64-bit integer or null. Orders have symbol and time (and any other
 columns). Pure: no I/O, no Spark; Arrow's kernels and NumPy.
 """
+
 from __future__ import annotations
 
 from decimal import Decimal
@@ -25,8 +26,9 @@ def rejects(bid: pa.Array, offer: pa.Array, thresholds: Thresholds) -> pa.Array:
     in DECIMAL128 (38 digits hold every product here). A crossed or locked quote never rejects."""
     spread = pc.subtract(offer, bid)
     wide = pc.greater_equal(spread, pa.scalar(thresholds.max_spread, PRICE))
-    ratio = pc.greater_equal(pc.add(spread, spread), pc.multiply(pa.scalar(thresholds.max_spread_ratio, PRICE),
-                                                               pc.add(bid, offer)))
+    ratio = pc.greater_equal(
+        pc.add(spread, spread), pc.multiply(pa.scalar(thresholds.max_spread_ratio, PRICE), pc.add(bid, offer))
+    )
     return pc.and_(pc.greater(spread, pa.scalar(Decimal(0), PRICE)), pc.or_(wide, ratio))
 
 
@@ -45,9 +47,14 @@ def _key_order(quotes: pa.Table) -> np.ndarray:
     symbols = quotes["symbol"].combine_chunks()
     names = pc.unique(symbols).sort()
     seq = quotes["seq"].combine_chunks()
-    keys = [_unscaled(quotes["offer"]), _unscaled(quotes["bid"]), pc.fill_null(seq, 0).to_numpy(zero_copy_only=False),
-            pc.is_valid(seq).to_numpy(zero_copy_only=False), quotes["time"].combine_chunks().to_numpy(zero_copy_only=False),
-            pc.index_in(symbols, value_set=names).to_numpy(zero_copy_only=False)]
+    keys = [
+        _unscaled(quotes["offer"]),
+        _unscaled(quotes["bid"]),
+        pc.fill_null(seq, 0).to_numpy(zero_copy_only=False),
+        pc.is_valid(seq).to_numpy(zero_copy_only=False),
+        quotes["time"].combine_chunks().to_numpy(zero_copy_only=False),
+        pc.index_in(symbols, value_set=names).to_numpy(zero_copy_only=False),
+    ]
     return np.lexsort(keys)  # the last key first
 
 
@@ -56,7 +63,7 @@ def _unscaled(prices: pa.ChunkedArray) -> np.ndarray:
     word of each 128-bit value, for ordering."""
     array = pc.fill_null(prices.combine_chunks(), pa.scalar(Decimal(0), PRICE))
     words = np.frombuffer(array.buffers()[1], dtype=np.int64)
-    return words[2 * array.offset: 2 * (array.offset + len(array)): 2]
+    return words[2 * array.offset : 2 * (array.offset + len(array)) : 2]
 
 
 def newest(quotes: pa.Table) -> pa.Table:
@@ -84,7 +91,7 @@ def as_of(orders: pa.Table, candidates: pa.Table) -> pa.Table:
     times, rank = np.unique(np.concatenate([c_time, o_time]), return_inverse=True)
     span = len(times) + 1
     c_comp = c_code * span + rank[: len(c_time)]
-    o_comp = o_code * span + rank[len(c_time):]
+    o_comp = o_code * span + rank[len(c_time) :]
     at = np.searchsorted(c_comp, o_comp, side="right") - 1
     found = known & (at >= 0) & (c_code[np.clip(at, 0, None)] == o_code) if len(c_code) else np.zeros(len(o_code), bool)
     return ranked.take(pa.array(np.where(found, at, 0), mask=~found))

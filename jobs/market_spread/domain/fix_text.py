@@ -6,13 +6,24 @@ in double quotes. Tags used: 35 MsgType (S = quote, D = order), 55 Symbol, 60 Tr
 read as binary doubles, as Wallaroo did, so a FIX text file and its fixish conversion give the same
 records; symbols are cut to Wallaroo's 4-character field.
 """
+
 from __future__ import annotations
 
 import re
-from typing import Iterator, Union
+from collections.abc import Iterator
 
 from market_spread.domain.wallaroo_records import (
-    DecodeError, FieldError, Item, Kind, Order, Quote, Record, _ascii_field, _finite, _side, fix_time_to_iso,
+    DecodeError,
+    FieldError,
+    Item,
+    Kind,
+    Order,
+    Quote,
+    Record,
+    _ascii_field,
+    _finite,
+    _side,
+    fix_time_to_iso,
 )
 
 SYMBOL_WIDTH = 4
@@ -57,7 +68,7 @@ class _WrongType(FieldError):
         self.msg_type = msg_type
 
 
-def parse_fix_line(line: bytes) -> Union[Quote, Order]:
+def parse_fix_line(line: bytes) -> Quote | Order:
     """One FIX 4.2 message (optionally in double quotes) -> Quote (35=S) or Order (35=D)."""
     body = line.strip(b" \t\r").removeprefix(b"\xef\xbb\xbf")
     if len(body) >= 2 and body[:1] == b'"' and body[-1:] == b'"':

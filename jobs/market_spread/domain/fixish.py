@@ -5,13 +5,24 @@ bytes, an order (type 1) 53 bytes (layouts: the README of Wallaroo's Market Spre
 docs/architecture.md, Coming from Wallaroo). A frame that does not decode is reported and skipped;
 garbage is skipped up to the next plausible frame.
 """
+
 from __future__ import annotations
 
 import struct
-from typing import Iterator
+from collections.abc import Iterator
 
 from market_spread.domain.wallaroo_records import (
-    _FIX_TIME, DecodeError, FieldError, Item, Kind, Order, Quote, Record, _ascii_field, _finite, _side,
+    _FIX_TIME,
+    DecodeError,
+    FieldError,
+    Item,
+    Kind,
+    Order,
+    Quote,
+    Record,
+    _ascii_field,
+    _finite,
+    _side,
     fix_time_to_iso,
 )
 
@@ -119,9 +130,7 @@ def decode_fixish(data, path: str = "<bytes>", expect: Kind | None = None) -> It
         end = at + 4 + length
         if end > size:
             if length <= MAX_PLAUSIBLE_FRAME and _next_plausible(data, at + 1) is None:
-                yield DecodeError(
-                    path, at, "truncated", f"frame declares {length} payload bytes, {size - at - 4} left"
-                )
+                yield DecodeError(path, at, "truncated", f"frame declares {length} payload bytes, {size - at - 4} left")
                 return
             yield from garbage_from(at)
             continue
@@ -148,7 +157,9 @@ def _frame_error(path: str, at: int, kind: int, length: int, expected_type: int 
     if want != length:
         return DecodeError(path, at, "wrong_length", f"{TYPE_NAME[kind]} frame of {length} bytes, expected {want}")
     return DecodeError(
-        path, at, "wrong_type",
+        path,
+        at,
+        "wrong_type",
         f"message type {kind} ({TYPE_NAME[kind]}) where {TYPE_NAME[expected_type]} frames are expected",
     )
 

@@ -8,6 +8,7 @@ reject  = spread > 0 AND (spread >= max_spread OR spread >= max_spread_ratio * m
 The SQL form compares `2 * spread >= ratio * (bid + offer)`: no division, so DECIMAL(18,8) inputs
 stay exact within Spark's 38 digits (a division would widen the scale and Spark may round).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -64,17 +65,22 @@ def quote_key_sql(prefix: str = "") -> str:
     )
 
 
-
 def quote_key_greater_sql(a: str = "s.", b: str = "t.") -> str:
     """`quote_key(a) > quote_key(b)` spelled out field by field, for SQL engines that cannot compare
     structs (DataFusion); the state's commits record it as their MERGE condition (lake.state, which
     applies it in Arrow). The same order as `quote_key_sql`:
     a later time, then a seq over none, then the higher seq, bid, offer. Quote times are never null."""
+
     def has_seq(p: str) -> str:
         return f"CASE WHEN {p}seq IS NULL THEN 0 ELSE 1 END"
 
-    pairs = [(f"{a}quote_time", f"{b}quote_time"), (has_seq(a), has_seq(b)),
-             (f"coalesce({a}seq, 0)", f"coalesce({b}seq, 0)"), (f"{a}bid", f"{b}bid"), (f"{a}offer", f"{b}offer")]
+    pairs = [
+        (f"{a}quote_time", f"{b}quote_time"),
+        (has_seq(a), has_seq(b)),
+        (f"coalesce({a}seq, 0)", f"coalesce({b}seq, 0)"),
+        (f"{a}bid", f"{b}bid"),
+        (f"{a}offer", f"{b}offer"),
+    ]
 
     def greater(rest: list[tuple[str, str]]) -> str:
         (x, y), *tail = rest

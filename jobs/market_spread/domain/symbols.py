@@ -1,4 +1,5 @@
 """The symbol universe: the symbols the product knows, read from a file of one symbol per line."""
+
 from __future__ import annotations
 
 from pathlib import Path

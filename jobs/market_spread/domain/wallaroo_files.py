@@ -1,11 +1,13 @@
 """Decoding one Wallaroo input file of either format, fixish frames or FIX text, detected from its
 first bytes."""
+
 from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Literal
 
 from market_spread.domain.fix_text import decode_fix_text
 from market_spread.domain.fixish import decode_fixish

@@ -5,13 +5,14 @@ text) yield, in file order, either a `Record` (a decoded quote or order) or a `D
 byte offset, kind, detail); decoding goes on after an error, and `strict=True` (domain.wallaroo_files)
 raises `StrictDecodeError` at the first one instead.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Literal, Union
+from typing import Literal
 
 _FIX_TIME = re.compile(rb"(\d{4})(\d{2})(\d{2})-(\d{2}):(\d{2}):(\d{2})(?:\.(\d{3}))?", re.ASCII)
 _SIDES = {1: "BUY", 2: "SELL"}
@@ -42,7 +43,7 @@ class Order:
 class Record:
     position: int  # 0-based position of the frame (or non-blank line) in its file
     offset: int  # byte offset of the frame's length prefix (or of the line)
-    message: Union[Quote, Order]
+    message: Quote | Order
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class FieldError(ValueError):
     """One field of an otherwise well-framed message does not decode."""
 
 
-Item = Union[Record, DecodeError]
+Item = Record | DecodeError
 
 
 # --- field decoding shared by both formats -----------------------------------------------------

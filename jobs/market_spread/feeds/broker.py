@@ -7,6 +7,7 @@ segments, the generated `server.properties` and the broker's own log (`server.lo
 formatted once (when `DIR/logs/meta.properties` is missing); a restart on the same folder keeps
 every topic and offset. Ctrl-C (or SIGTERM) stops it with Kafka's controlled shutdown.
 """
+
 from __future__ import annotations
 
 import base64
@@ -113,10 +114,17 @@ def new_cluster_id() -> str:
 
 def java_command(data: Path, heap: str, main: list[str]) -> list[str]:
     return [
-        os.environ.get("JAVA", "java"), f"-Xmx{heap}", "-Xms64m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-        "-Djava.awt.headless=true", f"-Dlog4j.configuration=file:{(data / 'log4j.properties').resolve()}",
+        os.environ.get("JAVA", "java"),
+        f"-Xmx{heap}",
+        "-Xms64m",
+        "-XX:+UseG1GC",
+        "-XX:MaxGCPauseMillis=20",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j.configuration=file:{(data / 'log4j.properties').resolve()}",
         f"-Dlog4j2.configurationFile={(data / 'log4j2.properties').resolve()}",
-        "-cp", ":".join(broker_jars()), *main,
+        "-cp",
+        ":".join(broker_jars()),
+        *main,
     ]
 
 
@@ -131,7 +139,8 @@ def prepare(data: Path, port: int, controller_port: int, heap: str) -> Path:
         cluster_id = new_cluster_id()
         done = subprocess.run(
             java_command(data, "256m", ["kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)]),
-            capture_output=True, text=True,
+            capture_output=True,
+            text=True,
         )
         if done.returncode != 0:
             raise RuntimeError(f"formatting the broker storage failed: {(done.stderr or done.stdout).strip()[-500:]}")
@@ -202,8 +211,11 @@ def run_broker(spec: BrokerSpec) -> int:
     if wait_ready(bootstrap, spec.ready_timeout, process):
         print(f"market-spread broker: ready on {bootstrap}", flush=True)
     elif process.poll() is None and not stopping:
-        print(f"market-spread broker: error: not ready after {spec.ready_timeout:.0f}s; see {data / 'server.log'}",
-              file=sys.stderr, flush=True)
+        print(
+            f"market-spread broker: error: not ready after {spec.ready_timeout:.0f}s; see {data / 'server.log'}",
+            file=sys.stderr,
+            flush=True,
+        )
         process.terminate()
     try:
         code = process.wait(timeout=None)
@@ -240,8 +252,15 @@ class BrokerProcess:
     benchmark and `make run SOURCE=kafka`. Ports are fixed at construction (free ones by default),
     so a stop and start keeps the same address and, through `data`, the same topics and offsets."""
 
-    def __init__(self, data: Path, port: int = 0, controller_port: int = 0, heap: str = "512m",
-                 log: Path | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        data: Path,
+        port: int = 0,
+        controller_port: int = 0,
+        heap: str = "512m",
+        log: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.data = Path(data)
         self.port = port or free_port()
         self.controller_port = controller_port or free_port()
@@ -261,10 +280,25 @@ class BrokerProcess:
         # The `broker` command's own module, not `market-spread`: `make run` stops CLI jobs first and
         # the broker last, after the stream has finished its batch in flight.
         self.process = subprocess.Popen(
-            [sys.executable, "-m", BROKER_MODULE, "--port", str(self.port),
-             "--controller-port", str(self.controller_port), "--data", str(self.data), "--heap", self.heap,
-             "--ready-timeout", str(timeout)],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=self.env,
+            [
+                sys.executable,
+                "-m",
+                BROKER_MODULE,
+                "--port",
+                str(self.port),
+                "--controller-port",
+                str(self.controller_port),
+                "--data",
+                str(self.data),
+                "--heap",
+                self.heap,
+                "--ready-timeout",
+                str(timeout),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=self.env,
         )
         out.close()
         if not wait_ready(self.bootstrap, timeout, self.process):
@@ -296,4 +330,3 @@ class BrokerProcess:
         while port_open(self.port) and time.monotonic() < deadline:
             time.sleep(0.2)
         self.process = None
-

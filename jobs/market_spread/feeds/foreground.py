@@ -1,4 +1,5 @@
 """What the local servers (`broker`, `object-store`) share: running one in the foreground."""
+
 from __future__ import annotations
 
 import signal

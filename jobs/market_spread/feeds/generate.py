@@ -9,23 +9,24 @@ Profiles:
 Within each file pair, quotes are written before orders, so every quote lands no later than the
 orders it should affect (contract 5.8).
 """
+
 from __future__ import annotations
 
 import os
 import random
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Callable
 
 from market_spread.domain.symbols import load_symbols
 from market_spread.errors import UsageError
 from market_spread.feeds.producer import KafkaTarget, open_sink
 from market_spread.runtime.storage import Location, S3Path
 
-BASE_TIME = datetime(2026, 11, 23, 14, 30, tzinfo=timezone.utc)
+BASE_TIME = datetime(2026, 11, 23, 14, 30, tzinfo=UTC)
 
 
 @dataclass
@@ -146,8 +147,9 @@ def write_atomically(folder: Location, name: str, lines: list[str]) -> Location:
 Sink = Callable[[str, str, list[str]], None]  # (feed, chunk name, lines): e.g. producer.KafkaSink
 
 
-def write_backlog(landing: Location, gen: Generator, quotes: int, orders: int, files: int, tag: str,
-                  sink: Sink | None = None) -> tuple[int, int]:
+def write_backlog(
+    landing: Location, gen: Generator, quotes: int, orders: int, files: int, tag: str, sink: Sink | None = None
+) -> tuple[int, int]:
     """Write `files` pairs of files; pair k holds the events of the k-th stretch of time, so that
     landing the pairs in order lands every quote no later than the orders it affects. Files of pair
     k+1 are modified later, in milliseconds, than those of pair k (`land_after`).
@@ -156,8 +158,10 @@ def write_backlog(landing: Location, gen: Generator, quotes: int, orders: int, f
     write = sink or (lambda feed, name, lines: write_atomically(landing / feed, name, lines))
     latest = -1  # modification time (ms) of the pair before
     for i, part in enumerate(split_in_time(events, files)):
-        written = [write("quotes", f"{tag}-{i:05d}.jsonl", [l for f, _, l in part if f == "quotes"]),
-                   write("orders", f"{tag}-{i:05d}.jsonl", [l for f, _, l in part if f == "orders"])]
+        written = [
+            write("quotes", f"{tag}-{i:05d}.jsonl", [l for f, _, l in part if f == "quotes"]),
+            write("orders", f"{tag}-{i:05d}.jsonl", [l for f, _, l in part if f == "orders"]),
+        ]
         if sink is None and not isinstance(landing, S3Path):  # S3 sets its own times: names break ties in order
             latest = land_after(latest, written)
     return quotes, orders
@@ -210,7 +214,7 @@ def generate(spec: GenerateSpec) -> int:
     symbols = load_symbols(spec.symbols)
     landing = spec.landing or Path(".")
     gen = Generator(symbols, spec.seed, spec.wide_share, spec.profile, _start(spec))
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
     if spec.rate is None and spec.duration is not None:
         raise UsageError("--duration goes with --rate")
     if spec.rate is not None and spec.rate <= 0:
@@ -236,9 +240,9 @@ def _start(spec: GenerateSpec) -> datetime:
     """The first record's event time: a live feed carries live times; a backlog is reproducible
     from a fixed start."""
     if not spec.start:
-        return BASE_TIME if spec.rate is None else datetime.now(timezone.utc)
+        return BASE_TIME if spec.rate is None else datetime.now(UTC)
     try:
-        return datetime.fromisoformat(spec.start.replace("Z", "+00:00")).astimezone(timezone.utc)
+        return datetime.fromisoformat(spec.start.replace("Z", "+00:00")).astimezone(UTC)
     except ValueError:
         raise UsageError(f"--start is not an ISO-8601 time: {spec.start}") from None
 
@@ -266,7 +270,10 @@ def _run_rate(landing: Location, gen: Generator, pace: Pace, stamp: str, sink: S
             written += q + o
             ticks += 1
             if ticks % 10 == 0:
-                print(f"generate: {written} events in {ticks} ticks ({written / (time.monotonic() - began):.0f}/s)", flush=True)
+                print(
+                    f"generate: {written} events in {ticks} ticks ({written / (time.monotonic() - began):.0f}/s)",
+                    flush=True,
+                )
             time.sleep(max(0.0, began + ticks * tick - time.monotonic()))
     except KeyboardInterrupt:
         pass

@@ -8,6 +8,7 @@ files under them the objects, so a restart on the same folder keeps them. From 4
 on. The buckets are created before the ready line; the credentials are the AWS variables', with
 defaults printed at start so that a developer can copy them. Ctrl-C (or SIGTERM) stops it.
 """
+
 from __future__ import annotations
 
 import os
@@ -105,8 +106,10 @@ def create_buckets(endpoint: str, access_key: str, secret_key: str, buckets: tup
         try:
             s3.create_bucket(Bucket=bucket)
         except Exception as exc:  # noqa: BLE001 - botocore's ClientError, classified by its code
-            if getattr(exc, "response", {}).get("Error", {}).get("Code") not in ("BucketAlreadyOwnedByYou",
-                                                                                "BucketAlreadyExists"):
+            if getattr(exc, "response", {}).get("Error", {}).get("Code") not in (
+                "BucketAlreadyOwnedByYou",
+                "BucketAlreadyExists",
+            ):
                 raise
 
 
@@ -133,8 +136,10 @@ def _check(spec: ObjectStoreSpec) -> None:
         raise UsageError(f"--port must be a TCP port, got {spec.port}")
     for bucket in spec.buckets:
         if not BUCKET_NAME.match(bucket) or ".." in bucket:
-            raise UsageError(f"--bucket {bucket!r} is not a valid S3 bucket name (3-63 characters: lower-case "
-                             "letters, digits, hyphens and dots)")
+            raise UsageError(
+                f"--bucket {bucket!r} is not a valid S3 bucket name (3-63 characters: lower-case "
+                "letters, digits, hyphens and dots)"
+            )
     if spec.data.exists() and not spec.data.is_dir():
         raise UsageError(f"--data is not a folder: {spec.data}")
 
@@ -147,8 +152,10 @@ def run_object_store(spec: ObjectStoreSpec) -> int:
     jar = s3proxy_jar()
     java = shutil.which("java")
     if java is None:
-        print(f"{PROG}: error: java not found: install a JDK 17 (apt-get install openjdk-17-jdk-headless)",
-              file=sys.stderr)
+        print(
+            f"{PROG}: error: java not found: install a JDK 17 (apt-get install openjdk-17-jdk-headless)",
+            file=sys.stderr,
+        )
         return 1
     if port_open(spec.port, _reachable(spec.host)):
         print(f"{PROG}: error: port {spec.port} on {spec.host} is already in use", file=sys.stderr)
@@ -164,10 +171,19 @@ def run_object_store(spec: ObjectStoreSpec) -> int:
         config = write_private(private, "s3proxy.properties", s3proxy_properties(endpoint, *keys, spec.data))
         # The optimising JIT, as for a continuous stream: a server lives long, and with the quick one
         # only a PUT took 5.8 ms instead of 3.8 and a LIST of 2,000 keys 200 ms instead of 120.
-        command = [java, f"-Xmx{spec.heap}", "-Xms32m", "-DLOG_LEVEL=warn", "-DJETTY_LOG_LEVEL=warn",
-                   # logback reports its own configuration on stdout when it has a warning about it
-                   "-Dlogback.statusListenerClass=ch.qos.logback.core.status.NopStatusListener",
-                   "-jar", jar, "--properties", str(config)]
+        command = [
+            java,
+            f"-Xmx{spec.heap}",
+            "-Xms32m",
+            "-DLOG_LEVEL=warn",
+            "-DJETTY_LOG_LEVEL=warn",
+            # logback reports its own configuration on stdout when it has a warning about it
+            "-Dlogback.statusListenerClass=ch.qos.logback.core.status.NopStatusListener",
+            "-jar",
+            jar,
+            "--properties",
+            str(config),
+        ]
         return _serve(spec, endpoint, keys, command)
     finally:
         shutil.rmtree(private, ignore_errors=True)

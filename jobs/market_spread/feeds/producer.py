@@ -6,6 +6,7 @@ records stay in order within one partition). The producer is idempotent with ack
 acknowledged before those orders exist, which is what "a quote lands no later than the orders it
 affects" means on Kafka (contract 3b, 5.2).
 """
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,13 @@ import re
 from dataclasses import dataclass
 
 from market_spread.errors import UsageError
-from market_spread.stream.kafka_source import DEFAULT_ORDERS_TOPIC, DEFAULT_QUOTES_TOPIC, check_bootstrap, check_topic_name, client_conf
+from market_spread.stream.kafka_source import (
+    DEFAULT_ORDERS_TOPIC,
+    DEFAULT_QUOTES_TOPIC,
+    check_bootstrap,
+    check_topic_name,
+    client_conf,
+)
 
 DEFAULT_PARTITIONS = 4
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024  # the broker's message.max.bytes (broker.py)
@@ -36,23 +43,30 @@ class KafkaSink:
     """`sink(feed, name, lines)`: sends one chunk of landing lines to the feed's topic and waits
     until the broker has acknowledged all of them (the Kafka counterpart of an atomic file rename)."""
 
-    def __init__(self, bootstrap: str, quotes_topic: str = DEFAULT_QUOTES_TOPIC,
-                 orders_topic: str = DEFAULT_ORDERS_TOPIC, partitions: int = DEFAULT_PARTITIONS,
-                 create_topics: bool = True) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        quotes_topic: str = DEFAULT_QUOTES_TOPIC,
+        orders_topic: str = DEFAULT_ORDERS_TOPIC,
+        partitions: int = DEFAULT_PARTITIONS,
+        create_topics: bool = True,
+    ) -> None:
         from confluent_kafka import Producer
 
         self.bootstrap = bootstrap
         self.topics = {"quotes": quotes_topic, "orders": orders_topic}
         if create_topics:
             ensure_topics(bootstrap, list(self.topics.values()), partitions)
-        self.producer = Producer({
-            **client_conf(bootstrap),
-            "acks": "all",
-            "enable.idempotence": True,  # a retried send never doubles a record
-            "linger.ms": 5,
-            "message.max.bytes": MAX_MESSAGE_BYTES,
-            "queue.buffering.max.kbytes": 256 * 1024,
-        })
+        self.producer = Producer(
+            {
+                **client_conf(bootstrap),
+                "acks": "all",
+                "enable.idempotence": True,  # a retried send never doubles a record
+                "linger.ms": 5,
+                "message.max.bytes": MAX_MESSAGE_BYTES,
+                "queue.buffering.max.kbytes": 256 * 1024,
+            }
+        )
         self.sent = 0
         self.errors: list[str] = []
 
@@ -65,8 +79,9 @@ class KafkaSink:
         for line in lines:
             while True:
                 try:
-                    self.producer.produce(topic, value=line.encode("utf-8"), key=key_of(line),
-                                          on_delivery=self._delivered)
+                    self.producer.produce(
+                        topic, value=line.encode("utf-8"), key=key_of(line), on_delivery=self._delivered
+                    )
                     break
                 except BufferError:  # the local queue is full: let it drain
                     self.producer.poll(0.1)
@@ -105,8 +120,9 @@ class KafkaSink:
             raise ConnectionError(f"Kafka at {self.bootstrap} did not take the records: {detail}")
 
 
-def ensure_topics(bootstrap: str, topics: list[str], partitions: int = DEFAULT_PARTITIONS,
-                  timeout: float = 30.0) -> list[str]:
+def ensure_topics(
+    bootstrap: str, topics: list[str], partitions: int = DEFAULT_PARTITIONS, timeout: float = 30.0
+) -> list[str]:
     """Create the topics that do not exist yet; returns those it created."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -115,13 +131,19 @@ def ensure_topics(bootstrap: str, topics: list[str], partitions: int = DEFAULT_P
     try:
         existing = admin.list_topics(timeout=timeout).topics
     except KafkaException as exc:
-        raise ConnectionError(f"no Kafka broker answered at {bootstrap} within {timeout:.0f}s ({exc.args[0].str()})") from None
+        raise ConnectionError(
+            f"no Kafka broker answered at {bootstrap} within {timeout:.0f}s ({exc.args[0].str()})"
+        ) from None
     wanted = [t for t in topics if t not in existing]
     if not wanted:
         return []
     futures = admin.create_topics(
-        [NewTopic(t, num_partitions=partitions, replication_factor=1, config={"max.message.bytes": str(MAX_MESSAGE_BYTES)})
-         for t in wanted],
+        [
+            NewTopic(
+                t, num_partitions=partitions, replication_factor=1, config={"max.message.bytes": str(MAX_MESSAGE_BYTES)}
+            )
+            for t in wanted
+        ],
         operation_timeout=timeout,
     )
     for topic, future in futures.items():

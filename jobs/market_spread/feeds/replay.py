@@ -9,16 +9,17 @@ never collide with an earlier replay. `seq` is the record's position in its inpu
 Bad frames and lines are reported (file:offset) and skipped; `--strict` checks every input first
 and writes nothing unless all of them decode cleanly.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Iterable
 
 from market_spread.domain.wallaroo_files import decode_file
 from market_spread.domain.wallaroo_records import DecodeError, Order, Quote, StrictDecodeError, decimal_text
@@ -95,12 +96,12 @@ def write_atomically(folder: Location, name: str, lines: list[str]) -> Location:
 
 def replay_stamp(landing: Location, now: datetime | None = None) -> str:
     """A UTC stamp later than every earlier replay's in this landing folder (names sort in order)."""
-    stamp = now or datetime.now(timezone.utc)
+    stamp = now or datetime.now(UTC)
     for folder in (landing / "quotes", landing / "orders"):
         for name in list_names(folder) or ():
             m = _STAMP_IN_NAME.match(name)
             if m:
-                earlier = datetime.strptime(m.group(1), STAMP_FORMAT).replace(tzinfo=timezone.utc)
+                earlier = datetime.strptime(m.group(1), STAMP_FORMAT).replace(tzinfo=UTC)
                 if earlier >= stamp:
                     stamp = earlier + timedelta(microseconds=1)
     return stamp.strftime(STAMP_FORMAT)
@@ -224,7 +225,7 @@ def replay(spec: ReplaySpec) -> int:
     except ConnectionError as exc:
         print(f"replay: error: {exc}", file=sys.stderr)
         return 1
-    stamp = replay_stamp(landing) if sink is None else datetime.now(timezone.utc).strftime(STAMP_FORMAT)
+    stamp = replay_stamp(landing) if sink is None else datetime.now(UTC).strftime(STAMP_FORMAT)
     where = spec.kafka.label if sink else str(landing)
     target = ReplayTarget(landing, stamp, spec.records_per_file, sink)
     totals = FileSummary(landing, "")
@@ -240,7 +241,9 @@ def replay(spec: ReplaySpec) -> int:
             flush=True,
         )
         totals.read, totals.written, totals.rejected = (
-            totals.read + s.read, totals.written + s.written, totals.rejected + s.rejected,
+            totals.read + s.read,
+            totals.written + s.written,
+            totals.rejected + s.rejected,
         )
     print(f"replay: total: read {totals.read}, written {totals.written}, rejected {totals.rejected} into {where}")
     return 0

@@ -16,14 +16,16 @@ not conflict, and one that does is tried again here against the table's new vers
 A commit whose answer was lost (a timeout after the store took it) or that lost a race is told
 apart by the mark: the table read again holds this batch's transaction, or it does not.
 """
+
 from __future__ import annotations
 
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from market_spread.errors import DiskFull, MarketSpreadError
 from market_spread.lake.tables import batch_tag
@@ -61,8 +63,10 @@ class BatchMark:
     def commit_properties(self) -> Any:
         from deltalake import CommitProperties, Transaction
 
-        return CommitProperties(custom_metadata={"userMetadata": batch_tag(self.batch_id)},
-                                app_transactions=[Transaction(self.stream_id, self.batch_id)])
+        return CommitProperties(
+            custom_metadata={"userMetadata": batch_tag(self.batch_id)},
+            app_transactions=[Transaction(self.stream_id, self.batch_id)],
+        )
 
     def spark_options(self) -> dict[str, str]:
         """Delta's idempotent-write options of a Spark DataFrame write."""
@@ -70,8 +74,10 @@ class BatchMark:
 
     def spark_conf(self) -> dict[str, str]:
         """The same for Spark SQL commands (MERGE), as session settings."""
-        return {"spark.databricks.delta.write.txnAppId": self.stream_id,
-                "spark.databricks.delta.write.txnVersion": str(self.batch_id)}
+        return {
+            "spark.databricks.delta.write.txnAppId": self.stream_id,
+            "spark.databricks.delta.write.txnVersion": str(self.batch_id),
+        }
 
 
 def no_hooks() -> Any:
@@ -173,9 +179,10 @@ class KeptTable:
                         return  # the store took it, the answer was lost
                 except Exception:  # noqa: BLE001 - the table cannot be read now: try again, then give up
                     pass
-            time.sleep(0.05 * 2 ** attempt)
-        raise CommitRaced(f"{self.path}: batch {mark.batch_id} could not be committed after {ATTEMPTS} tries: "
-                          f"{_first_line(failure)}") from failure
+            time.sleep(0.05 * 2**attempt)
+        raise CommitRaced(
+            f"{self.path}: batch {mark.batch_id} could not be committed after {ATTEMPTS} tries: {_first_line(failure)}"
+        ) from failure
 
 
 def _classify(path: str, exc: Exception) -> Exception:
@@ -234,8 +241,11 @@ def checkpoint(path: str) -> Any:
         drop_stale_checksum(path)
         return open_delta(path)
     except Exception as exc:  # noqa: BLE001 - see above
-        print(f"warning: checkpoint of {path} failed (tried again at the next interval): {_first_line(exc)}",
-              file=sys.stderr, flush=True)
+        print(
+            f"warning: checkpoint of {path} failed (tried again at the next interval): {_first_line(exc)}",
+            file=sys.stderr,
+            flush=True,
+        )
         return None
 
 

@@ -19,11 +19,12 @@ deletes the replaced files (`--retain-hours`, 7 days by default).
 
 `MARKET_SPREAD_COMPACT_EVERY=N` sets the period in commits (default 100); 0 turns it off.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Callable
 
 from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod

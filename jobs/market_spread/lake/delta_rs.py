@@ -8,6 +8,7 @@ batch, on its critical path; the same commit through delta-rs takes milliseconds
 there by the one Spark job that computes them. `MARKET_SPREAD_DRIVER_COMMITS=off` sends every write
 through Spark again.
 """
+
 from __future__ import annotations
 
 import re
@@ -17,8 +18,13 @@ from pyspark.sql import DataFrame
 
 from market_spread.runtime import settings
 
-_TYPES = {"STRING": pa.string(), "BIGINT": pa.int64(), "BOOLEAN": pa.bool_(), "DATE": pa.date32(),
-          "TIMESTAMP": pa.timestamp("us", tz="UTC")}
+_TYPES = {
+    "STRING": pa.string(),
+    "BIGINT": pa.int64(),
+    "BOOLEAN": pa.bool_(),
+    "DATE": pa.date32(),
+    "TIMESTAMP": pa.timestamp("us", tz="UTC"),
+}
 
 
 def enabled() -> bool:

@@ -6,6 +6,7 @@ Delta's log clean-up deletes commit files (`N.json`) older than the newest check
 pass `delta.logRetentionDuration`, so no single commit file can be relied on to exist; the newest
 commit, checkpoint or `_last_checkpoint` record always survives and gives the version.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,7 +35,7 @@ def latest_version(table: str | Path) -> int | None:
         if len(name) <= _DIGITS or not head.isdigit() or name[_DIGITS] != ".":
             continue
         version = int(head)
-        rest = name[_DIGITS + 1:]
+        rest = name[_DIGITS + 1 :]
         if rest.endswith(".compacted.json") and rest[:_DIGITS].isdigit():
             version = max(version, int(rest[:_DIGITS]))
         elif not (rest == "json" or rest.startswith("checkpoint.")):

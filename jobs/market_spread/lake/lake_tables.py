@@ -5,16 +5,26 @@ A `LakeTables` belongs to the stream that made it (its BatchProcessor), not to t
 streams in one process (tests) keep their own tables. Its `marks()` read, per table, the last batch
 the stream committed there (Delta's txn version for the stream's id), once when a stream starts.
 """
+
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from market_spread.lake import tables as lake_mod
-from market_spread.lake.commits import BatchMark, ConstraintViolated, KeptTable, NeedsSpark, Upkeep, marked_version, no_hooks
+from market_spread.lake.commits import (
+    BatchMark,
+    ConstraintViolated,
+    KeptTable,
+    NeedsSpark,
+    Upkeep,
+    marked_version,
+    no_hooks,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -63,8 +73,17 @@ class LakeTables:
         mark, kept = self.mark(batch_id), self.kept(name)
         if not kept.spark_only:
             try:
-                kept.commit(lambda table: write_deltalake(table, rows, mode="append", commit_properties=mark.commit_properties(),
-                                                          post_commithook_properties=no_hooks()), mark, guard)
+                kept.commit(
+                    lambda table: write_deltalake(
+                        table,
+                        rows,
+                        mode="append",
+                        commit_properties=mark.commit_properties(),
+                        post_commithook_properties=no_hooks(),
+                    ),
+                    mark,
+                    guard,
+                )
                 return rows.num_rows
             except NeedsSpark as exc:
                 self._to_spark(kept, exc)
@@ -73,8 +92,9 @@ class LakeTables:
         self._spark_append(kept, rows, mark, guard)
         return rows.num_rows
 
-    def merge(self, name: str, source: pa.Table, batch_id: int, condition: str, spark_condition: str,
-              guard: Guard = None) -> None:
+    def merge(
+        self, name: str, source: pa.Table, batch_id: int, condition: str, spark_condition: str, guard: Guard = None
+    ) -> None:
         """Upsert `source` (the table's columns, one row per key `symbol`) in one MERGE marked with the
         batch: a stored row is updated where `condition` (DataFusion SQL over `s.` source and `t.`
         target; `spark_condition` the same in Spark SQL) holds, a new key inserted. delta-rs's MERGE,
@@ -82,9 +102,20 @@ class LakeTables:
         mark, kept = self.mark(batch_id), self.kept(name)
 
         def merge(table: Any) -> None:
-            (table.merge(source, "t.symbol = s.symbol", source_alias="s", target_alias="t", streamed_exec=False,
-                         commit_properties=mark.commit_properties(), post_commithook_properties=no_hooks())
-             .when_matched_update_all(predicate=condition).when_not_matched_insert_all().execute())
+            (
+                table.merge(
+                    source,
+                    "t.symbol = s.symbol",
+                    source_alias="s",
+                    target_alias="t",
+                    streamed_exec=False,
+                    commit_properties=mark.commit_properties(),
+                    post_commithook_properties=no_hooks(),
+                )
+                .when_matched_update_all(predicate=condition)
+                .when_not_matched_insert_all()
+                .execute()
+            )
 
         if not kept.spark_only:
             try:
@@ -108,45 +139,63 @@ class LakeTables:
             guard()
         columns = {c: f"s.{c}" for c in source.columns}
         with session_settings(source.sparkSession, {**mark.spark_conf(), USER_METADATA: lake_mod.batch_tag(batch_id)}):
-            (DeltaTable.forPath(source.sparkSession, kept.path).alias("t")
-             .merge(source.alias("s"), "t.symbol = s.symbol")
-             .whenMatchedUpdate(condition=condition, set=columns)
-             .whenNotMatchedInsert(values=columns)
-             .execute())
+            (
+                DeltaTable.forPath(source.sparkSession, kept.path)
+                .alias("t")
+                .merge(source.alias("s"), "t.symbol = s.symbol")
+                .whenMatchedUpdate(condition=condition, set=columns)
+                .whenNotMatchedInsert(values=columns)
+                .execute()
+            )
         kept.mark_stale()
 
     def _violation(self, name: str, rows: pa.Table, batch_id: int) -> ConstraintViolated:
         """The one-line error of rows that break the table's rules, naming the CHECK constraints they
         break (evaluated by Spark, whose SQL the constraints are written in, when it is at hand)."""
         config = self.kept(name).refresh().metadata().configuration
-        rules = {k.removeprefix("delta.constraints."): v for k, v in config.items() if k.startswith("delta.constraints.")}
+        rules = {
+            k.removeprefix("delta.constraints."): v for k, v in config.items() if k.startswith("delta.constraints.")
+        }
         broken = sorted(rules)
         if self.spark is not None and rules:
             frame = self.spark.createDataFrame(rows)
             broken = [n for n in sorted(rules) if frame.where(f"NOT ({rules[n]})").limit(1).count()] or broken
         named = ", ".join(f"{n} ({rules[n]})" for n in broken) or "an invariant of a column"
-        return ConstraintViolated(f"{name}: rows of batch {batch_id} break the table's CHECK constraint {named}; "
-                                  "nothing of them was committed: drop or change the constraint, or correct the input, "
-                                  "then start the stream again")
+        return ConstraintViolated(
+            f"{name}: rows of batch {batch_id} break the table's CHECK constraint {named}; "
+            "nothing of them was committed: drop or change the constraint, or correct the input, "
+            "then start the stream again"
+        )
 
     def _to_spark(self, kept: KeptTable, why: NeedsSpark) -> None:
         import sys
 
         self._session(kept)
         kept.spark_only = True
-        print(f"market-spread stream: {why}; this table's commits go through Spark from now on", file=sys.stderr, flush=True)
+        print(
+            f"market-spread stream: {why}; this table's commits go through Spark from now on",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def _session(self, kept: KeptTable) -> "SparkSession":
         if self.spark is None:
-            raise NeedsSpark(f"{kept.path}: the table asks for a feature delta-rs cannot write, and no Spark session is at hand")
+            raise NeedsSpark(
+                f"{kept.path}: the table asks for a feature delta-rs cannot write, and no Spark session is at hand"
+            )
         return self.spark
 
     def _spark_append(self, kept: KeptTable, rows: pa.Table, mark: BatchMark, guard: Guard) -> None:
         if guard is not None:
             guard()
         frame = self._session(kept).createDataFrame(rows)
-        (frame.write.format("delta").mode("append").options(**mark.spark_options())
-         .option("userMetadata", lake_mod.batch_tag(mark.batch_id)).save(kept.path))
+        (
+            frame.write.format("delta")
+            .mode("append")
+            .options(**mark.spark_options())
+            .option("userMetadata", lake_mod.batch_tag(mark.batch_id))
+            .save(kept.path)
+        )
         kept.mark_stale()
 
     def compact(self, name: str, batch_id: int, target_bytes: int, guard: Guard = None) -> Future:
@@ -167,8 +216,10 @@ class LakeTables:
             if guard is not None:
                 guard()
             metrics = table.optimize.compact(
-                target_size=target_bytes, post_commithook_properties=no_hooks(),
-                commit_properties=CommitProperties(custom_metadata={"userMetadata": lake_mod.batch_tag(batch_id)}))
+                target_size=target_bytes,
+                post_commithook_properties=no_hooks(),
+                commit_properties=CommitProperties(custom_metadata={"userMetadata": lake_mod.batch_tag(batch_id)}),
+            )
             kept.after_commit()
         return metrics, int((time.perf_counter() - began) * 1000)
 

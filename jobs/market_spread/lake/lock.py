@@ -1,5 +1,6 @@
 """One writer per lake: the stream's lock file on a local disk, a lease on object storage (also
 taken by `maintain` for its exclusive work). `writer_lock(lake)` picks the one the lake needs."""
+
 from __future__ import annotations
 
 import fcntl
@@ -7,7 +8,7 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
@@ -68,8 +69,13 @@ class WriterLock:
 
     def record(self, **extra: object) -> None:
         assert self.handle is not None
-        info = {"pid": os.getpid(), "pid_started": process_start_time(), "host": this_host(),
-                "since": datetime.now(timezone.utc).isoformat(), **extra}
+        info = {
+            "pid": os.getpid(),
+            "pid_started": process_start_time(),
+            "host": this_host(),
+            "since": datetime.now(UTC).isoformat(),
+            **extra,
+        }
         if isinstance(extra.get("jvm_pid"), int):
             info["jvm_started"] = process_start_time(int(extra["jvm_pid"]))
         self.handle.seek(0)

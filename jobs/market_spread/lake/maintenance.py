@@ -23,14 +23,16 @@ Quote history retention (`--quote-retention-days N`, default 0: keep everything)
 only while `maintain` holds the writer lock, and is skipped (and said so) beside a live stream. The
 deleted files leave the disk at a later VACUUM, once older than `--retain-hours`.
 """
+
 from __future__ import annotations
 
 import random
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
-from typing import Any, Callable, Sequence, TypeVar
+from datetime import UTC, date, datetime, timedelta
+from typing import Any, TypeVar
 
 from market_spread.errors import UsageError
 from market_spread.lake.lock import LakeBusy, LeaseLock, WriterLock, writer_lock
@@ -56,7 +58,7 @@ T = TypeVar("T")
 
 def quote_cutoff(days: int, today: date | None = None) -> date:
     """The first quote_date kept: today (UTC) minus `days`."""
-    today = today or datetime.now(timezone.utc).date()
+    today = today or datetime.now(UTC).date()
     return today - timedelta(days=days)
 
 
@@ -161,8 +163,11 @@ def maintain(spec: MaintainSpec) -> int:
             spark.stop()
         if exclusive:
             lock.release()
-    print(f"maintain: done: {len(known) - len(failed)} of {len(known)} tables maintained"
-          + (f"; failed: {', '.join(failed)}" if failed else ""), flush=True)
+    print(
+        f"maintain: done: {len(known) - len(failed)} of {len(known)} tables maintained"
+        + (f"; failed: {', '.join(failed)}" if failed else ""),
+        flush=True,
+    )
     return 1 if failed else 0
 
 
@@ -220,15 +225,22 @@ def _maintain_table(spark: Any, spec: MaintainSpec, table: str, exclusive: bool)
         if exclusive:
             began = time.monotonic()
             removed, added = with_conflict_retries(lambda: optimize(spark, path), spec.attempts, f"{table}: optimize")
-            print(f"maintain: {table}: optimize: {removed} files compacted into {added} "
-                  f"({time.monotonic() - began:.1f}s)", flush=True)
+            print(
+                f"maintain: {table}: optimize: {removed} files compacted into {added} "
+                f"({time.monotonic() - began:.1f}s)",
+                flush=True,
+            )
         began = time.monotonic()
-        deleted = with_conflict_retries(lambda: vacuum(spark, path, spec.retain_hours), spec.attempts,
-                                        f"{table}: vacuum")
-        print(f"maintain: {table}: vacuum: {deleted} unreferenced files deleted (retain {spec.retain_hours}h), "
-              f"{_count_data_files(location(path))} data files on disk ({time.monotonic() - began:.1f}s)", flush=True)
+        deleted = with_conflict_retries(
+            lambda: vacuum(spark, path, spec.retain_hours), spec.attempts, f"{table}: vacuum"
+        )
+        print(
+            f"maintain: {table}: vacuum: {deleted} unreferenced files deleted (retain {spec.retain_hours}h), "
+            f"{_count_data_files(location(path))} data files on disk ({time.monotonic() - began:.1f}s)",
+            flush=True,
+        )
         return True
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - one table's failure is said and the others are still maintained
         message = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
         print(f"maintain: {table}: failed: {message}", file=sys.stderr, flush=True)
         return False
@@ -241,5 +253,7 @@ def _expire(spark: Any, spec: MaintainSpec, path: str, exclusive: bool) -> None:
         return
     cutoff = quote_cutoff(spec.quote_retention_days)
     deleted_rows = with_conflict_retries(lambda: expire_quotes(spark, path, cutoff), spec.attempts, "quotes: retention")
-    print(f"maintain: quotes: retention {spec.quote_retention_days} days: {deleted_rows} rows "
-          f"before {cutoff} deleted", flush=True)
+    print(
+        f"maintain: quotes: retention {spec.quote_retention_days} days: {deleted_rows} rows before {cutoff} deleted",
+        flush=True,
+    )

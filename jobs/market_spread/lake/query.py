@@ -6,6 +6,7 @@ plans and a short allow-list of read-only commands (SHOW, DESCRIBE, EXPLAIN of a
 everything else exits 2 and changes nothing. The decision is made on the parser's plan classes,
 not on the text, so comments, odd spacing or a CTE in front of an INSERT cannot slip through.
 """
+
 from __future__ import annotations
 
 import csv
@@ -14,9 +15,9 @@ import sys
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
-from market_spread.runtime.storage import Location
 
 from market_spread.errors import UsageError
+from market_spread.runtime.storage import Location
 
 
 def _text(value: object) -> str:
@@ -58,25 +59,42 @@ def render(columns: list[str], rows: list[tuple], fmt: str, out=sys.stdout) -> N
 
 # Read-only commands allowed at the root of a plan (class simple names). Their children are
 # unresolved names (tables, namespaces), except the two below whose inner plan is checked too.
-READ_ONLY_COMMANDS = frozenset({
-    "ShowTables", "ShowTablesExtended", "ShowViews", "ShowColumns", "ShowFunctions", "ShowNamespaces",
-    "ShowTableProperties", "ShowCreateTable", "ShowPartitions", "ShowCatalogs",
-    "DescribeRelation", "DescribeColumn", "DescribeNamespace", "DescribeFunction",
-    "DescribeDeltaHistory", "DescribeDeltaDetailCommand",
-})
+READ_ONLY_COMMANDS = frozenset(
+    {
+        "ShowTables",
+        "ShowTablesExtended",
+        "ShowViews",
+        "ShowColumns",
+        "ShowFunctions",
+        "ShowNamespaces",
+        "ShowTableProperties",
+        "ShowCreateTable",
+        "ShowPartitions",
+        "ShowCatalogs",
+        "DescribeRelation",
+        "DescribeColumn",
+        "DescribeNamespace",
+        "DescribeFunction",
+        "DescribeDeltaHistory",
+        "DescribeDeltaDetailCommand",
+    }
+)
 WRAPPING_COMMANDS = {"ExplainCommand": "logicalPlan", "DescribeQueryCommand": "plan"}
 # Any of these anywhere in the tree means the statement would change something (or the session).
-WRITE_TRAITS = frozenset({
-    "org.apache.spark.sql.catalyst.plans.logical.Command",
-    "org.apache.spark.sql.catalyst.plans.logical.ParsedStatement",
-    "org.apache.spark.sql.catalyst.plans.logical.V2WriteCommand",
-    "org.apache.spark.sql.execution.command.RunnableCommand",
-    "org.apache.spark.sql.delta.commands.DeltaCommand",
-    "org.apache.spark.sql.catalyst.plans.logical.ExecutableDuringAnalysis",
-})
+WRITE_TRAITS = frozenset(
+    {
+        "org.apache.spark.sql.catalyst.plans.logical.Command",
+        "org.apache.spark.sql.catalyst.plans.logical.ParsedStatement",
+        "org.apache.spark.sql.catalyst.plans.logical.V2WriteCommand",
+        "org.apache.spark.sql.execution.command.RunnableCommand",
+        "org.apache.spark.sql.delta.commands.DeltaCommand",
+        "org.apache.spark.sql.catalyst.plans.logical.ExecutableDuringAnalysis",
+    }
+)
 # Plain logical nodes that run other statements or code: EXECUTE IMMEDIATE '<any SQL>', CALL.
-RUNS_OTHER_CODE = frozenset({"UnresolvedExecuteImmediate", "ExecuteImmediateQuery", "ExecuteImmediateCommands",
-                             "Call", "UnresolvedProcedure"})
+RUNS_OTHER_CODE = frozenset(
+    {"UnresolvedExecuteImmediate", "ExecuteImmediateQuery", "ExecuteImmediateCommands", "Call", "UnresolvedProcedure"}
+)
 
 
 class NotReadOnly(Exception):
@@ -119,11 +137,11 @@ def check_read_only(spark, query: str) -> None:
     parser = spark._jsparkSession.sessionState().sqlParser()
     try:
         plan = parser.parsePlan(query)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any parse error: tried again as a script below, else reported
         # Several statements do not parse as one; they do as the body of a SQL script.
         try:
             wrapped = parser.parsePlan(f"BEGIN\n{query}\n;\nEND")
-        except Exception:
+        except Exception:  # noqa: BLE001 - not a script either: the first error is reported
             wrapped = None
         if wrapped is not None and _simple(wrapped.getClass().getName()) == "CompoundBody":
             raise NotReadOnly("sql runs one query at a time; several statements were given") from None
@@ -143,10 +161,15 @@ def _check_plan(plan, root: bool) -> None:
         node = todo.pop()
         node_name = _simple(node.getClass().getName())
         # Delta's RESTORE is a bare logical node: the name rule catches such statements too.
-        if (_class_names(node.getClass()) & WRITE_TRAITS or node_name.endswith(("Command", "Statement"))
-                or node_name in RUNS_OTHER_CODE):
-            raise NotReadOnly(f"sql is read-only: {node_name} would change the lake or the session; only queries "
-                              "(SELECT, WITH, VALUES, SHOW, DESCRIBE, EXPLAIN) run")
+        if (
+            _class_names(node.getClass()) & WRITE_TRAITS
+            or node_name.endswith(("Command", "Statement"))
+            or node_name in RUNS_OTHER_CODE
+        ):
+            raise NotReadOnly(
+                f"sql is read-only: {node_name} would change the lake or the session; only queries "
+                "(SELECT, WITH, VALUES, SHOW, DESCRIBE, EXPLAIN) run"
+            )
         children = node.children()
         todo.extend(children.apply(i) for i in range(children.size()))
 

@@ -1,8 +1,9 @@
 """Reading and updating the quote state: the symbol_state table (newest quote per symbol, kept by a
 Delta MERGE) and the quote history read for late orders."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -15,9 +16,10 @@ from market_spread.lake import tables as lake_mod
 from market_spread.lake.lake_tables import LakeTables
 from market_spread.transforms.asof import STATE_QUOTE_COLUMNS
 
-
 # The state table's own types, for its quote columns (the driver's copy, lake.state_mirror, uses them too).
-ARROW_SCHEMA = pa.schema([delta_rs.arrow_schema(lake_mod.SCHEMAS["symbol_state"]).field(c) for c in STATE_QUOTE_COLUMNS])
+ARROW_SCHEMA = pa.schema(
+    [delta_rs.arrow_schema(lake_mod.SCHEMAS["symbol_state"]).field(c) for c in STATE_QUOTE_COLUMNS]
+)
 
 
 def read_state_quotes(spark: SparkSession, lake: str) -> DataFrame:
@@ -47,7 +49,9 @@ def newest_of_rows(rows: pa.Table) -> pa.Table:
     Arrow, on its way to delta-rs): each symbol's highest quote by rules.quote_key, in the columns
     and order `newest_per_symbol` gives. A sort, then each symbol's last row: no Spark job (on a
     2M-event batch that job ran beside the as-of check, on the same two cores)."""
-    ordered = rows.select(list(NEWEST_COLUMNS)).sort_by([(c, "ascending", "at_start") for c in ("symbol", *_QUOTE_KEY_ORDER)])
+    ordered = rows.select(list(NEWEST_COLUMNS)).sort_by(
+        [(c, "ascending", "at_start") for c in ("symbol", *_QUOTE_KEY_ORDER)]
+    )
     if ordered.num_rows == 0:
         return ordered
     symbols = ordered["symbol"]
@@ -108,13 +112,15 @@ def late_history_rows(tables: LakeTables, late: list[dict]) -> pa.Table:
         return f"CAST('{d.isoformat()}' AS DATE)"
 
     def instant(t: datetime) -> str:
-        return f"CAST('{t.astimezone(timezone.utc).isoformat()}' AS TIMESTAMP)"
+        return f"CAST('{t.astimezone(UTC).isoformat()}' AS TIMESTAMP)"
 
     def read(symbols: list[str], where: str) -> pa.Table:
         names = ", ".join("'" + s.replace("'", "''") + "'" for s in symbols)
-        rows = pa.table(QueryBuilder().register("h", history).execute(
-            f"SELECT {', '.join(STATE_QUOTE_COLUMNS)} FROM h WHERE {where} AND symbol IN ({names})"
-        )).cast(ARROW_SCHEMA)  # DataFusion answers with string views
+        rows = pa.table(
+            QueryBuilder()
+            .register("h", history)
+            .execute(f"SELECT {', '.join(STATE_QUOTE_COLUMNS)} FROM h WHERE {where} AND symbol IN ({names})")
+        ).cast(ARROW_SCHEMA)  # DataFusion answers with string views
         # Up to each symbol's last late order: later quotes cannot be current for any of them.
         return rows.filter(pc.less_equal(rows["quote_time"], _per_row(rows, lasts)))
 
@@ -146,8 +152,11 @@ def from_current_quote(rows: pa.Table, first_order: dict[str, datetime]) -> pa.T
     time first, so a quote older than that time is never the newest at or before any later order."""
     if rows.num_rows == 0:
         return rows
-    start = (rows.filter(pc.less_equal(rows["quote_time"], _per_row(rows, first_order)))
-             .group_by("symbol").aggregate([("quote_time", "max")]))
+    start = (
+        rows.filter(pc.less_equal(rows["quote_time"], _per_row(rows, first_order)))
+        .group_by("symbol")
+        .aggregate([("quote_time", "max")])
+    )
     floor = _per_row(rows, dict(zip(start["symbol"].to_pylist(), start["quote_time_max"].to_pylist())))
     keep = pc.or_kleene(pc.is_null(floor), pc.greater_equal(rows["quote_time"], floor))
     return rows.filter(keep)
@@ -163,16 +172,24 @@ def merge_state(tables: LakeTables, newest: DataFrame | pa.Table, batch_id: int,
     post-image). Otherwise Spark merges them; the source is not materialised again by Delta (the
     session sets `merge.materializeSource=none`: it is deterministic, an aggregate of the cached
     batch, the update time a literal). No broadcast hint: Delta's MERGE joins drop it."""
-    updated_at = datetime.now(timezone.utc)
+    updated_at = datetime.now(UTC)
     spark_condition = f"{quote_key_sql('s.')} > {quote_key_sql('t.')}"
     if isinstance(newest, pa.Table) and delta_rs.enabled():
-        tables.merge("symbol_state", state_rows(newest, updated_at, batch_id), batch_id, quote_key_greater_sql(),
-                     spark_condition, guard)
+        tables.merge(
+            "symbol_state",
+            state_rows(newest, updated_at, batch_id),
+            batch_id,
+            quote_key_greater_sql(),
+            spark_condition,
+            guard,
+        )
         return
     if isinstance(newest, pa.Table):
         newest = tables.spark.createDataFrame(newest)
     newest = newest.select(
-        "*", F.lit(updated_at).cast("timestamp").alias("updated_at"), F.lit(batch_id).cast("bigint").alias("batch_id"),
+        "*",
+        F.lit(updated_at).cast("timestamp").alias("updated_at"),
+        F.lit(batch_id).cast("bigint").alias("batch_id"),
     )
     tables.spark_merge("symbol_state", newest, batch_id, spark_condition, guard)
 

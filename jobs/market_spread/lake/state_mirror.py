@@ -9,9 +9,10 @@ no job). The late check (which symbols have orders older than their state) runs 
 
 Above MARKET_SPREAD_STATE_MIRROR_ROWS symbols (200,000) the copy is dropped and Spark reads the table.
 """
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -50,8 +51,11 @@ class StateMirror:
 
         # Through delta-rs's own query engine: a process that read with pyarrow's dataset scanner
         # sometimes aborted at exit ("terminate called without an active exception", 1 of 2 runs here).
-        table = pa.table(QueryBuilder().register("s", self.tables.read("symbol_state"))
-                         .execute(f"SELECT {', '.join(STATE_QUOTE_COLUMNS)} FROM s"))
+        table = pa.table(
+            QueryBuilder()
+            .register("s", self.tables.read("symbol_state"))
+            .execute(f"SELECT {', '.join(STATE_QUOTE_COLUMNS)} FROM s")
+        )
         if table.num_rows > MIRROR_MAX_ROWS:
             self.enabled = False
             return
@@ -77,9 +81,16 @@ class StateMirror:
 
     @staticmethod
     def _arrow(q: dict[str, Quote]) -> pa.Table:
-        columns = [list(q), [v[0] for v in q.values()], [v[1] for v in q.values()],
-                   [v[2] for v in q.values()], [v[3] for v in q.values()]]
-        arrays = [pa.array(c, type=pa.int64() if f.name == "quote_time" else f.type) for c, f in zip(columns, ARROW_SCHEMA)]
+        columns = [
+            list(q),
+            [v[0] for v in q.values()],
+            [v[1] for v in q.values()],
+            [v[2] for v in q.values()],
+            [v[3] for v in q.values()],
+        ]
+        arrays = [
+            pa.array(c, type=pa.int64() if f.name == "quote_time" else f.type) for c, f in zip(columns, ARROW_SCHEMA)
+        ]
         arrays[3] = arrays[3].cast(_TIME)
         return pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA)
 
@@ -88,8 +99,15 @@ class StateMirror:
         the state MERGE does: a symbol only ever moves to a higher quote key (domain.columns)."""
         if self._quotes is None:
             return  # not loaded (or dropped after a failure): the next use reads the table
-        incoming = pa.table({"symbol": newest["symbol"], "bid": newest["bid"], "offer": newest["offer"],
-                             "time": pc.cast(newest["quote_time"], pa.int64()), "seq": newest["seq"]})
+        incoming = pa.table(
+            {
+                "symbol": newest["symbol"],
+                "bid": newest["bid"],
+                "offer": newest["offer"],
+                "time": pc.cast(newest["quote_time"], pa.int64()),
+                "seq": newest["seq"],
+            }
+        )
         stored = self._keyed(self.stored(newest["symbol"].to_pylist()))
         winners = columns.newest(pa.concat_tables([stored, incoming.cast(stored.schema)]))
         for symbol, bid, offer, time, seq in zip(*(winners[c].to_pylist() for c in winners.column_names)):
@@ -101,11 +119,15 @@ class StateMirror:
     @staticmethod
     def _keyed(q: dict[str, Quote]) -> pa.Table:
         """Stored quotes as domain.columns' quotes (time in µs)."""
-        return pa.table({"symbol": pa.array(list(q), pa.string()),
-                         "bid": pa.array([v[0] for v in q.values()], ARROW_SCHEMA.field("bid").type),
-                         "offer": pa.array([v[1] for v in q.values()], ARROW_SCHEMA.field("offer").type),
-                         "time": pa.array([v[2] for v in q.values()], pa.int64()),
-                         "seq": pa.array([v[3] for v in q.values()], pa.int64())})
+        return pa.table(
+            {
+                "symbol": pa.array(list(q), pa.string()),
+                "bid": pa.array([v[0] for v in q.values()], ARROW_SCHEMA.field("bid").type),
+                "offer": pa.array([v[1] for v in q.values()], ARROW_SCHEMA.field("offer").type),
+                "time": pa.array([v[2] for v in q.values()], pa.int64()),
+                "seq": pa.array([v[3] for v in q.values()], pa.int64()),
+            }
+        )
 
     def stored(self, symbols: list[str]) -> dict[str, Quote]:
         """The stored quote (bid, offer, time in µs, seq) of each of `symbols` that has one (`ready()` first)."""
@@ -119,7 +141,9 @@ class StateMirror:
         """The symbols whose stored quote is newer than their first order in `bounds` (Arrow:
         symbol, first_order, last_order), with those bounds as UTC datetimes."""
         out = []
-        for symbol, first, last in zip(bounds["symbol"].to_pylist(), micros(bounds["first_order"]), micros(bounds["last_order"])):
+        for symbol, first, last in zip(
+            bounds["symbol"].to_pylist(), micros(bounds["first_order"]), micros(bounds["last_order"])
+        ):
             stored = self._quotes.get(symbol)
             if stored is not None and stored[2] > first:
                 out.append({"symbol": symbol, "first_order": _utc(first), "last_order": _utc(last)})
@@ -132,4 +156,4 @@ class StateMirror:
 
 
 def _utc(us: int) -> datetime:
-    return datetime.fromtimestamp(us // 1_000_000, tz=timezone.utc).replace(microsecond=us % 1_000_000)
+    return datetime.fromtimestamp(us // 1_000_000, tz=UTC).replace(microsecond=us % 1_000_000)

@@ -1,4 +1,5 @@
 """The lake: Delta table names, schemas and locations (contract section 4)."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,7 @@ SCHEMAS: dict[str, str] = {
         "batch_id BIGINT, should_reject_trades BOOLEAN, quote_date DATE"
     ),
     "quarantine": (
-        "stream STRING, raw STRING, reason STRING, source_file STRING, detected_at TIMESTAMP, "
-        "batch_id BIGINT"
+        "stream STRING, raw STRING, reason STRING, source_file STRING, detected_at TIMESTAMP, batch_id BIGINT"
     ),
     "batch_metrics": (
         "batch_id BIGINT, started_at TIMESTAMP, finished_at TIMESTAMP, quotes BIGINT, orders BIGINT, "
@@ -76,16 +76,22 @@ def stats_columns(name: str) -> list[str]:
     binary float (1234567890.12345678 became 1234567890.1234567, below the value it bounds), so any
     reader that skips files by them could miss rows: an equality on an 18-digit price found nothing."""
     columns = [c.strip().split(" ", 1) for c in re.split(r",(?![^()]*\))", SCHEMAS[name])]
-    return [c for c, kind in columns
-            if not kind.upper().startswith(("DECIMAL", "BOOLEAN")) and c not in PARTITIONS.get(name, ()) and c != "raw"]
+    return [
+        c
+        for c, kind in columns
+        if not kind.upper().startswith(("DECIMAL", "BOOLEAN")) and c not in PARTITIONS.get(name, ()) and c != "raw"
+    ]
 
 
 def table_properties(name: str) -> dict[str, str]:
     """The properties written to table `name` (TABLE_PROPERTIES with its checkpoint interval and
     statistics columns)."""
     interval = CHECKPOINT_INTERVALS.get(name, int(TABLE_PROPERTIES["delta.checkpointInterval"]))
-    return {**TABLE_PROPERTIES, "delta.checkpointInterval": str(interval),
-            "delta.dataSkippingStatsColumns": ",".join(stats_columns(name))}
+    return {
+        **TABLE_PROPERTIES,
+        "delta.checkpointInterval": str(interval),
+        "delta.dataSkippingStatsColumns": ",".join(stats_columns(name)),
+    }
 
 
 TABLES = tuple(SCHEMAS)
@@ -155,8 +161,10 @@ def _upgrade(spark: SparkSession, name: str, path: str) -> None:
     if view is None:
         from delta.tables import DeltaTable
 
-        view = (DeltaTable.forPath(spark, path).detail().first()["properties"] or {},
-                spark.read.format("delta").load(path).columns)
+        view = (
+            DeltaTable.forPath(spark, path).detail().first()["properties"] or {},
+            spark.read.format("delta").load(path).columns,
+        )
     have, columns = view
     # Columns first: the statistics columns a property names must exist.
     add_missing_columns(spark, path, columns, ADDED_COLUMNS.get(name, {}))

@@ -1,9 +1,11 @@
 """Writing a micro-batch's tables: appends, one-row literal tables, concurrent writes, commit tags."""
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -26,9 +28,7 @@ def literal_row(spark: SparkSession, schema: str, values: tuple) -> DataFrame:
     """A one-row DataFrame of literals. Unlike createDataFrame of Python rows, it needs no Python
     worker on the executors: they stay JVM-only."""
     fields = [f.strip().split(" ", 1) for f in schema.split(",")]
-    return spark.range(1).select(
-        *[F.lit(v).cast(t).alias(n) for (n, t), v in zip(fields, values)]
-    )
+    return spark.range(1).select(*[F.lit(v).cast(t).alias(n) for (n, t), v in zip(fields, values)])
 
 
 def append(df: DataFrame, path: str, mark: "BatchMark | None" = None) -> None:

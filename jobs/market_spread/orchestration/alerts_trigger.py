@@ -11,14 +11,16 @@ none while a quality run is queued (that run has not started, so it reads these 
 Airflow keeps one pending asset-triggered run per DAG (the asset queue collapses repeated events) and
 the quality DAG has max_active_runs=1: at most one check runs and one more waits, whatever the rate.
 """
+
 from __future__ import annotations
 
 import asyncio
 import json
 import re
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
@@ -82,8 +84,14 @@ class NewAlertsTrigger(BaseEventTrigger):
     """Fires when rows were committed to the Delta table `table` since the last event, at most once
     per `throttle_seconds`, never while a run of `quality_dag_id` is queued."""
 
-    def __init__(self, table: str, poll_seconds: float = 10.0, throttle_seconds: float = 120.0,
-                 quality_dag_id: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        table: str,
+        poll_seconds: float = 10.0,
+        throttle_seconds: float = 120.0,
+        quality_dag_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.table = table
         self.poll_seconds = float(poll_seconds)
@@ -91,9 +99,15 @@ class NewAlertsTrigger(BaseEventTrigger):
         self.quality_dag_id = quality_dag_id
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (f"{type(self).__module__}.{type(self).__qualname__}",
-                {"table": self.table, "poll_seconds": self.poll_seconds,
-                 "throttle_seconds": self.throttle_seconds, "quality_dag_id": self.quality_dag_id})
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "table": self.table,
+                "poll_seconds": self.poll_seconds,
+                "throttle_seconds": self.throttle_seconds,
+                "quality_dag_id": self.quality_dag_id,
+            },
+        )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         log = location(self.table) / "_delta_log"  # a local folder or an S3 prefix
@@ -124,7 +138,7 @@ class NewAlertsTrigger(BaseEventTrigger):
         newest = (await asyncio.to_thread(commit_versions, log) or [-1])[-1]
         try:
             stored = await self.asset_state_store.aget(STATE_KEY) if self.asset_state_store else None
-        except Exception as exc:  # no state store: start from the table as it is
+        except Exception as exc:  # noqa: BLE001 - no state store: start from the table as it is
             self.log.warning("could not read the alerts watcher's state: %s", exc)
             stored = None
         return stored if isinstance(stored, int) and stored <= newest else newest
@@ -134,7 +148,7 @@ class NewAlertsTrigger(BaseEventTrigger):
             return
         try:
             await self.asset_state_store.aset(STATE_KEY, version)
-        except Exception as exc:  # only a restart's starting point is lost
+        except Exception as exc:  # noqa: BLE001 - only a restart's starting point is lost
             self.log.warning("could not store the alerts watcher's state: %s", exc)
 
     async def _quality_run_queued(self) -> bool:
@@ -142,6 +156,6 @@ class NewAlertsTrigger(BaseEventTrigger):
             return False
         try:
             return await asyncio.to_thread(queued_runs, self.quality_dag_id) > 0
-        except Exception as exc:  # the API out of reach: announce, the DAG's limits still hold
+        except Exception as exc:  # noqa: BLE001 - the API out of reach: announce, the DAG's limits still hold
             self.log.warning("could not count queued %s runs: %s", self.quality_dag_id, exc)
             return False

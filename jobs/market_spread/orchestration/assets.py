@@ -10,8 +10,8 @@ Built when the DAG files are parsed, from the environment only (MARKET_SPREAD_LA
 lookups, no I/O): a `file://` URI of the table's folder. An Airflow Variable market_spread_lake
 moves the jobs to another lake but not these assets: set the environment variable instead.
 """
-from __future__ import annotations
 
+from __future__ import annotations
 
 from airflow.sdk import Asset, AssetWatcher
 
@@ -49,8 +49,7 @@ def alerts_asset() -> Asset:
         throttle_seconds=value(ENV_PREFIX + "ALERTS_THROTTLE_SECONDS"),
         quality_dag_id=QUALITY_DAG_ID,
     )
-    return Asset(ALERTS, uri=_uri(path), group=GROUP,
-                 watchers=[AssetWatcher(name=ALERTS_WATCHER, trigger=trigger)])
+    return Asset(ALERTS, uri=_uri(path), group=GROUP, watchers=[AssetWatcher(name=ALERTS_WATCHER, trigger=trigger)])
 
 
 def quality_results_asset() -> Asset:

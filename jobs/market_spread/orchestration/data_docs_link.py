@@ -4,6 +4,7 @@ Airflow 3 evaluates the link on the worker when the task ends (whatever its stat
 
 Imported by the DAG file at parse time: airflow.sdk and the standard library only.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,7 +26,7 @@ def _base_path() -> str:
         from airflow.sdk.configuration import conf
 
         return urlsplit(conf.get("api", "base_url", fallback="") or "").path
-    except Exception:  # no configuration to read: served at the root
+    except Exception:  # noqa: BLE001 - no configuration to read: served at the root
         return ""
 
 

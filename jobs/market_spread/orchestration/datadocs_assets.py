@@ -6,6 +6,7 @@ files from the npm registry (market_spread_tools.datadocs_assets, `npm pack`) in
 the UI plugin rewrites each CDN URL to its own route for that folder when it serves a page. Nothing
 in a page then leaves the Airflow server. Standard library only: the API server imports this.
 """
+
 from __future__ import annotations
 
 import re
@@ -36,37 +37,73 @@ class Asset:
 # great_expectations 1.24's templates (render/view/templates/page.j2, js_script_imports.j2). The
 # filter-control CSS is referenced at 1.19.0 but only 1.19.1 is fetched: the rules are the same.
 ASSETS: tuple[Asset, ...] = (
-    Asset("https://unpkg.com/bootstrap-table@1.19.1/dist/bootstrap-table.min.css",
-          "bootstrap-table@1.19.1", "dist/bootstrap-table.min.css"),
-    Asset("https://maxcdn.bootstrapcdn.com/bootstrap/4.3.1/css/bootstrap.min.css",
-          "bootstrap@4.3.1", "dist/css/bootstrap.min.css"),
-    Asset("https://unpkg.com/bootstrap-table@1.19.0/dist/extensions/filter-control/bootstrap-table-filter-control.css",
-          "bootstrap-table@1.19.1", "dist/extensions/filter-control/bootstrap-table-filter-control.css"),
-    Asset("https://unpkg.com/bootstrap-table@1.19.0/dist/extensions/filter-control/bootstrap-table-filter-control.min.css",
-          "bootstrap-table@1.19.1", "dist/extensions/filter-control/bootstrap-table-filter-control.min.css"),
-    Asset("https://cdnjs.cloudflare.com/ajax/libs/bootstrap-datepicker/1.9.0/css/bootstrap-datepicker.min.css",
-          "bootstrap-datepicker@1.9.0", "dist/css/bootstrap-datepicker.min.css"),
-    Asset("https://cdn.jsdelivr.net/npm/@forevolve/bootstrap-dark@1.1.0/dist/css/bootstrap-prefers-dark.css",
-          "@forevolve/bootstrap-dark@1.1.0", "dist/css/bootstrap-prefers-dark.css"),
+    Asset(
+        "https://unpkg.com/bootstrap-table@1.19.1/dist/bootstrap-table.min.css",
+        "bootstrap-table@1.19.1",
+        "dist/bootstrap-table.min.css",
+    ),
+    Asset(
+        "https://maxcdn.bootstrapcdn.com/bootstrap/4.3.1/css/bootstrap.min.css",
+        "bootstrap@4.3.1",
+        "dist/css/bootstrap.min.css",
+    ),
+    Asset(
+        "https://unpkg.com/bootstrap-table@1.19.0/dist/extensions/filter-control/bootstrap-table-filter-control.css",
+        "bootstrap-table@1.19.1",
+        "dist/extensions/filter-control/bootstrap-table-filter-control.css",
+    ),
+    Asset(
+        "https://unpkg.com/bootstrap-table@1.19.0/dist/extensions/filter-control/bootstrap-table-filter-control.min.css",
+        "bootstrap-table@1.19.1",
+        "dist/extensions/filter-control/bootstrap-table-filter-control.min.css",
+    ),
+    Asset(
+        "https://cdnjs.cloudflare.com/ajax/libs/bootstrap-datepicker/1.9.0/css/bootstrap-datepicker.min.css",
+        "bootstrap-datepicker@1.9.0",
+        "dist/css/bootstrap-datepicker.min.css",
+    ),
+    Asset(
+        "https://cdn.jsdelivr.net/npm/@forevolve/bootstrap-dark@1.1.0/dist/css/bootstrap-prefers-dark.css",
+        "@forevolve/bootstrap-dark@1.1.0",
+        "dist/css/bootstrap-prefers-dark.css",
+    ),
     Asset("https://cdn.jsdelivr.net/npm/vega@5", "vega@5.33.1", "build/vega.min.js"),
     Asset("https://cdn.jsdelivr.net/npm/vega-lite@5", "vega-lite@5.23.0", "build/vega-lite.min.js"),
     Asset("https://cdn.jsdelivr.net/npm/vega-embed@6", "vega-embed@6.29.0", "build/vega-embed.min.js"),
     # The stylesheet loads ../webfonts/*: the folder is fetched whole (see FOLDERS).
-    Asset("https://cdnjs.cloudflare.com/ajax/libs/font-awesome/6.6.0/css/all.min.css",
-          "@fortawesome/fontawesome-free@6.6.0", "css/all.min.css"),
+    Asset(
+        "https://cdnjs.cloudflare.com/ajax/libs/font-awesome/6.6.0/css/all.min.css",
+        "@fortawesome/fontawesome-free@6.6.0",
+        "css/all.min.css",
+    ),
     Asset("https://code.jquery.com/jquery-3.7.1.min.js", "jquery@3.7.1", "dist/jquery.min.js"),
-    Asset("https://cdnjs.cloudflare.com/ajax/libs/popper.js/1.12.9/umd/popper.min.js",
-          "popper.js@1.12.9", "dist/umd/popper.min.js",
-          "sha384-ApNbgh9B+Y1QKtv3Rn7W3mgPxhU9K/ScQsAP7hUibX39j7fakFPskvXusvfa0b4Q"),
-    Asset("https://stackpath.bootstrapcdn.com/bootstrap/4.3.1/js/bootstrap.min.js",
-          "bootstrap@4.3.1", "dist/js/bootstrap.min.js",
-          "sha384-JjSmVgyd0p3pXB1rRibZUAYoIIy6OrQ6VrjIEaFf/nJGzIxFDsf4x0xIM+B07jRM"),
-    Asset("https://unpkg.com/bootstrap-table@1.19.1/dist/bootstrap-table.min.js",
-          "bootstrap-table@1.19.1", "dist/bootstrap-table.min.js"),
-    Asset("https://unpkg.com/bootstrap-table@1.19.1/dist/extensions/filter-control/bootstrap-table-filter-control.min.js",
-          "bootstrap-table@1.19.1", "dist/extensions/filter-control/bootstrap-table-filter-control.min.js"),
-    Asset("https://cdnjs.cloudflare.com/ajax/libs/bootstrap-datepicker/1.9.0/js/bootstrap-datepicker.min.js",
-          "bootstrap-datepicker@1.9.0", "dist/js/bootstrap-datepicker.min.js"),
+    Asset(
+        "https://cdnjs.cloudflare.com/ajax/libs/popper.js/1.12.9/umd/popper.min.js",
+        "popper.js@1.12.9",
+        "dist/umd/popper.min.js",
+        "sha384-ApNbgh9B+Y1QKtv3Rn7W3mgPxhU9K/ScQsAP7hUibX39j7fakFPskvXusvfa0b4Q",
+    ),
+    Asset(
+        "https://stackpath.bootstrapcdn.com/bootstrap/4.3.1/js/bootstrap.min.js",
+        "bootstrap@4.3.1",
+        "dist/js/bootstrap.min.js",
+        "sha384-JjSmVgyd0p3pXB1rRibZUAYoIIy6OrQ6VrjIEaFf/nJGzIxFDsf4x0xIM+B07jRM",
+    ),
+    Asset(
+        "https://unpkg.com/bootstrap-table@1.19.1/dist/bootstrap-table.min.js",
+        "bootstrap-table@1.19.1",
+        "dist/bootstrap-table.min.js",
+    ),
+    Asset(
+        "https://unpkg.com/bootstrap-table@1.19.1/dist/extensions/filter-control/bootstrap-table-filter-control.min.js",
+        "bootstrap-table@1.19.1",
+        "dist/extensions/filter-control/bootstrap-table-filter-control.min.js",
+    ),
+    Asset(
+        "https://cdnjs.cloudflare.com/ajax/libs/bootstrap-datepicker/1.9.0/js/bootstrap-datepicker.min.js",
+        "bootstrap-datepicker@1.9.0",
+        "dist/js/bootstrap-datepicker.min.js",
+    ),
 )
 # Whole folders of a package a fetched file refers to by relative URL.
 FOLDERS: tuple[tuple[str, str], ...] = (("@fortawesome/fontawesome-free@6.6.0", "webfonts"),)

@@ -1,6 +1,7 @@
 """Every CLI command runs as a child process (`market_spread.cli.main`, see cli_argv) so that a
 Spark JVM never lives inside an Airflow worker and can always be stopped.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -12,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from market_spread.orchestration.settings import Settings
 from market_spread.runtime.env import ENV_PREFIX
@@ -148,10 +149,24 @@ class Job:
 
 # What a job needs of the task's environment to run Python, Java and Spark. Nothing else reaches it:
 # the Airflow services' environment holds the metadata database URL, the Fernet, JWT and API keys.
-CHILD_BASE_VARS = frozenset({
-    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "JAVA_HOME", "VIRTUAL_ENV",
-    "PYTHONPATH", "HADOOP_HOME", "HADOOP_CONF_DIR", "JAVA_TOOL_OPTIONS",
-})
+CHILD_BASE_VARS = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TMPDIR",
+        "JAVA_HOME",
+        "VIRTUAL_ENV",
+        "PYTHONPATH",
+        "HADOOP_HOME",
+        "HADOOP_CONF_DIR",
+        "JAVA_TOOL_OPTIONS",
+    }
+)
 CHILD_BASE_PREFIXES = ("LC_", "SPARK_", "PYSPARK_")
 # MARKET_SPREAD_* variables read by code rather than by a flag: those the registry marks `to_jobs`
 # (runtime/spark.py and paths.py, the local cluster, the pipeline's write threads, and the run id
@@ -160,15 +175,54 @@ CHILD_RUNTIME_VARS = frozenset(s.name for s in SETTINGS.values() if s.to_jobs)
 # The flags of the commands the DAGs run (tests/unit/test_config.py checks this against the parsers):
 # their variables reach the job, and only those of its own command.
 COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
-    "stream": ("--archive", "--available-now", "--bootstrap-servers", "--checkpoint", "--interval", "--lake",
-               "--landing", "--master", "--max-files-per-batch", "--max-records-per-batch", "--max-spread",
-               "--max-spread-ratio", "--orders-topic", "--progress-every", "--quotes-topic", "--source",
-               "--starting-offsets", "--symbols"),
-    "generate": ("--duration", "--files", "--kafka", "--landing", "--orders", "--orders-topic", "--partitions",
-                 "--profile", "--quotes", "--quotes-topic", "--rate", "--seed", "--start", "--symbols", "--tick",
-                 "--wide-share"),
-    "validate": ("--docs", "--expectations", "--full", "--lake", "--max-spread", "--max-spread-ratio",
-                 "--orphan-grace-seconds", "--symbols"),
+    "stream": (
+        "--archive",
+        "--available-now",
+        "--bootstrap-servers",
+        "--checkpoint",
+        "--interval",
+        "--lake",
+        "--landing",
+        "--master",
+        "--max-files-per-batch",
+        "--max-records-per-batch",
+        "--max-spread",
+        "--max-spread-ratio",
+        "--orders-topic",
+        "--progress-every",
+        "--quotes-topic",
+        "--source",
+        "--starting-offsets",
+        "--symbols",
+    ),
+    "generate": (
+        "--duration",
+        "--files",
+        "--kafka",
+        "--landing",
+        "--orders",
+        "--orders-topic",
+        "--partitions",
+        "--profile",
+        "--quotes",
+        "--quotes-topic",
+        "--rate",
+        "--seed",
+        "--start",
+        "--symbols",
+        "--tick",
+        "--wide-share",
+    ),
+    "validate": (
+        "--docs",
+        "--expectations",
+        "--full",
+        "--lake",
+        "--max-spread",
+        "--max-spread-ratio",
+        "--orphan-grace-seconds",
+        "--symbols",
+    ),
     "maintain": ("--attempts", "--lake", "--master", "--quote-retention-days", "--retain-hours", "--tables"),
 }
 
@@ -206,4 +260,3 @@ def run_job(argv: list[str], logger: Logger, timeout: float | None = None, env: 
     finally:
         if job.poll() is None:  # an exception or a signal reached us: never leave the job behind
             job.stop(30, logger)
-

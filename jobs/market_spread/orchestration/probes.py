@@ -1,6 +1,7 @@
 """The lake and the landing folder, read without Spark and without taking any lock: who writes the
 lake, is the stream progressing (StreamHealth), what maintenance and validation would act on.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -8,9 +9,10 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from market_spread.runtime.backlog import BacklogUnknown, Waiting
 from market_spread.runtime.lease import lease_live, read_lease
@@ -69,8 +71,12 @@ def delta_tables(lake: Location) -> list[str]:
 def _landing_objects(landing: S3Path) -> list[tuple[str, float]]:
     """(name, modification time) of the landing objects the stream reads (object storage has no
     folder times: one listing per feed)."""
-    return [(obj.name, info.modified.timestamp()) for feed in ("quotes", "orders") for obj, info in (landing / feed).listing()
-            if obj.parent == landing / feed and obj.name.endswith(".jsonl") and not obj.name.startswith((".", "_"))]
+    return [
+        (obj.name, info.modified.timestamp())
+        for feed in ("quotes", "orders")
+        for obj, info in (landing / feed).listing()
+        if obj.parent == landing / feed and obj.name.endswith(".jsonl") and not obj.name.startswith((".", "_"))
+    ]
 
 
 def _newest_landing_change(landing: Location) -> float:
@@ -101,7 +107,9 @@ def _oldest_landing_file_after(landing: Location, since: float) -> float | None:
 
 
 # `batch N: ... in S.SSs` per batch, or `batch N: K batches (M-N): ...; last in S.SSs` per summary.
-PROGRESS_LINE = re.compile(r"^batch (?P<batch>\d+):(?: (?P<count>\d+) batches \()?.*?(?: in (?P<seconds>[0-9.]+)s)?\s*$")
+PROGRESS_LINE = re.compile(
+    r"^batch (?P<batch>\d+):(?: (?P<count>\d+) batches \()?.*?(?: in (?P<seconds>[0-9.]+)s)?\s*$"
+)
 
 
 @dataclass
@@ -213,7 +221,9 @@ def tables_changed_since(lake: Location, tables: tuple[str, ...], since: datetim
         return True
     stamp = since.timestamp()
     if isinstance(lake, S3Path):
-        return any(info.modified.timestamp() >= stamp for name in tables for _, info in (lake / name / "_delta_log").listing())
+        return any(
+            info.modified.timestamp() >= stamp for name in tables for _, info in (lake / name / "_delta_log").listing()
+        )
     for name in tables:
         with contextlib.suppress(OSError):
             if (lake / name / "_delta_log").stat().st_mtime >= stamp:
@@ -225,13 +235,14 @@ def small_file_counts(lake: Location) -> dict[str, int]:
     """Data files on disk per table (live or tombstoned): what compaction and vacuum act on."""
     counts = {}
     if isinstance(lake, S3Path):
-        return {name: sum(1 for obj in (lake / name).rglob("*.parquet") if "_delta_log" not in obj.parts)
-                for name in delta_tables(lake)}
+        return {
+            name: sum(1 for obj in (lake / name).rglob("*.parquet") if "_delta_log" not in obj.parts)
+            for name in delta_tables(lake)
+        }
     for name in delta_tables(lake):
         total = 0
-        for root, dirs, files in os.walk(lake / name):
+        for _root, dirs, files in os.walk(lake / name):
             dirs[:] = [d for d in dirs if d != "_delta_log"]
             total += sum(1 for f in files if f.endswith(".parquet"))
         counts[name] = total
     return counts
-

@@ -1,11 +1,13 @@
 """What the validate task returns and shows: a small summary of one `market-spread validate` run
 (suites, expectations passed and failed, batches checked) and the run's Data Docs page, read from
 the command's output and the quality_results table (delta-rs, no Spark)."""
+
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 URL_PREFIX = "/data-quality"  # where the UI plugin's app is mounted (ui_plugin)
 PAGE_XCOM_KEY = "data_docs_page"  # the run's page relative to the docs folder, for the "Data Docs" link

@@ -2,17 +2,20 @@
 from the environment variable `MARKET_SPREAD_<NAME>`, else from its default; all three are declared
 in the settings registry (runtime/settings.py). Relative paths are taken from the project root.
 """
+
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from market_spread.runtime import settings as registry
 from market_spread.runtime.paths import project_home
 from market_spread.runtime.settings import AIRFLOW_PREFIX as VAR_PREFIX
-from market_spread.runtime.settings import ENV_PREFIX, boolean as parse_bool
+from market_spread.runtime.settings import ENV_PREFIX
+from market_spread.runtime.settings import boolean as parse_bool
 from market_spread.runtime.storage import Location, is_s3, location
 
 __all__ = ["Settings", "VAR_PREFIX", "airflow_variable", "in_airflow_task", "parse_bool", "resolve_settings"]
@@ -112,4 +115,3 @@ def airflow_variable(name: str) -> str | None:
 
     value = Variable.get(name, default=None)
     return None if value is None else str(value)
-

@@ -8,9 +8,8 @@ loopback. Connected to the StatsD server instead, the socket takes the local add
 to it (127.0.0.1 for a local exporter) and accepts datagrams from that server only. A server that
 is not running costs nothing: sends are dropped, as with statsd's client.
 """
-from __future__ import annotations
 
-import socket
+from __future__ import annotations
 
 from statsd import StatsClient
 
@@ -18,8 +17,14 @@ from statsd import StatsClient
 class ConnectedStatsClient(StatsClient):
     """statsd.StatsClient whose UDP socket is connected to the StatsD server."""
 
-    def __init__(self, host: str = "localhost", port: int = 8125, prefix: str | None = None,
-                 maxudpsize: int = 512, ipv6: bool = False) -> None:
+    def __init__(
+        self,
+        host: str = "localhost",
+        port: int = 8125,
+        prefix: str | None = None,
+        maxudpsize: int = 512,
+        ipv6: bool = False,
+    ) -> None:
         super().__init__(host, port, prefix, maxudpsize, ipv6)
         try:
             self._sock.connect(self._addr)

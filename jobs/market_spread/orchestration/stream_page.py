@@ -2,10 +2,11 @@
 server (no script library, no font or style from elsewhere: it renders with no internet). A few
 lines of inline script refresh the panel every REFRESH_SECONDS while the page is open.
 """
+
 from __future__ import annotations
 
 import html
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from market_spread.orchestration.stream_status import WINDOWS, StreamStatus
 
@@ -17,8 +18,7 @@ BLUE, ORANGE, RED, GREY = "#2563eb", "#ea580c", "#dc2626", "#6b7280"
 CHARTS = (
     ("input_rate", "Input rate", "lines/s", [("input_rate", "lines/s", BLUE)], False),
     ("batch_duration", "Batch duration", "s", [("batch_mean", "mean", BLUE), ("batch_max", "max", ORANGE)], False),
-    ("latency", "End-to-end latency", "s",
-     [("latency_mean", "mean", BLUE), ("latency_max", "max", ORANGE)], False),
+    ("latency", "End-to-end latency", "s", [("latency_mean", "mean", BLUE), ("latency_max", "max", ORANGE)], False),
     ("alerts", "Alerts per minute", "alerts", [("alerts", "alerts", BLUE)], True),
     ("quarantined", "Quarantined lines per minute", "lines", [("quarantined", "lines", ORANGE)], True),
     ("backlog", "Backlog: input not yet committed", "", [("backlog", "waiting", BLUE)], False),
@@ -34,7 +34,7 @@ def _fmt(value: float) -> str:
 
 
 def _clock(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%H:%M")
+    return datetime.fromtimestamp(t, tz=UTC).strftime("%H:%M")
 
 
 def _ago(seconds: float) -> str:
@@ -45,8 +45,9 @@ def _ago(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h ago"
 
 
-def chart(key: str, title: str, unit: str, minutes: list[int], lines: list[tuple[str, list, str]],
-          bars: bool = False) -> str:
+def chart(
+    key: str, title: str, unit: str, minutes: list[int], lines: list[tuple[str, list, str]], bars: bool = False
+) -> str:
     """One chart as an <svg>: `lines` are (label, per-minute values or None, colour)."""
     n, width, height = len(minutes), WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     present = [v for _, values, _ in lines for v in values if v is not None]
@@ -60,10 +61,14 @@ def chart(key: str, title: str, unit: str, minutes: list[int], lines: list[tuple
         return TOP + height - (v / top) * height
 
     marks = []
-    for label, values, colour in lines:
+    for _label, values, colour in lines:
         if bars:
-            marks += [f'<rect x="{x(i) - step * 0.4:.1f}" y="{y(v):.1f}" width="{max(step * 0.8, 1):.1f}" '
-                      f'height="{TOP + height - y(v):.1f}" fill="{colour}"/>' for i, v in enumerate(values) if v]
+            marks += [
+                f'<rect x="{x(i) - step * 0.4:.1f}" y="{y(v):.1f}" width="{max(step * 0.8, 1):.1f}" '
+                f'height="{TOP + height - y(v):.1f}" fill="{colour}"/>'
+                for i, v in enumerate(values)
+                if v
+            ]
             continue
         run: list[str] = []
         for i, v in enumerate([*values, None]):
@@ -78,9 +83,16 @@ def chart(key: str, title: str, unit: str, minutes: list[int], lines: list[tuple
             run = []
     latest = next((v for v in reversed(lines[0][1]) if v is not None), None)
     now_text = f" · latest {_fmt(latest)} {unit}".rstrip() if latest is not None else " · no data yet"
-    legend = "".join(f'<tspan fill="{c}" dx="10">■ {html.escape(label)}</tspan>' for label, _, c in lines) if len(lines) > 1 else ""
-    ticks = "".join(f'<text x="{x(i):.1f}" y="{HEIGHT - 6}" text-anchor="middle">{_clock(minutes[i])}</text>'
-                    for i in sorted({0, n // 2, n - 1}) if n)
+    legend = (
+        "".join(f'<tspan fill="{c}" dx="10">■ {html.escape(label)}</tspan>' for label, _, c in lines)
+        if len(lines) > 1
+        else ""
+    )
+    ticks = "".join(
+        f'<text x="{x(i):.1f}" y="{HEIGHT - 6}" text-anchor="middle">{_clock(minutes[i])}</text>'
+        for i in sorted({0, n // 2, n - 1})
+        if n
+    )
     points = sum(v is not None for v in lines[0][1])
     return (
         f'<svg class="chart" data-chart="{key}" data-points="{points}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
@@ -107,10 +119,19 @@ def _state(status: StreamStatus) -> tuple[str, str, str]:
 
 def _facts(status: StreamStatus) -> list[tuple[str, str]]:
     last, holder, waiting = status.last_batch, status.holder, status.waiting
-    batch = (f"#{last['batch_id']}, committed {_ago(status.last_batch_age or 0.0)} "
-             f"({datetime.fromtimestamp(last['finished_at'], tz=timezone.utc):%Y-%m-%d %H:%M:%S} UTC)") if last else "none yet"
-    writer = (f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('since', '?')}" if holder
-              else "no live stream")
+    batch = (
+        (
+            f"#{last['batch_id']}, committed {_ago(status.last_batch_age or 0.0)} "
+            f"({datetime.fromtimestamp(last['finished_at'], tz=UTC):%Y-%m-%d %H:%M:%S} UTC)"
+        )
+        if last
+        else "none yet"
+    )
+    writer = (
+        f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('since', '?')}"
+        if holder
+        else "no live stream"
+    )
     if status.waiting_error:
         queued = f"unknown: {status.waiting_error}"
     elif waiting is None or not waiting.count:
@@ -120,10 +141,15 @@ def _facts(status: StreamStatus) -> list[tuple[str, str]]:
     health = status.health
     written = _ago(max(0.0, status.now - float(health["written_at"]))) if health.get("written_at") else "none yet"
     return [
-        ("Last batch", batch), ("Lake writer", writer),
-        ("Checkpoint", f"{status.checkpoint} (last committed batch "
-                       f"{status.checkpoint_batch if status.checkpoint_batch is not None else 'none'})"),
-        ("Source", status.input_label), ("Input waiting", queued),
+        ("Last batch", batch),
+        ("Lake writer", writer),
+        (
+            "Checkpoint",
+            f"{status.checkpoint} (last committed batch "
+            f"{status.checkpoint_batch if status.checkpoint_batch is not None else 'none'})",
+        ),
+        ("Source", status.input_label),
+        ("Input waiting", queued),
         ("Stall limit", f"{status.limit:.0f}s without a batch while input waits (market_spread_stall_seconds)"),
         ("Health record", f"written {written}"),
         ("Metrics endpoint", health.get("metrics_endpoint") or "off"),
@@ -134,17 +160,23 @@ def panel(status: StreamStatus, window_name: str, base: str) -> str:
     """The refreshable part of the page: state, facts, window links, charts."""
     css, word, sentence = _state(status)
     facts = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in _facts(status))
-    links = " ".join(f'<a href="{base}/?window={w}"{" class=current" if w == window_name else ""}>{w}</a>' for w in WINDOWS)
+    links = " ".join(
+        f'<a href="{base}/?window={w}"{" class=current" if w == window_name else ""}>{w}</a>' for w in WINDOWS
+    )
     values, minutes = status.series.values, status.series.minutes
     charts = []
     for key, title, unit, spec, bars in CHARTS:
         unit = unit or ("records" if status.source == "kafka" else "files")
-        charts.append(chart(key, title, unit, minutes, [(label, values[name], colour) for name, label, colour in spec], bars))
+        charts.append(
+            chart(key, title, unit, minutes, [(label, values[name], colour) for name, label, colour in spec], bars)
+        )
     stall_class = " stalled" if css == "bad" else ""
-    return (f'<div class="state {css}" data-state="{word.lower().replace(" ", "-")}"><b>{word}</b> '
-            f'{html.escape(sentence)}</div><dl>{facts}</dl>'
-            f'<p class="window">Window: {links} · per minute, UTC · latency: landing (or Kafka produce) time to '
-            f'commit · refreshed {_clock(status.now)}:{int(status.now) % 60:02d}</p><div class="charts{stall_class}">{"".join(charts)}</div>')
+    return (
+        f'<div class="state {css}" data-state="{word.lower().replace(" ", "-")}"><b>{word}</b> '
+        f"{html.escape(sentence)}</div><dl>{facts}</dl>"
+        f'<p class="window">Window: {links} · per minute, UTC · latency: landing (or Kafka produce) time to '
+        f'commit · refreshed {_clock(status.now)}:{int(status.now) % 60:02d}</p><div class="charts{stall_class}">{"".join(charts)}</div>'
+    )
 
 
 STYLE = """body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.2rem;color:#111827}
@@ -160,13 +192,14 @@ dt{color:#4b5563}dd{margin:0;font-family:ui-monospace,monospace;font-size:.9rem;
 
 SCRIPT = """const panel=document.getElementById('panel');setInterval(async()=>{try{
 const r=await fetch(panel.dataset.src,{credentials:'same-origin',cache:'no-store'});
-if(r.ok){panel.innerHTML=await r.text();}}catch(e){}},%d);""" % (REFRESH_SECONDS * 1000)
+if(r.ok){panel.innerHTML=await r.text();}}catch(e){}},REFRESH_MS);""".replace("REFRESH_MS", str(REFRESH_SECONDS * 1000))
 
 
 def page(status: StreamStatus, window_name: str, base: str) -> str:
     """The whole page; its panel is fetched again from `base`/panel every REFRESH_SECONDS."""
     src = html.escape(f"{base}/panel?window={window_name}")
-    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>Stream</title><style>{STYLE}</style></head>'
-            f'<body><h1>Stream</h1><div id="panel" data-src="{src}">{panel(status, window_name, base)}</div>'
-            f"<script>{SCRIPT}</script></body></html>")
-
+    return (
+        f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>Stream</title><style>{STYLE}</style></head>'
+        f'<body><h1>Stream</h1><div id="panel" data-src="{src}">{panel(status, window_name, base)}</div>'
+        f"<script>{SCRIPT}</script></body></html>"
+    )

@@ -4,6 +4,7 @@ state at a glance (last batch, the lake's writer, checkpoint, source, input wait
 
 Standard library only at import; delta-rs, pyarrow and numpy are imported when a page is built.
 """
+
 from __future__ import annotations
 
 import threading
@@ -74,8 +75,10 @@ class StreamStatus:
         if age is not None and age <= self.limit:
             return None
         since = f"no batch for {age:.0f}s" if age is not None else "no batch yet"
-        return (f"{since} while {waiting.count} {waiting.unit} wait, the oldest for {waiting.age(self.now):.0f}s "
-                f"(> {self.limit:.0f}s)")
+        return (
+            f"{since} while {waiting.count} {waiting.unit} wait, the oldest for {waiting.age(self.now):.0f}s "
+            f"(> {self.limit:.0f}s)"
+        )
 
 
 _tables: dict[str, Any] = {}
@@ -119,8 +122,10 @@ def _batch_metrics(lake: Location, since: float) -> tuple[Any, Any]:
         if table is None:
             return None, None
         columns = ", ".join(METRIC_COLUMNS)
-        rows = _query(table, f"SELECT {columns} FROM batch_metrics "
-                             f"WHERE finished_at >= to_timestamp_micros({int(since * 1_000_000)})")
+        rows = _query(
+            table,
+            f"SELECT {columns} FROM batch_metrics WHERE finished_at >= to_timestamp_micros({int(since * 1_000_000)})",
+        )
         if rows.num_rows:
             return rows, None
         # A quiet window: the last batch still says how old the stream's progress is.
@@ -133,8 +138,9 @@ def _per_minute(rows: Any, minutes: list[int]) -> dict[str, list[float | None]]:
     import pyarrow as pa
 
     n, first = len(minutes), minutes[0]
-    empty: dict[str, list[float | None]] = {k: [None] * n for k in
-                                            ("input_rate", "batch_mean", "batch_max", "alerts", "quarantined", "batches")}
+    empty: dict[str, list[float | None]] = {
+        k: [None] * n for k in ("input_rate", "batch_mean", "batch_max", "alerts", "quarantined", "batches")
+    }
     if rows is None or rows.num_rows == 0:
         return empty
 
@@ -155,8 +161,14 @@ def _per_minute(rows: Any, minutes: list[int]) -> dict[str, list[float | None]]:
     now_minute_seconds = max(1.0, min(60.0, time.time() - minutes[-1]))
     spans = np.full(n, 60.0)
     spans[-1] = now_minute_seconds  # the current minute has not ended: a rate over its elapsed part
-    out = {"input_rate": summed("input_lines") / spans, "batch_mean": np.bincount(index, duration, n) / np.maximum(count, 1),
-           "batch_max": top, "alerts": summed("alerts"), "quarantined": summed("quarantined"), "batches": count}
+    out = {
+        "input_rate": summed("input_lines") / spans,
+        "batch_mean": np.bincount(index, duration, n) / np.maximum(count, 1),
+        "batch_max": top,
+        "alerts": summed("alerts"),
+        "quarantined": summed("quarantined"),
+        "batches": count,
+    }
     return {k: [float(v) if count[i] else None for i, v in enumerate(values)] for k, values in out.items()}
 
 
@@ -175,11 +187,18 @@ def _last_batch(rows: Any, health: dict[str, Any]) -> dict[str, Any] | None:
     names."""
     if rows is not None and rows.num_rows:
         newest = max(rows.to_pylist(), key=lambda r: r["batch_id"])
-        return {"batch_id": newest["batch_id"], "started_at": newest["started_at"].timestamp(),
-                "finished_at": newest["finished_at"].timestamp()}
+        return {
+            "batch_id": newest["batch_id"],
+            "started_at": newest["started_at"].timestamp(),
+            "finished_at": newest["finished_at"].timestamp(),
+        }
     last = health.get("last_batch")
     if isinstance(last, dict) and last.get("committed_at"):
-        return {"batch_id": last.get("batch_id"), "started_at": last.get("started_at"), "finished_at": last["committed_at"]}
+        return {
+            "batch_id": last.get("batch_id"),
+            "started_at": last.get("started_at"),
+            "finished_at": last["committed_at"],
+        }
     return None
 
 
@@ -215,23 +234,46 @@ def read_status(settings: Settings, window: int, now: float | None = None) -> St
     except Exception as exc:  # noqa: BLE001 - a broker or store out of reach: said on the page, never a failed page
         error = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
     holder = live_stream(lake)
-    source_label = (f"kafka {settings.bootstrap_servers}" if settings.source == "kafka" else f"files {settings.landing}")
+    source_label = f"kafka {settings.bootstrap_servers}" if settings.source == "kafka" else f"files {settings.landing}"
     limit = settings.stall_seconds if last else max(settings.stall_seconds, settings.startup_seconds)
-    return StreamStatus(now, window, series, last, holder or None, str(checkpoint), committed[-1] if committed else None,
-                        settings.source, source_label, waiting, error, limit, health)
-
+    return StreamStatus(
+        now,
+        window,
+        series,
+        last,
+        holder or None,
+        str(checkpoint),
+        committed[-1] if committed else None,
+        settings.source,
+        source_label,
+        waiting,
+        error,
+        limit,
+        health,
+    )
 
 
 def as_json(status: StreamStatus) -> dict[str, Any]:
     """The figures as JSON (the page's `status.json`: for scripts and checks)."""
     waiting = status.waiting
     return {
-        "now": status.now, "window_minutes": status.window, "minutes": status.series.minutes,
-        "series": status.series.values, "last_batch": status.last_batch, "last_batch_age_seconds": status.last_batch_age,
-        "writer": status.holder, "checkpoint": status.checkpoint, "checkpoint_batch": status.checkpoint_batch,
-        "source": status.source, "input": status.input_label,
-        "waiting": None if waiting is None else {"count": waiting.count, "unit": waiting.unit, "oldest": waiting.oldest,
-                                                 "parts": waiting.parts},
-        "waiting_error": status.waiting_error, "stall_limit_seconds": status.limit, "stalled": status.stalled,
-        "metrics_endpoint": status.health.get("metrics_endpoint"), "health_written_at": status.health.get("written_at"),
+        "now": status.now,
+        "window_minutes": status.window,
+        "minutes": status.series.minutes,
+        "series": status.series.values,
+        "last_batch": status.last_batch,
+        "last_batch_age_seconds": status.last_batch_age,
+        "writer": status.holder,
+        "checkpoint": status.checkpoint,
+        "checkpoint_batch": status.checkpoint_batch,
+        "source": status.source,
+        "input": status.input_label,
+        "waiting": None
+        if waiting is None
+        else {"count": waiting.count, "unit": waiting.unit, "oldest": waiting.oldest, "parts": waiting.parts},
+        "waiting_error": status.waiting_error,
+        "stall_limit_seconds": status.limit,
+        "stalled": status.stalled,
+        "metrics_endpoint": status.health.get("metrics_endpoint"),
+        "health_written_at": status.health.get("written_at"),
     }

@@ -1,12 +1,13 @@
 """The stream supervisor: runs `market-spread stream` as a child process until asked to stop, and
 fails loudly when it dies, stalls or finds the lake held by another writer.
 """
+
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from market_spread.orchestration.jobs import Job, Logger, child_env, cli_argv, show
 from market_spread.orchestration.probes import StreamHealth, read_stream_lock
@@ -37,8 +38,11 @@ def source_args(settings: Settings, producer: bool = False) -> list[str]:
         return ["--landing", str(settings.landing)]
     if not settings.bootstrap_servers:
         raise ValueError(f"{VAR_PREFIX}source is kafka but {VAR_PREFIX}bootstrap_servers is not set")
-    args = ["--kafka", settings.bootstrap_servers] if producer else \
-        ["--source", "kafka", "--bootstrap-servers", settings.bootstrap_servers]
+    args = (
+        ["--kafka", settings.bootstrap_servers]
+        if producer
+        else ["--source", "kafka", "--bootstrap-servers", settings.bootstrap_servers]
+    )
     for flag, value in (("--quotes-topic", settings.quotes_topic), ("--orders-topic", settings.orders_topic)):
         if value:
             args += [flag, value]
@@ -47,8 +51,15 @@ def source_args(settings: Settings, producer: bool = False) -> list[str]:
 
 def stream_argv(settings: Settings) -> list[str]:
     """The `market-spread stream` command line these settings describe."""
-    args = [*source_args(settings), "--lake", str(settings.lake), "--interval", f"{settings.interval:g}",
-            "--progress-every", str(settings.progress_every)]
+    args = [
+        *source_args(settings),
+        "--lake",
+        str(settings.lake),
+        "--interval",
+        f"{settings.interval:g}",
+        "--progress-every",
+        str(settings.progress_every),
+    ]
     for flag, value in (
         ("--symbols", settings.symbols),
         ("--master", settings.master),
@@ -79,9 +90,15 @@ def supervise_stream(
     if reason:
         return StreamOutcome(f"not started: {reason}", 0, None)
     settings.lake.mkdir(parents=True, exist_ok=True)
-    probe = KafkaProbe(settings.bootstrap_servers) if settings.source == "kafka" and settings.bootstrap_servers else None
-    health = StreamHealth(settings.landing, settings.stall_seconds, settings.startup_seconds,
-                          waiting=None if probe is None else _kafka_waiting(settings, probe))
+    probe = (
+        KafkaProbe(settings.bootstrap_servers) if settings.source == "kafka" and settings.bootstrap_servers else None
+    )
+    health = StreamHealth(
+        settings.landing,
+        settings.stall_seconds,
+        settings.startup_seconds,
+        waiting=None if probe is None else _kafka_waiting(settings, probe),
+    )
     argv = argv or stream_argv(settings)
     job = Job(argv, child_env(settings, "stream"))
     logger(f"started stream pid {job.pid}: {show(argv)}")
@@ -100,7 +117,9 @@ def supervise_stream(
                 next_stop_check = now + stop_check_every
                 reason = should_stop()
                 if reason:
-                    logger(f"stopping the stream: {reason}; waiting up to {settings.stop_timeout:.0f}s for the batch in flight")
+                    logger(
+                        f"stopping the stream: {reason}; waiting up to {settings.stop_timeout:.0f}s for the batch in flight"
+                    )
                     rc = job.stop(settings.stop_timeout, logger)
                     return StreamOutcome(f"stopped: {reason} (exit {rc})", health.batches, health.last_batch_id)
             if now >= next_health_check:

@@ -2,13 +2,15 @@
 default_args, schedule_from_env, the lake_jobs pool). Standard library only at module level: the
 DAG files import this module.
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import time
-from datetime import datetime, timezone
-from typing import Any, Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
 
 from market_spread.orchestration.jobs import Logger, child_env, cli_argv, run_job
 from market_spread.orchestration.probes import data_docs_location, live_stream, small_file_counts, tables_changed_since
@@ -24,7 +26,7 @@ from market_spread.runtime.settings import value as setting_value
 LAKE_JOBS_POOL = "lake_jobs"
 LAKE_JOBS_POOL_DESCRIPTION = "market-spread: validate and maintain write the lake one at a time"
 HOLD_VARIABLE = "market_spread_stream_hold"
-START_DATE = datetime(2026, 1, 1, tzinfo=timezone.utc)
+START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 OWNER = "data-platform"
 
 
@@ -79,7 +81,7 @@ def stream_task(dag_id: str = "market_spread_stream") -> str:
             if not (parse_bool(enabled) if enabled else setting_value(f"{ENV_PREFIX}STREAM_ENABLED")):
                 return f"{VAR_PREFIX}stream_enabled is false"
             return active_hold()
-        except Exception as exc:  # a hiccup of the API must not take the stream down
+        except Exception as exc:  # noqa: BLE001 - a hiccup of the API must not take the stream down
             logger(f"stop check failed, carrying on: {exc}")
             return None
 
@@ -114,14 +116,20 @@ def feed_task() -> str:
         raise AirflowSkipException(f"Variable {VAR_PREFIX}feed_enabled is false")
     args = [
         *source_args(settings, producer=True),
-        "--rate", f"{settings.feed_rate:g}",
-        "--duration", f"{settings.feed_seconds:g}",
-        "--tick", f"{settings.feed_tick:g}",
-        "--seed", str(int(time.time()) % 1_000_000),  # new orders every run, same symbol universe
+        "--rate",
+        f"{settings.feed_rate:g}",
+        "--duration",
+        f"{settings.feed_seconds:g}",
+        "--tick",
+        f"{settings.feed_tick:g}",
+        "--seed",
+        str(int(time.time()) % 1_000_000),  # new orders every run, same symbol universe
     ]
     if settings.symbols:
         args += ["--symbols", settings.symbols]
-    rc = run_job(cli_argv("generate", *args), logger, timeout=settings.feed_seconds + 120, env=child_env(settings, "generate"))
+    rc = run_job(
+        cli_argv("generate", *args), logger, timeout=settings.feed_seconds + 120, env=child_env(settings, "generate")
+    )
     if rc != 0:
         raise RuntimeError(f"generate exited with code {rc}")
     return f"landed {settings.feed_seconds:g}s of feed at {settings.feed_rate:g} events/s"
@@ -139,9 +147,11 @@ def quality_task() -> dict[str, Any]:
         raise AirflowSkipException(f"no alerts table in {settings.lake} yet")
     previous = get_current_context().get("prev_start_date_success")
     # A lazy proxy: compare through its value, never with `is None`.
-    since = datetime.fromtimestamp(previous.timestamp(), tz=timezone.utc) if previous else None
+    since = datetime.fromtimestamp(previous.timestamp(), tz=UTC) if previous else None
     if not tables_changed_since(settings.lake, ("alerts", "symbol_state", "batch_metrics"), since):
-        raise AirflowSkipException(f"no new commits to alerts, symbol_state or batch_metrics since the last check ({since})")
+        raise AirflowSkipException(
+            f"no new commits to alerts, symbol_state or batch_metrics since the last check ({since})"
+        )
     args = ["--lake", str(settings.lake), "--docs", str(settings.docs)]
     for flag, value in (
         ("--symbols", settings.symbols),
@@ -151,8 +161,12 @@ def quality_task() -> dict[str, Any]:
         if value:
             args += [flag, value]
     lines: list[str] = []  # the summary below reads the run id validate prints
-    rc = run_job(cli_argv("validate", *args), lambda line: (lines.append(line), logger(line))[-1],
-                 timeout=3600, env=child_env(settings, "validate"))
+    rc = run_job(
+        cli_argv("validate", *args),
+        lambda line: (lines.append(line), logger(line))[-1],
+        timeout=3600,
+        env=child_env(settings, "validate"),
+    )
     summary = summarize(settings.lake, settings.docs, lines)
     if summary["data_docs_page"]:  # before failing too: the "Data Docs" link reads it at the end
         get_current_context()["ti"].xcom_push(PAGE_XCOM_KEY, summary["data_docs_page"])
@@ -197,7 +211,9 @@ def hold_stream_task() -> str:
         logger("maintenance window disabled: maintain runs beside the stream and skips compaction while it runs")
         return "no window"
     until = time.time() + settings.stop_timeout + 4 * 3600  # outlives any sane maintenance, not forever
-    Variable.set(HOLD_VARIABLE, json.dumps({"reason": "maintenance window (market_spread_maintenance)", "until": until}))
+    Variable.set(
+        HOLD_VARIABLE, json.dumps({"reason": "maintenance window (market_spread_maintenance)", "until": until})
+    )
     try:
         deadline = time.monotonic() + settings.stop_timeout + 60
         while (holder := live_stream(settings.lake)) and time.monotonic() < deadline:
@@ -218,8 +234,14 @@ def maintain_task() -> str:
     """Task of market_spread_maintenance: `market-spread maintain` (in the lake_jobs pool)."""
     logger = _task_logger()
     settings = resolve_settings()
-    args = ["--lake", str(settings.lake), "--retain-hours", str(settings.retain_hours),
-            "--quote-retention-days", str(settings.quote_retention_days)]
+    args = [
+        "--lake",
+        str(settings.lake),
+        "--retain-hours",
+        str(settings.retain_hours),
+        "--quote-retention-days",
+        str(settings.quote_retention_days),
+    ]
     if settings.master:
         args += ["--master", settings.master]
     rc = run_job(cli_argv("maintain", *args), logger, timeout=4 * 3600, env=child_env(settings, "maintain"))

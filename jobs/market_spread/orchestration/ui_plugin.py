@@ -11,6 +11,7 @@ expectations/, validations/), never the GX store beside them nor anything a `..`
 slash or a symlink would reach. Pages are served with their CDN styles and scripts pointing at the
 local copies `make setup` fetched (datadocs_assets), so a report renders with no internet.
 """
+
 from __future__ import annotations
 
 import logging
@@ -35,12 +36,31 @@ STREAM_DAG_ID = "market_spread_stream"
 STREAM_PREFIX = "/stream-health"
 # What GX's site builder writes at the top of the docs folder; the GX store (gx/) is not served.
 SITE_ENTRIES = frozenset({"index.html", "static", "expectations", "validations"})
-SERVED_SUFFIXES = frozenset({".html", ".css", ".js", ".png", ".ico", ".gif", ".svg", ".jpg", ".jpeg",
-                             ".woff", ".woff2", ".ttf", ".otf", ".eot", ".map"})
+SERVED_SUFFIXES = frozenset(
+    {
+        ".html",
+        ".css",
+        ".js",
+        ".png",
+        ".ico",
+        ".gif",
+        ".svg",
+        ".jpg",
+        ".jpeg",
+        ".woff",
+        ".woff2",
+        ".ttf",
+        ".otf",
+        ".eot",
+        ".map",
+    }
+)
 # Pages may only load from this server: a CDN URL the rewrite missed fails here, not on the internet.
-PAGE_POLICY = ("default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; "
-               "style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; font-src 'self' data:; "
-               "connect-src 'self'; frame-ancestors 'self'")
+PAGE_POLICY = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; "
+    "style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; font-src 'self' data:; "
+    "connect-src 'self'; frame-ancestors 'self'"
+)
 DOCS_CACHE_SECONDS = 10.0  # the docs folder is read from the Variable at most this often
 
 _docs_cache: dict[str, tuple[float, Path]] = {}
@@ -53,7 +73,7 @@ def _server_variable(name: str) -> str | None:
         from airflow.models.variable import Variable
 
         found = Variable.get(name, default_var=None)
-    except Exception:  # no DB configured (tests) or a hiccup: the environment and default apply
+    except Exception:  # noqa: BLE001 - no DB configured (tests) or a hiccup: the environment and default apply
         return None
     return None if found is None else str(found)
 
@@ -72,11 +92,10 @@ def docs_folder() -> Path:
 
 async def _require_dag_reader(request: Request, dag_id: str) -> None:
     """Airflow's own authentication, then read access to the DAG `dag_id`."""
-    from fastapi.security import HTTPBearer
-
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
     from airflow.api_fastapi.core_api.security import get_user
+    from fastapi.security import HTTPBearer
 
     bearer = await HTTPBearer(auto_error=False)(request)
     user = await get_user(request, None, bearer)  # HTTPException 401/403 without a valid token
@@ -98,9 +117,14 @@ def safe_file(root: Path, relative: str, entries: frozenset[str] | None = None) 
     """The file `relative` names inside `root`, or HTTPException 404: no `..`, no absolute or
     backslash path, no hidden name, nothing a symlink leads out to, only served file types."""
     parts = PurePosixPath(relative).parts
-    if (not parts or "\\" in relative or "\x00" in relative or relative.startswith("/")
-            or any(p in ("..", ".") or p.startswith(".") for p in parts)
-            or (entries is not None and parts[0] not in entries)):
+    if (
+        not parts
+        or "\\" in relative
+        or "\x00" in relative
+        or relative.startswith("/")
+        or any(p in ("..", ".") or p.startswith(".") for p in parts)
+        or (entries is not None and parts[0] not in entries)
+    ):
         raise HTTPException(status_code=404, detail="Not found")
     base = root.resolve()
     target = (base / Path(*parts)).resolve()
@@ -115,8 +139,13 @@ def _mount_path(request: Request, prefix: str = URL_PREFIX) -> str:
 
 
 def create_app() -> FastAPI:
-    app = FastAPI(title="market-spread data quality", dependencies=[Depends(require_reader)],
-                  docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(
+        title="market-spread data quality",
+        dependencies=[Depends(require_reader)],
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
 
     @app.get("/", include_in_schema=False)
     def home(request: Request) -> Response:
@@ -158,8 +187,13 @@ def _settings() -> Settings:
 
 def create_stream_app() -> FastAPI:
     """The Stream page: the stream's health from the lake (orchestration.stream_status)."""
-    app = FastAPI(title="market-spread stream", dependencies=[Depends(require_stream_reader)],
-                  docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(
+        title="market-spread stream",
+        dependencies=[Depends(require_stream_reader)],
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
 
     def status_of(window: str | None) -> tuple[StreamStatus, str]:
         try:
@@ -171,13 +205,17 @@ def create_stream_app() -> FastAPI:
     @app.get("/", include_in_schema=False)
     def stream_page(request: Request, window: str | None = None) -> Response:
         status, name = status_of(window)
-        return HTMLResponse(page(status, name, _mount_path(request, STREAM_PREFIX)),
-                            headers={"Content-Security-Policy": PAGE_POLICY, "Cache-Control": "no-store"})
+        return HTMLResponse(
+            page(status, name, _mount_path(request, STREAM_PREFIX)),
+            headers={"Content-Security-Policy": PAGE_POLICY, "Cache-Control": "no-store"},
+        )
 
     @app.get("/panel", include_in_schema=False)
     def stream_panel(request: Request, window: str | None = None) -> Response:
         status, name = status_of(window)
-        return HTMLResponse(panel(status, name, _mount_path(request, STREAM_PREFIX)), headers={"Cache-Control": "no-store"})
+        return HTMLResponse(
+            panel(status, name, _mount_path(request, STREAM_PREFIX)), headers={"Cache-Control": "no-store"}
+        )
 
     @app.get("/status.json", include_in_schema=False)
     def stream_json(window: str | None = None) -> Response:
@@ -195,30 +233,37 @@ _NO_REPORT = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>Data qua
 def _warn_missing_assets() -> None:
     gone = missing(assets_dir())
     if gone:
-        log.warning("Data Docs assets missing in %s (run `make setup`): reports show unstyled: %s",
-                    assets_dir(), ", ".join(gone[:3]) + ("..." if len(gone) > 3 else ""))
-
+        log.warning(
+            "Data Docs assets missing in %s (run `make setup`): reports show unstyled: %s",
+            assets_dir(),
+            ", ".join(gone[:3]) + ("..." if len(gone) > 3 else ""),
+        )
 
 
 class MarketSpreadUiPlugin(AirflowPlugin):
     """Data Docs and the Stream page in the Airflow UI (see the module docstring)."""
 
     name = "market_spread_data_quality"
-    fastapi_apps = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "market-spread data quality"},
-                    {"app": create_stream_app(), "url_prefix": STREAM_PREFIX, "name": "market-spread stream"}]
-    external_views = [{
-        "name": "Data quality",
-        "href": f"{URL_PREFIX}/",
-        "destination": "nav",
-        "url_route": "data-quality",
-        "nav_top_level": True,  # beside Dags and Assets, not inside a Plugins menu
-    }, {
-        "name": "Stream",
-        "href": f"{STREAM_PREFIX}/",
-        "destination": "nav",
-        "url_route": "stream",
-        "nav_top_level": True,
-    }]
+    fastapi_apps = [
+        {"app": create_app(), "url_prefix": URL_PREFIX, "name": "market-spread data quality"},
+        {"app": create_stream_app(), "url_prefix": STREAM_PREFIX, "name": "market-spread stream"},
+    ]
+    external_views = [
+        {
+            "name": "Data quality",
+            "href": f"{URL_PREFIX}/",
+            "destination": "nav",
+            "url_route": "data-quality",
+            "nav_top_level": True,  # beside Dags and Assets, not inside a Plugins menu
+        },
+        {
+            "name": "Stream",
+            "href": f"{STREAM_PREFIX}/",
+            "destination": "nav",
+            "url_route": "stream",
+            "nav_top_level": True,
+        },
+    ]
     operator_extra_links = [DataDocsLink()]
 
     @classmethod

@@ -1,5 +1,6 @@
 """`market-spread validate`'s entry point: a ValidateSpec in, an exit code out (0 only when every
 critical expectation of both suites holds, 1 when one fails)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,6 +1,7 @@
 """The validate command's defaults, in a module that imports nothing: the CLI shows them in its
 options' help, and `market-spread --help` must not load Spark (quality.slices and quality.validate
 import the lake's tables, hence pyspark)."""
+
 from __future__ import annotations
 
 from pathlib import Path

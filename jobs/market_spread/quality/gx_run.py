@@ -1,5 +1,6 @@
 """The Great Expectations side of a run: the file context under the docs folder, the suites run on
 the batches, sample unexpected values, and the Data Docs site."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -49,11 +50,13 @@ def _gx_context(docs: Path):
     return context
 
 
-def _failed_samples(batch_definition: Any, df: DataFrame, suite: Any, result: Any,
-                    parameters: dict[str, Any]) -> dict[str, list]:
+def _failed_samples(
+    batch_definition: Any, df: DataFrame, suite: Any, result: Any, parameters: dict[str, Any]
+) -> dict[str, list]:
     """A few unexpected values of each failed row-level expectation, validated again unstored."""
-    failed = {r.expectation_config.id for r in result.results
-              if not r.success and (r.result or {}).get("unexpected_count")}
+    failed = {
+        r.expectation_config.id for r in result.results if not r.success and (r.result or {}).get("unexpected_count")
+    }
     if not failed:
         return {}
     batch = batch_definition.get_batch(batch_parameters={"dataframe": df})
@@ -61,7 +64,8 @@ def _failed_samples(batch_definition: Any, df: DataFrame, suite: Any, result: An
     for expectation in suite.expectations:
         if expectation.id in failed:
             again = batch.validate(
-                expectation, result_format={"result_format": "BASIC", "partial_unexpected_count": 5},
+                expectation,
+                result_format={"result_format": "BASIC", "partial_unexpected_count": 5},
                 expectation_parameters=parameters,
             )
             samples[expectation.id] = list((again.result or {}).get("partial_unexpected_list") or [])
@@ -121,7 +125,10 @@ class SuiteRun:
 
 
 def run_suites(
-    docs: Path, suites: dict[str, LoadedSuite], batches: dict[str, DataFrame], run: SuiteRun,
+    docs: Path,
+    suites: dict[str, LoadedSuite],
+    batches: dict[str, DataFrame],
+    run: SuiteRun,
 ) -> tuple[dict[str, list[ExpectationOutcome]], str]:
     """Run each suite on its batch, write the results and the Data Docs site under `docs`.
     Returns the outcomes per suite and the path of the site's index."""
@@ -137,8 +144,9 @@ def run_suites(
     return outcomes, _build_docs(context, docs, suites, run)
 
 
-def _run_suite(context: Any, datasource: Any, name: str, loaded: LoadedSuite, batch: DataFrame,
-               run: SuiteRun) -> tuple[list[ExpectationOutcome], Any]:
+def _run_suite(
+    context: Any, datasource: Any, name: str, loaded: LoadedSuite, batch: DataFrame, run: SuiteRun
+) -> tuple[list[ExpectationOutcome], Any]:
     """One suite run on its batch and stored; its outcomes in the file's order, and GX's result."""
     import great_expectations as gx
     from great_expectations.core.run_identifier import RunIdentifier
@@ -161,8 +169,9 @@ def _run_suite(context: Any, datasource: Any, name: str, loaded: LoadedSuite, ba
     return _outcomes(name, loaded, suite, result, samples), result
 
 
-def _outcomes(name: str, loaded: LoadedSuite, suite: Any, result: Any,
-              samples: dict[str, list]) -> list[ExpectationOutcome]:
+def _outcomes(
+    name: str, loaded: LoadedSuite, suite: Any, result: Any, samples: dict[str, list]
+) -> list[ExpectationOutcome]:
     """One outcome per loaded expectation, in the suite file's order."""
     by_id = {e.id: info for e, info in zip(suite.expectations, loaded.infos)}
     found = []
@@ -215,5 +224,5 @@ def _build_docs(context: Any, docs: Path, suites: dict[str, LoadedSuite], run: S
     index = str(docs.resolve() / "index.html")
     url = urls.get(DOCS_SITE, "")
     if url.startswith("file://"):
-        index = url[len("file://"):]
+        index = url[len("file://") :]
     return index

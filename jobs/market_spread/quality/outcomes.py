@@ -1,4 +1,5 @@
 """What a validate run found: one outcome per expectation, per suite and for the whole run."""
+
 from __future__ import annotations
 
 import datetime as dt

@@ -1,9 +1,11 @@
 """The quality_results Delta table: one row per expectation per run, and what it keeps of the alerts
 already checked: the batch ids each passing run validated (`batches`, ranges such as "0-2,5")."""
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from market_spread.lake import tables as lake_mod
 
@@ -28,9 +30,7 @@ def ensure_results_table(spark: SparkSession, lake: str | Path) -> str:
     if not lake_mod.is_delta_table(path):
         # Same properties as the product's tables, so delta-rs readers can open it too.
         props = ", ".join(f"'{k}' = '{v}'" for k, v in lake_mod.TABLE_PROPERTIES.items())
-        spark.sql(
-            f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({RESULTS_SCHEMA}) USING DELTA TBLPROPERTIES ({props})"
-        )
+        spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({RESULTS_SCHEMA}) USING DELTA TBLPROPERTIES ({props})")
         return path
     from market_spread.lake.deltalog import properties_and_columns
 
@@ -48,6 +48,7 @@ def _passed_alert_runs(lake: str | Path, columns: list[str]):
     """
     import pyarrow as pa
     import pyarrow.compute as pc
+
     from market_spread.runtime.storage import open_delta
 
     path = lake_mod.table_path(lake, RESULTS_TABLE)

@@ -2,6 +2,7 @@
 batch_metrics row) that no passing run has validated yet, with the batch_metrics rows they must add
 up to, plus the alerts of batches that can no longer finish (orphans) and rows without a batch.
 No old table version is read: compaction and log clean-up change nothing here."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -43,9 +44,14 @@ def _not_in(ranges: Ranges | None) -> Column:
     return col.isNull() | ~done
 
 
-def _slice_alerts(spark: SparkSession, lake: str, validated: Ranges | None,
-                  orphan_grace_s: float = DEFAULT_ORPHAN_GRACE_S, now: float | None = None,
-                  from_version: int | None = None) -> _AlertSlice:
+def _slice_alerts(
+    spark: SparkSession,
+    lake: str,
+    validated: Ranges | None,
+    orphan_grace_s: float = DEFAULT_ORPHAN_GRACE_S,
+    now: float | None = None,
+    from_version: int | None = None,
+) -> _AlertSlice:
     """The alerts of the batches not in `validated` (None: every alert, `--full`), with the
     batch_metrics rows they must add up to.
 
@@ -76,8 +82,10 @@ def _slice_alerts(spark: SparkSession, lake: str, validated: Ranges | None,
         pending = pending.where(F.col("batch_id").isNull() | (F.col("batch_id") != held))
     orphans = [b for b in missing if b != held]
     if orphans:
-        notes.append(f"alerts of batch(es) {orphans[:20]} have no batch_metrics row and their batch can no "
-                     f"longer be in flight: validated as orphans")
+        notes.append(
+            f"alerts of batch(es) {orphans[:20]} have no batch_metrics row and their batch can no "
+            f"longer be in flight: validated as orphans"
+        )
     batches = sorted(set(counted) | set(alert_batches) - {held})
     notes.append(f"batches validated: {format_batches(batches)}")
     rows = sum(n for b, n in per_batch.items() if b != held)
@@ -90,8 +98,14 @@ def format_batches(batches: list[int]) -> str:
     return f"{len(batches)} ({format_ranges(batches)})" if batches else "none"
 
 
-def _in_flight(metrics_all: DataFrame, missing: list[int], alerts_path: str, orphan_grace_s: float,
-               now: float | None, notes: list[str]) -> int | None:
+def _in_flight(
+    metrics_all: DataFrame,
+    missing: list[int],
+    alerts_path: str,
+    orphan_grace_s: float,
+    now: float | None,
+    notes: list[str],
+) -> int | None:
     """The batch among `missing` (alerts, no metrics row) that may still be in flight, or None: the
     one the table's newest data commit wrote, while that commit is younger than the grace and no
     later batch has a metrics row."""
@@ -111,8 +125,9 @@ def _in_flight(metrics_all: DataFrame, missing: list[int], alerts_path: str, orp
     if age >= orphan_grace_s:
         # The batch cannot be in flight any more: validate its rows (the count check and the
         # orphan check fail on them) rather than hold it back for good.
-        notes.append(f"alerts of batch {batch} have had no batch_metrics row for {age:.0f}s "
-                     f"(grace {orphan_grace_s:g}s)")
+        notes.append(
+            f"alerts of batch {batch} have had no batch_metrics row for {age:.0f}s (grace {orphan_grace_s:g}s)"
+        )
         return None
     notes.append(f"alerts of batch {batch} have no batch_metrics row yet (batch in progress): held back")
     return batch

@@ -4,12 +4,14 @@ GX builds an ExpectationSuite by dropping, with a log line only, every expectati
 construct. A typo in a suite file would then validate less than it claims and still pass. Here each
 entry is checked and built on its own, and any problem stops the run with the file and entry named.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from market_spread.runtime.paths import default_expectations
 
@@ -24,8 +26,17 @@ _SUITE_KEYS = {"name", "expectations", "meta", "notes", "id", "suite_parameters"
 _ENTRY_KEYS = {"type", "kwargs", "meta", "notes", "description", "severity", "id"}
 # The kwargs that identify an expectation for a reader, in the order they are shown.
 _KEY_KWARGS = (
-    "column", "column_A", "column_B", "column_list", "value_set", "value", "min_value", "max_value",
-    "strict_min", "strict_max", "or_equal",
+    "column",
+    "column_A",
+    "column_B",
+    "column_list",
+    "value_set",
+    "value",
+    "min_value",
+    "max_value",
+    "strict_min",
+    "strict_max",
+    "or_equal",
 )
 
 
@@ -105,13 +116,11 @@ def load_suite(path: str | Path, parameters: Iterable[str], expected_name: str |
 
     try:
         suite = ExpectationSuite(name=name, expectations=built, meta=raw.get("meta"), notes=raw.get("notes"))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - GX raises pydantic, GX and plain errors alike: reported as the file's
         raise SuiteFileError(f"{where}: suite is invalid: {_one_line(exc)}") from None
     # The check GX does not do: every entry of the file made it into the suite.
     if len(suite.expectations) != len(entries):
-        raise SuiteFileError(
-            f"{where}: GX loaded {len(suite.expectations)} of {len(entries)} expectations"
-        )
+        raise SuiteFileError(f"{where}: GX loaded {len(suite.expectations)} of {len(entries)} expectations")
     return LoadedSuite(path=path, suite=suite, infos=infos, parameters=tuple(sorted(used)))
 
 
@@ -170,14 +179,12 @@ def _build_entry(entry: Any, label: str, supplied: set[str]) -> tuple[Any, Expec
             severity=severity,  # GX's own severity mirrors meta.critical in Data Docs
         )
         expectation = config.to_domain_obj()
-    except Exception as exc:  # GX raises pydantic, GX and plain errors alike
+    except Exception as exc:  # noqa: BLE001 - GX raises pydantic, GX and plain errors alike
         raise SuiteFileError(f"{label} is invalid: {_one_line(exc)}") from None
     wanted = set(expectation.suite_parameter_options)
     missing = wanted - supplied
     if missing:
-        raise SuiteFileError(
-            f"{label} uses unknown suite parameter(s) {sorted(missing)}; supplied: {sorted(supplied)}"
-        )
+        raise SuiteFileError(f"{label} uses unknown suite parameter(s) {sorted(missing)}; supplied: {sorted(supplied)}")
     return expectation, ExpectationInfo(name=describe(entry), critical=meta["critical"]), wanted
 
 

@@ -6,13 +6,15 @@ in flight is held back; one that can no longer finish fails the run. `--full` va
 A run passes only when every critical expectation of both suites holds; the command's entry point
 is quality.command.
 """
+
 from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from pyspark.sql import DataFrame, Row, SparkSession
 
@@ -22,8 +24,13 @@ from market_spread.lake import tables as lake_mod
 from market_spread.quality.defaults import DEFAULT_DOCS
 from market_spread.quality.gx_run import SuiteRun, run_suites
 from market_spread.quality.outcomes import ExpectationOutcome, SuiteOutcome, Summary
-from market_spread.quality.results_table import (RESULTS_SCHEMA, ensure_results_table, format_ranges, high_water_mark,
-                                                  validated_batches)
+from market_spread.quality.results_table import (
+    RESULTS_SCHEMA,
+    ensure_results_table,
+    format_ranges,
+    high_water_mark,
+    validated_batches,
+)
 from market_spread.quality.slices import DEFAULT_ORPHAN_GRACE_S, _slice_alerts, _small
 from market_spread.quality.suites import LoadedSuite, load_suites
 from market_spread.quality.versions import _read, latest_version
@@ -113,18 +120,25 @@ def validate_lake(
 def _read_lake(spark: SparkSession, lake: Location, full: bool, mark: int | None, orphan_grace_s: float) -> _Run:
     """Name the run, and slice what it validates: the alerts of batches not validated yet (`full`:
     all), the state whole. `mark` is the newest alerts version a passing run read (shown only)."""
-    validated_at = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    validated_at = dt.datetime.now(dt.UTC).replace(microsecond=0)
     run_id = f"{validated_at:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
-    alerts = _slice_alerts(spark, str(lake), None if full else validated_batches(lake), orphan_grace_s,
-                           from_version=None if full else mark)
+    alerts = _slice_alerts(
+        spark, str(lake), None if full else validated_batches(lake), orphan_grace_s, from_version=None if full else mark
+    )
     state_path = lake_mod.table_path(lake, "symbol_state")
     state_version = latest_version(state_path)
     state_df = _read(spark, state_path, state_version)
     return _Run(run_id, validated_at, alerts, state_version, state_df, state_df.count())
 
 
-def _run_suites(spark: SparkSession, lake: Location, run: _Run, options: ValidateOptions,
-                suites: dict[str, LoadedSuite], parameters: dict[str, Any]) -> tuple[dict[str, list], str]:
+def _run_suites(
+    spark: SparkSession,
+    lake: Location,
+    run: _Run,
+    options: ValidateOptions,
+    suites: dict[str, LoadedSuite],
+    parameters: dict[str, Any],
+) -> tuple[dict[str, list], str]:
     """Run both suites on their batches (cached while they run), with the views their SQL checks read."""
     alerts, thresholds = run.alerts, options.thresholds
     batches = {
@@ -140,16 +154,27 @@ def _run_suites(spark: SparkSession, lake: Location, run: _Run, options: Validat
     alerts.metrics.createOrReplaceTempView(METRICS_VIEW)
     shown = {"max_spread": str(thresholds.max_spread), "max_spread_ratio": str(thresholds.max_spread_ratio)}
     info = {
-        "alerts": {"lake_table": lake_mod.table_path(lake, "alerts"), "after_version": "start" if alerts.from_version is None
-                   else alerts.from_version, "to_version": alerts.to_version, "rows": alerts.rows,
-                   "batches": format_ranges(alerts.batches) or "none", **shown},
-        "symbol_state": {"lake_table": lake_mod.table_path(lake, "symbol_state"), "version": run.state_version,
-                         "rows": run.state_rows, **shown},
+        "alerts": {
+            "lake_table": lake_mod.table_path(lake, "alerts"),
+            "after_version": "start" if alerts.from_version is None else alerts.from_version,
+            "to_version": alerts.to_version,
+            "rows": alerts.rows,
+            "batches": format_ranges(alerts.batches) or "none",
+            **shown,
+        },
+        "symbol_state": {
+            "lake_table": lake_mod.table_path(lake, "symbol_state"),
+            "version": run.state_version,
+            "rows": run.state_rows,
+            **shown,
+        },
     }
     try:
         target = location(options.docs)
         with local_copy(target) as docs:  # GX writes local files: on S3, a copy uploaded after
-            outcomes, index = run_suites(docs, suites, batches, SuiteRun(run.run_id, run.validated_at, parameters, info))
+            outcomes, index = run_suites(
+                docs, suites, batches, SuiteRun(run.run_id, run.validated_at, parameters, info)
+            )
         return outcomes, in_place(index, docs, target)
     finally:
         for view in (PARAMS_VIEW, METRICS_VIEW):
@@ -163,28 +188,50 @@ def _suite_outcomes(run: _Run, outcomes: dict[str, list[ExpectationOutcome]]) ->
     alert_outcomes = list(outcomes["alerts"])
     if alerts.orphans:
         # Named on its own, whatever the suite files say: a batch that can no longer finish.
-        alert_outcomes.append(ExpectationOutcome(
-            "alerts_have_a_batch_metrics_row", True, False, len(alerts.orphans),
-            f"orphan alerts: batch(es) {alerts.orphans[:20]} have alerts but no batch_metrics row",
-        ))
+        alert_outcomes.append(
+            ExpectationOutcome(
+                "alerts_have_a_batch_metrics_row",
+                True,
+                False,
+                len(alerts.orphans),
+                f"orphan alerts: batch(es) {alerts.orphans[:20]} have alerts but no batch_metrics row",
+            )
+        )
     return [
-        SuiteOutcome("alerts", "alerts", alerts.from_version, alerts.to_version, alerts.rows,
-                     alert_outcomes, alerts.notes),
+        SuiteOutcome(
+            "alerts", "alerts", alerts.from_version, alerts.to_version, alerts.rows, alert_outcomes, alerts.notes
+        ),
         SuiteOutcome("symbol_state", "symbol_state", None, run.state_version, run.state_rows, outcomes["symbol_state"]),
     ]
 
 
-def _record(spark: SparkSession, results_path: str, run: _Run, suite_outcomes: list[SuiteOutcome], run_passed: bool,
-            thresholds: Thresholds) -> None:
+def _record(
+    spark: SparkSession,
+    results_path: str,
+    run: _Run,
+    suite_outcomes: list[SuiteOutcome],
+    run_passed: bool,
+    thresholds: Thresholds,
+) -> None:
     """Append one quality_results row per expectation of the run; the alerts rows name the batches
     validated (what the next runs skip once this run passed)."""
     batches = run.alerts.batches
     records = [
         Row(
-            run_id=run.run_id, suite=s.suite, expectation=o.name, critical=o.critical, success=o.success,
-            unexpected_count=o.unexpected_count, from_version=s.from_version, to_version=s.to_version,
-            validated_at=run.validated_at, rows_validated=s.rows, run_passed=run_passed,
-            observed=o.observed or None, max_spread=thresholds.max_spread, max_spread_ratio=thresholds.max_spread_ratio,
+            run_id=run.run_id,
+            suite=s.suite,
+            expectation=o.name,
+            critical=o.critical,
+            success=o.success,
+            unexpected_count=o.unexpected_count,
+            from_version=s.from_version,
+            to_version=s.to_version,
+            validated_at=run.validated_at,
+            rows_validated=s.rows,
+            run_passed=run_passed,
+            observed=o.observed or None,
+            max_spread=thresholds.max_spread,
+            max_spread_ratio=thresholds.max_spread_ratio,
             to_batch=max(batches, default=None) if s.suite == "alerts" else None,
             batches=format_ranges(batches) if s.suite == "alerts" else None,
         )

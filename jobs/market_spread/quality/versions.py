@@ -1,5 +1,6 @@
 """Delta versions of the lake's tables: the newest one, when one was committed, a read pinned to one,
 and which batches the newest commit that added rows wrote."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -23,8 +24,11 @@ def latest_version(path: str | Path) -> int:
 
     Commits appear atomically as `_delta_log/<20 digits>.json`; in-flight ones are hidden temp files.
     """
-    versions = [int(p.name[:20]) for p in (location(path) / "_delta_log").glob("*.json")
-                if len(p.name) == 25 and p.name[:20].isdigit()]
+    versions = [
+        int(p.name[:20])
+        for p in (location(path) / "_delta_log").glob("*.json")
+        if len(p.name) == 25 and p.name[:20].isdigit()
+    ]
     if not versions:
         raise FileNotFoundError(f"no Delta commits under {path}")
     return max(versions)

@@ -6,6 +6,7 @@ UI's Stream page, so that all three count the same thing. Input of the batch in 
 waiting until that batch commits: a batch that hangs leaves its input waiting. Standard library
 only at import (confluent_kafka is imported when a Kafka probe is made).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -49,8 +50,9 @@ def _landed(name: str) -> bool:
 def _stamps(folder: Location) -> list[float]:
     """Modification times of the landing files directly in `folder` (none when it is missing)."""
     if isinstance(folder, S3Path):
-        return [info.modified.timestamp() for obj, info in folder.listing()
-                if obj.parent == folder and _landed(obj.name)]
+        return [
+            info.modified.timestamp() for obj, info in folder.listing() if obj.parent == folder and _landed(obj.name)
+        ]
     stamps = []
     try:
         with os.scandir(folder) as entries:
@@ -118,13 +120,19 @@ class KafkaProbe:
         if self._consumer is None:
             from confluent_kafka import Consumer
 
-            self._consumer = Consumer({
-                "bootstrap.servers": self.servers, "group.id": "market-spread-probe",
-                "enable.auto.commit": False, "enable.auto.offset.store": False,
-                "fetch.wait.max.ms": 50, "queued.max.messages.kbytes": 1024,
-                # Its own connection errors are not logged: callers say them once (BacklogUnknown).
-                "log_level": 2, "log.connection.close": False,
-            })
+            self._consumer = Consumer(
+                {
+                    "bootstrap.servers": self.servers,
+                    "group.id": "market-spread-probe",
+                    "enable.auto.commit": False,
+                    "enable.auto.offset.store": False,
+                    "fetch.wait.max.ms": 50,
+                    "queued.max.messages.kbytes": 1024,
+                    # Its own connection errors are not logged: callers say them once (BacklogUnknown).
+                    "log_level": 2,
+                    "log.connection.close": False,
+                }
+            )
         return self._consumer
 
     def end_offsets(self, topics: tuple[str, ...]) -> dict[str, tuple[int, int]]:
@@ -139,7 +147,8 @@ class KafkaProbe:
                     raise BacklogUnknown(f"Kafka topic {topic} is not readable on {self.servers}")
                 for partition in sorted(meta.partitions):
                     found[f"{topic}/{partition}"] = consumer.get_watermark_offsets(
-                        TopicPartition(topic, partition), timeout=self.timeout, cached=False)
+                        TopicPartition(topic, partition), timeout=self.timeout, cached=False
+                    )
         except KafkaException as exc:
             raise BacklogUnknown(f"Kafka at {self.servers}: {exc.args[0] if exc.args else exc}") from None
         return found

@@ -11,6 +11,7 @@ per-batch logic is Spark SQL expressions, and foreachBatch runs on the driver, s
 no Python worker (tests/e2e/test_cluster.py checks it). Should one ever be needed, its Python comes from
 `PYSPARK_PYTHON` (default `python3`).
 """
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """The environment variable names of the CLI's flags (standard library only: the Airflow side reads
 them to pass each job only the variables its command reads, without importing the CLI)."""
+
 from __future__ import annotations
 
 from market_spread.runtime.env import ENV_PREFIX

@@ -8,6 +8,7 @@ over one 2,000-event file pair in its own process, back to back): 23.9 -> 19.6 s
 so another JDK or Spark never meets a stale archive; should one not match anyway, the JVM ignores it
 (`-Xshare:auto`, its default) and runs as without it. `MARKET_SPREAD_CDS_ARCHIVE=off` disables it.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -61,8 +62,12 @@ def retire_archive(jars: list[str]) -> bool:
     assert path is not None
     bad = path.with_name(path.name + ".bad")
     os.replace(path, bad)
-    print(f"market-spread: warning: the JVM did not start with the class archive {path}; moved it to {bad} "
-          "and starting without it (make setup writes a new one)", file=sys.stderr, flush=True)
+    print(
+        f"market-spread: warning: the JVM did not start with the class archive {path}; moved it to {bad} "
+        "and starting without it (make setup writes a new one)",
+        file=sys.stderr,
+        flush=True,
+    )
     return True
 
 

@@ -14,6 +14,7 @@ JVM's pid) and an expiry, which the holder renews every `ttl/6` seconds by rewri
   it could have seen, so the holder stops at least `margin` seconds before anyone else may start,
   with clocks that agree to within that margin.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from market_spread.runtime.processes import process_start_time, record_alive, this_host
@@ -41,7 +42,7 @@ class LeaseLost(RuntimeError):
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def generations(lake: S3Path) -> list[int]:
@@ -108,8 +109,12 @@ class Lease:
             record = self._wait_for_jvm(read_lease(self.lake), wait_for_jvm_s)
             if lease_live(record):
                 raise LeaseBusy(_holder_text(record))
-        self.info = {"pid": os.getpid(), "pid_started": process_start_time(), "host": this_host(),
-                     "since": _now().isoformat()}
+        self.info = {
+            "pid": os.getpid(),
+            "pid_started": process_start_time(),
+            "host": this_host(),
+            "since": _now().isoformat(),
+        }
         started = time.monotonic()
         if not _object(self.lake, newest + 1).create(self._payload(newest + 1)):
             raise LeaseBusy(f"another writer took the lease at the same moment: {_holder_text(read_lease(self.lake))}")
@@ -130,8 +135,15 @@ class Lease:
 
     def _payload(self, generation: int) -> bytes:
         expires = _now() + timedelta(seconds=self.ttl)
-        return json.dumps({**self.info, "generation": generation, "ttl_seconds": self.ttl,
-                           "expires_at": expires.isoformat(), "renewed_at": _now().isoformat()}).encode()
+        return json.dumps(
+            {
+                **self.info,
+                "generation": generation,
+                "ttl_seconds": self.ttl,
+                "expires_at": expires.isoformat(),
+                "renewed_at": _now().isoformat(),
+            }
+        ).encode()
 
     def record(self, **extra: object) -> None:
         """Add to the holder's record (the JVM's pid): written at once."""
@@ -166,8 +178,10 @@ class Lease:
             raise LeaseLost(f"{self._lost}: this stream commits nothing more and stops")
         remaining = self._valid_until - time.monotonic()
         if remaining <= 0:
-            raise LeaseLost(f"the lake's lease could not be renewed for {self.ttl - self.margin:.0f} s "
-                            "(object store unreachable?): this stream commits nothing more and stops")
+            raise LeaseLost(
+                f"the lake's lease could not be renewed for {self.ttl - self.margin:.0f} s "
+                "(object store unreachable?): this stream commits nothing more and stops"
+            )
 
     def release(self) -> None:
         """Stop renewing and mark this generation released (unless another writer took over)."""
@@ -186,5 +200,7 @@ class Lease:
 def _holder_text(record: dict[str, Any]) -> str:
     if not record:
         return "another stream is already writing this lake (its lease: holder unknown)"
-    return (f"another stream is already writing this lake (its lease: host {record.get('host')}, "
-            f"pid {record.get('pid')}, renewed {record.get('renewed_at')}, expires {record.get('expires_at')})")
+    return (
+        f"another stream is already writing this lake (its lease: host {record.get('host')}, "
+        f"pid {record.get('pid')}, renewed {record.get('renewed_at')}, expires {record.get('expires_at')})"
+    )

@@ -8,14 +8,15 @@ driver and the executors all check it. The secret reaches the driver the standar
 to the JVM on its command line, which every user of the machine can read. docs/operations.md (Network) says how
 to supply it on real machines and what a mismatch looks like.
 """
+
 from __future__ import annotations
 
 import os
 import re
 import stat
+from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, MutableMapping
 
 from market_spread.errors import UsageError
 from market_spread.runtime.settings import value

@@ -8,6 +8,7 @@
   when set, else the project whose `.venv` runs this Python (the layout `make setup` makes), else
   the working directory.
 """
+
 from __future__ import annotations
 
 import sys

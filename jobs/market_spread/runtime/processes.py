@@ -1,11 +1,13 @@
 """Process helpers shared by the stream and the Airflow side (cheap to import: psutil is loaded only
 inside the functions that need it)."""
+
 from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 # Two reads of one process's start time agree to the clock tick; a pid reused after a reboot or a
 # container restart starts seconds to days apart. The slack covers the kernel's boot-time jitter.

@@ -4,17 +4,20 @@ The product's declarations are in runtime/settings.py, which re-exports all of t
 `market_spread.runtime.settings`, so that every declaration is loaded before a value is read.
 Standard library only: the DAG files import it, and parsing a DAG must not load Spark.
 """
+
 from __future__ import annotations
 
 import os
 import re
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from market_spread.errors import SettingError
 from market_spread.runtime.env import ENV_PREFIX, FALSE_WORDS, TRUE_WORDS  # noqa: F401 - re-exported by settings
+
 AIRFLOW_PREFIX = "market_spread_"  # an orchestration setting's Airflow Variable: market_spread_<name>
 
 # Who reads a setting (the `used_by` words): a command's name, or one of these groups.
@@ -58,16 +61,26 @@ class Setting:
 SETTINGS: dict[str, Setting] = {}
 
 
-def declare(name: str, parse: Callable[[str], Any], default: Any, meaning: str, used_by: tuple[str, ...], *,
-            shown_default: str | None = None, airflow_variable: str | None = None, to_jobs: bool = False) -> Setting:
+def declare(
+    name: str,
+    parse: Callable[[str], Any],
+    default: Any,
+    meaning: str,
+    used_by: tuple[str, ...],
+    *,
+    shown_default: str | None = None,
+    airflow_variable: str | None = None,
+    to_jobs: bool = False,
+) -> Setting:
     """Add a variable to the registry: how its text is parsed (a function raising ValueError with
     the reason; the `kind` decorator says what it accepts, for the docs), its default when unset or blank, what
     it means and who reads it (command names or SPARK, CLUSTER, AIRFLOW)."""
     if name in SETTINGS:
         raise ValueError(f"setting declared twice: {name}")
     origin = sys._getframe(1).f_globals.get("__name__", "")  # the product's registry, or the tools'
-    SETTINGS[name] = declared = Setting(name, parse, default, meaning, tuple(used_by), shown_default,
-                                        airflow_variable, to_jobs, origin)
+    SETTINGS[name] = declared = Setting(
+        name, parse, default, meaning, tuple(used_by), shown_default, airflow_variable, to_jobs, origin
+    )
     return declared
 
 
@@ -112,6 +125,7 @@ def check_for(command: str, environ: Mapping[str, str] | None = None) -> None:
 
 def kind(description: str) -> Callable[[Callable[[str], Any]], Callable[[str], Any]]:
     """Decorate a parser with what it accepts, in words (the docs' "Accepts" column)."""
+
     def mark(parse: Callable[[str], Any]) -> Callable[[str], Any]:
         parse.kind = description  # type: ignore[attr-defined]
         return parse

@@ -2,14 +2,16 @@
 reads and writes of one object through runtime.s3_objects, the rest through boto3's client), and
 `S3Config` (runtime.s3_config) again. Callers import both from runtime.storage; boto3 is imported
 only when an S3 location is used."""
+
 from __future__ import annotations
 
 import fnmatch
 import posixpath
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Any, Iterator
+from typing import Any
 
 from market_spread.runtime import s3_objects
 from market_spread.runtime.s3_config import S3Config  # noqa: F401 - imported from here too
@@ -21,10 +23,20 @@ def _client(config: S3Config) -> Any:
     from botocore.config import Config
 
     # Checksums only where S3 requires them: some S3-compatible servers reject the newer headers.
-    options = Config(s3={"addressing_style": "path" if config.endpoint else "auto"}, retries={"max_attempts": 5},
-                     request_checksum_calculation="when_required", response_checksum_validation="when_required")
-    return boto3.client("s3", endpoint_url=config.endpoint, region_name=config.region,
-                        aws_access_key_id=config.access_key, aws_secret_access_key=config.secret_key, config=options)
+    options = Config(
+        s3={"addressing_style": "path" if config.endpoint else "auto"},
+        retries={"max_attempts": 5},
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
+    )
+    return boto3.client(
+        "s3",
+        endpoint_url=config.endpoint,
+        region_name=config.region,
+        aws_access_key_id=config.access_key,
+        aws_secret_access_key=config.secret_key,
+        config=options,
+    )
 
 
 def client(config: "S3Config | None" = None) -> Any:
@@ -117,7 +129,7 @@ class S3Path:
             if _code(exc) in ("404", "NoSuchKey", "NotFound"):
                 raise FileNotFoundError(self.uri("s3")) from None
             raise
-        return ObjectInfo(int(head["ContentLength"]), head["LastModified"].astimezone(timezone.utc))
+        return ObjectInfo(int(head["ContentLength"]), head["LastModified"].astimezone(UTC))
 
     def is_file(self) -> bool:
         try:
@@ -196,6 +208,6 @@ class S3Path:
         """Delete every object under the folder (and its marker)."""
         keys = [obj.key for obj, _ in self.listing()] + [self._prefix()]
         for start in range(0, len(keys), 1000):
-            chunk = [{"Key": k} for k in keys[start:start + 1000] if k]
+            chunk = [{"Key": k} for k in keys[start : start + 1000] if k]
             if chunk:
                 client().delete_objects(Bucket=self.bucket, Delete={"Objects": chunk, "Quiet": True})

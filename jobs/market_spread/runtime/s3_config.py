@@ -1,5 +1,6 @@
 """The S3 settings of every component (Spark's S3A, delta-rs, boto3 and obstore), from the AWS
 variables, and how long one request may take with its retries."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,8 +24,13 @@ class S3Config:
     @staticmethod
     def from_env() -> "S3Config":
         margin = value("MARKET_SPREAD_LEASE_SECONDS") / 3
-        return S3Config(value("AWS_ENDPOINT_URL"), value("AWS_ACCESS_KEY_ID"), value("AWS_SECRET_ACCESS_KEY"),
-                        value("AWS_REGION"), request_seconds=margin / 3)
+        return S3Config(
+            value("AWS_ENDPOINT_URL"),
+            value("AWS_ACCESS_KEY_ID"),
+            value("AWS_SECRET_ACCESS_KEY"),
+            value("AWS_REGION"),
+            request_seconds=margin / 3,
+        )
 
     @property
     def plain_http(self) -> bool:
@@ -33,9 +39,11 @@ class S3Config:
     def hadoop_conf(self) -> dict[str, str]:
         """Spark settings for the S3A connector: a non-AWS endpoint needs path-style requests."""
         prefix = "spark.hadoop.fs.s3a."
-        conf = {prefix + "endpoint.region": self.region,
-                # s3:// given to Spark by hand reads through S3A as well
-                "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
+        conf = {
+            prefix + "endpoint.region": self.region,
+            # s3:// given to Spark by hand reads through S3A as well
+            "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        }
         if self.endpoint:
             conf[prefix + "endpoint"] = self.endpoint
             conf[prefix + "path.style.access"] = "true"

@@ -7,6 +7,7 @@ millisecond of Python per request; obstore signs and sends in Rust without the i
 request's tries are bounded by the lake's lease (S3Config.request_seconds), so no retry outlasts
 the window in which the stream may still commit. Listing and the rest stay on boto3.
 """
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -26,12 +27,20 @@ def _store(config: S3Config, bucket: str) -> Any:
     if config.access_key and config.secret_key:
         options.update(access_key_id=config.access_key, secret_access_key=config.secret_key)
     half = config.request_seconds / 2
-    return S3Store(bucket, config=options,
-                   client_options={"allow_http": config.plain_http, "timeout": f"{half:g}s",
-                                   "connect_timeout": f"{min(half, 5.0):g}s"},
-                   retry_config={"max_retries": 3, "retry_timeout": timedelta(seconds=half),
-                                 "backoff": {"init_backoff": timedelta(milliseconds=50),
-                                             "max_backoff": timedelta(seconds=1), "base": 2.0}})
+    return S3Store(
+        bucket,
+        config=options,
+        client_options={
+            "allow_http": config.plain_http,
+            "timeout": f"{half:g}s",
+            "connect_timeout": f"{min(half, 5.0):g}s",
+        },
+        retry_config={
+            "max_retries": 3,
+            "retry_timeout": timedelta(seconds=half),
+            "backoff": {"init_backoff": timedelta(milliseconds=50), "max_backoff": timedelta(seconds=1), "base": 2.0},
+        },
+    )
 
 
 def get(bucket: str, key: str, config: S3Config | None = None) -> bytes:
@@ -52,8 +61,13 @@ def put(bucket: str, key: str, data: bytes, if_none_match: bool = False, config:
     from obstore.exceptions import AlreadyExistsError, PreconditionError
 
     try:
-        obstore.put(_store(config or S3Config.from_env(), bucket), key, data,
-                    mode="create" if if_none_match else "overwrite", use_multipart=False)
+        obstore.put(
+            _store(config or S3Config.from_env(), bucket),
+            key,
+            data,
+            mode="create" if if_none_match else "overwrite",
+            use_multipart=False,
+        )
     except (AlreadyExistsError, PreconditionError):
         if if_none_match:
             return False

@@ -1,10 +1,11 @@
 """SparkSession construction with Delta (and S3A, when fetched) from JARs fetched once into local folders."""
+
 from __future__ import annotations
 
 import glob
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Mapping
 
 from pyspark import StorageLevel
 from pyspark.errors import PySparkRuntimeError
@@ -125,8 +126,11 @@ def core_conf(shuffle_partitions: int) -> dict[str, str]:
         "spark.sql.streaming.fileSource.cleaner.numThreads": "1",
         # Hadoop's checksummed local FileContext writes, renames and deletes a `.crc` beside every
         # checkpoint log file: at 10,000 events/s half of Spark's own time per batch (docs/performance.md).
-        **({} if value("MARKET_SPREAD_LOCAL_CHECKSUMS") else
-           {"spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs"}),
+        **(
+            {}
+            if value("MARKET_SPREAD_LOCAL_CHECKSUMS")
+            else {"spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs"}
+        ),
     }
 
 

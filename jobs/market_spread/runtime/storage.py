@@ -9,14 +9,16 @@ One configuration for every component, from the standard AWS variables (runtime/
 AWS_ENDPOINT_URL (unset: AWS itself), AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION. boto3
 is imported only when an S3 location is used.
 """
+
 from __future__ import annotations
 
 import os
 import tempfile
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Union
+from typing import Any
 
 from market_spread.runtime.s3 import S3Config, S3Path, client  # noqa: F401 - the storage API callers import
 
@@ -50,7 +52,7 @@ def delta_rs_target(table: "str | Path | S3Path") -> tuple[str, dict[str, str] |
     return str(place), None
 
 
-Location = Union[Path, S3Path]
+Location = Path | S3Path
 
 
 def list_names(folder: Location) -> list[str] | None:
@@ -105,7 +107,7 @@ def local_copy(folder: Location) -> Iterator[Path]:
         root = Path(work)
         before: dict[str, int] = {}
         for obj, info in folder.listing():
-            relative = obj.key[len(folder.key):].lstrip("/")
+            relative = obj.key[len(folder.key) :].lstrip("/")
             (root / relative).parent.mkdir(parents=True, exist_ok=True)
             (root / relative).write_bytes(obj.read_bytes())
             before[relative] = info.size

@@ -1,6 +1,7 @@
 """What the stream job shares with the processes that watch it: the writer lock's file in the lake
 and the exit codes. Its own module, standard library only, so the Airflow side can read them without
 importing the stream job (which pulls in pyspark)."""
+
 from __future__ import annotations
 
 LOCK_FILE = "_stream.lock"

@@ -7,6 +7,7 @@ per minute for the last day, and who runs the stream with which source, checkpoi
 endpoint. The stream keeps the series across restarts (it reads the record back when it starts).
 Standard library only: the Airflow API server reads it.
 """
+
 from __future__ import annotations
 
 import json
@@ -83,8 +84,9 @@ class MinuteSeries:
         for row in rows if isinstance(rows, list) else []:
             try:
                 start, count, total, top, backlog = row
-                series.minutes[int(start)] = Minute(int(count), float(total), float(top),
-                                                    None if backlog is None else int(backlog))
+                series.minutes[int(start)] = Minute(
+                    int(count), float(total), float(top), None if backlog is None else int(backlog)
+                )
             except (TypeError, ValueError):
                 continue
         if series.minutes:

@@ -19,15 +19,17 @@ choice among candidates is a total order over their own fields (rules.quote_key)
 arrival. The state MERGE only ever moves a symbol to a higher quote key, so running it twice is
 harmless too.
 """
+
 from __future__ import annotations
 
 import sys
 import threading
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Callable, TypeVar
+from datetime import UTC, datetime
+from typing import TypeVar
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, Observation
@@ -40,13 +42,13 @@ from market_spread.lake.lake_tables import DEFAULT_STREAM_ID, LakeTables
 from market_spread.lake.state import merge_state, newest_of_rows, newest_per_symbol
 from market_spread.lake.state_mirror import StateMirror
 from market_spread.lake.writes import append, ms_since
-from market_spread.runtime.storage import Location
-from market_spread.stream.checkpoint_files import query_id
 from market_spread.runtime import spark as runtime_spark
 from market_spread.runtime.spark import SMALL_BATCH_LINES, kept_for_batch, sized_for, spark_jobs_so_far
+from market_spread.runtime.storage import Location
 from market_spread.stream import driver_batch, driver_spark
 from market_spread.stream.batch_run import BatchResult, BatchRun, BatchSettings, compact_quietly, finish, run_writes
 from market_spread.stream.check import check_orders
+from market_spread.stream.checkpoint_files import query_id
 from market_spread.stream.summary import BatchSummary, summarize
 from market_spread.transforms import parsing
 
@@ -80,8 +82,11 @@ class BatchProcessor:
             try:
                 done = self.compactor.finished(wait=True)
             except Exception as exc:  # noqa: BLE001 - a failed compaction commits nothing: said, never raised
-                print(f"warning: compaction failed (no row changed; tried again later): {exc}", file=sys.stderr,
-                      flush=True)
+                print(
+                    f"warning: compaction failed (no row changed; tried again later): {exc}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             else:
                 print(f"market-spread stream: after the last batch: {done}", flush=True)
         if self.tables is not None:
@@ -103,10 +108,18 @@ class BatchProcessor:
         if self.warm is None and driver_batch.limit_lines(spark) and delta_rs.enabled():
             self.warm = driver_spark.Warm(spark, self.settings.symbols)
         try:
-            result = process_batch(batch_df, batch_id, self.settings, self.committed, self.state,
-                                   expect_small=self.last_lines is not None and self.last_lines < SMALL_BATCH_LINES,
-                                   compactor=self.compactor, lines_before=self.last_lines, tables=self.tables,
-                                   warm=self.warm)
+            result = process_batch(
+                batch_df,
+                batch_id,
+                self.settings,
+                self.committed,
+                self.state,
+                expect_small=self.last_lines is not None and self.last_lines < SMALL_BATCH_LINES,
+                compactor=self.compactor,
+                lines_before=self.last_lines,
+                tables=self.tables,
+                warm=self.warm,
+            )
         except BaseException:
             # Some writes may be in and the copy ahead of the table: read both from the lake again.
             self.committed = None
@@ -154,12 +167,26 @@ def process_batch(
         committed = tables.marks()
     if state is None:
         state = StateMirror(tables)
-    batch = BatchRun(spark, batch_id, settings, committed, state, tables, BatchResult(batch_id),
-                     t0=time.perf_counter(), jobs0=spark_jobs_so_far(spark), started_at=datetime.now(timezone.utc),
-                     warm=warm)
+    batch = BatchRun(
+        spark,
+        batch_id,
+        settings,
+        committed,
+        state,
+        tables,
+        BatchResult(batch_id),
+        t0=time.perf_counter(),
+        jobs0=spark_jobs_so_far(spark),
+        started_at=datetime.now(UTC),
+        warm=warm,
+    )
     scope = ExitStack()  # the parsed batch's cache and the size-dependent settings, until the batch ends
     try:
-        if state.ready() and driver_batch.likely_small(batch_df, lines_before) and driver_batch.driver_steps(batch, batch_df, compactor):
+        if (
+            state.ready()
+            and driver_batch.likely_small(batch_df, lines_before)
+            and driver_batch.driver_steps(batch, batch_df, compactor)
+        ):
             return batch.result
         batch.describe("parse")
         tables.committed_elsewhere()  # Spark's plan commits to the lake: kept tables read their log again
@@ -209,7 +236,8 @@ def _check_step(batch: BatchRun, p: _Parsed) -> tuple[DataFrame | None, Observat
     alerts, observed = None, Observation(f"alerts-{batch.batch_id}")
     if batch.result.orders:
         alerts, batch.result.late_symbols = check_orders(
-            batch.settings, batch.state, p.quotes, p.orders, batch.batch_id, p.summary.bounds)
+            batch.settings, batch.state, p.quotes, p.orders, batch.batch_id, p.summary.bounds
+        )
         if not p.on_driver:  # counted while it is written: no separate job computes the as-of check twice
             alerts = alerts.observe(observed, F.count(F.lit(1)).alias("n"))
     batch.result.phases_ms["check"] = ms_since(t1)  # planning, and the look-up of late symbols
@@ -230,16 +258,22 @@ def _write_step(batch: BatchRun, p: _Parsed, alerts: DataFrame | None, observed:
         result.alerts = int(observed.get.get("n", 0))
     elif alerts is not None:  # written by the interrupted attempt: count what it wrote
         result.alerts = (
-            batch.spark.read.format("delta").load(batch.path("alerts"))
-            .where(F.col("batch_id") == batch.batch_id).count()
+            batch.spark.read.format("delta")
+            .load(batch.path("alerts"))
+            .where(F.col("batch_id") == batch.batch_id)
+            .count()
         )
     result.phases_ms["write"] = ms_since(t2)
     result.phases_ms.setdefault("merge", 0)
     return writes
 
 
-def _planned_writes(batch: BatchRun, p: _Parsed, alerts: DataFrame | None, appended: dict[str, int],
-                    ) -> tuple[dict[str, Callable[[], None]], Callable[[], DataFrame | pa.Table] | None]:
+def _planned_writes(
+    batch: BatchRun,
+    p: _Parsed,
+    alerts: DataFrame | None,
+    appended: dict[str, int],
+) -> tuple[dict[str, Callable[[], None]], Callable[[], DataFrame | pa.Table] | None]:
     """The batch's writes, by table, not run yet; and its newest quote per symbol, computed once
     when first needed (None without quotes)."""
     batch_id, quotes = batch.batch_id, p.quotes
@@ -256,14 +290,23 @@ def _planned_writes(batch: BatchRun, p: _Parsed, alerts: DataFrame | None, appen
     newest = None
     if batch.result.quarantined:
         quarantine = parsing.quarantined(p.parsed).select(
-            "stream", "raw", "reason", "source_file",
-            F.current_timestamp().alias("detected_at"), F.lit(batch_id).cast("bigint").alias("batch_id"),
+            "stream",
+            "raw",
+            "reason",
+            "source_file",
+            F.current_timestamp().alias("detected_at"),
+            F.lit(batch_id).cast("bigint").alias("batch_id"),
         )
         writes["quarantine"] = lambda: append_to("quarantine", quarantine)
     if batch.result.quotes:
         history = quotes.select(
-            "symbol", "bid", "offer", "quote_time", "seq",
-            F.lit(batch_id).cast("bigint").alias("batch_id"), "should_reject_trades",
+            "symbol",
+            "bid",
+            "offer",
+            "quote_time",
+            "seq",
+            F.lit(batch_id).cast("bigint").alias("batch_id"),
+            "should_reject_trades",
             F.to_date("quote_time").alias("quote_date"),
         )
         # On the driver, the history rows also give the newest quote per symbol (no job of its own).
@@ -292,13 +335,20 @@ def once(compute: Callable[[], T]) -> Callable[[], T]:
     return get
 
 
-def newest_quotes(quotes: DataFrame, from_summary: pa.Table | None, on_driver: bool,
-                  history_rows: Callable[[], pa.Table] | None = None) -> DataFrame | pa.Table:
+def newest_quotes(
+    quotes: DataFrame,
+    from_summary: pa.Table | None,
+    on_driver: bool,
+    history_rows: Callable[[], pa.Table] | None = None,
+) -> DataFrame | pa.Table:
     """One row per symbol, for the MERGE and the driver's copy of the state (`on_driver`: the state
     mirror is on, so the rows are wanted as Arrow). From the batch's summary when it has them (a
     small batch), else from its quote history rows if they come to the driver (`history_rows`),
     else a job of its own."""
     if not on_driver:
         return newest_per_symbol(quotes)
-    return from_summary if from_summary is not None else (
-        newest_of_rows(history_rows()) if history_rows is not None else newest_per_symbol(quotes).toArrow())
+    return (
+        from_summary
+        if from_summary is not None
+        else (newest_of_rows(history_rows()) if history_rows is not None else newest_per_symbol(quotes).toArrow())
+    )

@@ -1,20 +1,21 @@
 """What one micro-batch (stream.batch, stream.driver_batch) carries from step to step: the settings
 every batch of the stream shares, the run's own bookkeeping, its result; and the steps both ways of
 checking a batch end with: the writes side by side, the batch_metrics row, compaction."""
+
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import cached_property
-from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from market_spread.domain.rules import Thresholds
-import pyarrow as pa
-
 from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.compaction import Compaction, Compactor
@@ -100,12 +101,24 @@ def commit_metrics(batch: BatchRun, driver_commits: bool) -> None:
     result.seconds = time.perf_counter() - batch.t0
     jobs1 = spark_jobs_so_far(batch.spark)
     # A metrics commit through Spark runs a job of its own: counted too, one more.
-    result.spark_jobs = None if batch.jobs0 is None or jobs1 is None else jobs1 - batch.jobs0 + (0 if driver_commits else 1)
+    result.spark_jobs = (
+        None if batch.jobs0 is None or jobs1 is None else jobs1 - batch.jobs0 + (0 if driver_commits else 1)
+    )
     values = (
-        batch_id, batch.started_at, datetime.now(timezone.utc), result.quotes, result.orders,
-        result.alerts, result.quarantined, result.input_lines, result.late_symbols,
-        result.phases_ms["parse"], result.phases_ms["check"], result.phases_ms["write"],
-        result.phases_ms["merge"], result.spark_jobs,
+        batch_id,
+        batch.started_at,
+        datetime.now(UTC),
+        result.quotes,
+        result.orders,
+        result.alerts,
+        result.quarantined,
+        result.input_lines,
+        result.late_symbols,
+        result.phases_ms["parse"],
+        result.phases_ms["check"],
+        result.phases_ms["write"],
+        result.phases_ms["merge"],
+        result.spark_jobs,
     )
     t3 = time.perf_counter()
     batch.describe("write batch_metrics")
@@ -128,7 +141,9 @@ def one_row(schema_sql: str, values: tuple) -> pa.Table:
     return pa.Table.from_arrays([pa.array([v], type=f.type) for v, f in zip(values, schema)], schema=schema)
 
 
-def run_writes(batch: BatchRun, planned: dict[str, Callable[[], None]], newest: Callable[[], object] | None) -> list[str]:
+def run_writes(
+    batch: BatchRun, planned: dict[str, Callable[[], None]], newest: Callable[[], object] | None
+) -> list[str]:
     """Run the planned writes side by side, each table once (a replay skips the tables that already
     hold the batch), the driver's copy of the state moving on with the MERGE. Returns the tables written."""
     result, state = batch.result, batch.state
@@ -170,8 +185,9 @@ def compact_step(batch: BatchRun, compactor: Compactor, written: list[str]) -> N
     batch.result.phases_ms["compact"] = ms_since(t4)
 
 
-def compact_quietly(compactor: Compactor, committed: dict[str, int], wait: bool = False,
-                    guard: Callable[[], None] | None = None) -> Compaction | None:
+def compact_quietly(
+    compactor: Compactor, committed: dict[str, int], wait: bool = False, guard: Callable[[], None] | None = None
+) -> Compaction | None:
     """`compactor.run` (and with `wait`, waiting for the compaction it starts), whose failure does
     not fail the batch: every row of the batch is committed and a failed compaction commits
     nothing. Said on stderr; the table is tried again after another `every` commits."""

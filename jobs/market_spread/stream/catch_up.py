@@ -9,6 +9,7 @@ pairs that landed in turn: quotes file i, then orders file i, then quotes file i
 and `replay` write them, and as producers that write a pair per interval do). Then N pairs a batch
 keeps every quote file in the batch of, or before, every orders file that landed after it.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,12 +53,18 @@ def _in_turn(quotes: list[Landed], orders: list[Landed]) -> bool:
 def _listing(folder: Location) -> list[Landed]:
     """The landing files of a folder (`*.jsonl`, not hidden), with their times and sizes."""
     if isinstance(folder, S3Path):
-        return [Landed(obj.name, info.modified.timestamp(), info.size) for obj, info in folder.listing()
-                if obj.parent == folder and _landing_name(obj.name)]
+        return [
+            Landed(obj.name, info.modified.timestamp(), info.size)
+            for obj, info in folder.listing()
+            if obj.parent == folder and _landing_name(obj.name)
+        ]
     try:
         with os.scandir(folder) as entries:
-            return [Landed(e.name, e.stat().st_mtime, e.stat().st_size) for e in entries
-                    if _landing_name(e.name) and e.is_file()]
+            return [
+                Landed(e.name, e.stat().st_mtime, e.stat().st_size)
+                for e in entries
+                if _landing_name(e.name) and e.is_file()
+            ]
     except OSError:
         return []
 

@@ -1,8 +1,9 @@
 """The as-of check of a batch's orders: which quotes each order may be checked against (the batch's,
 the stored state's, and history for late orders), then the as-of choice (transforms.asof)."""
+
 from __future__ import annotations
 
-from datetime import timezone
+from datetime import UTC
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -18,7 +19,11 @@ if TYPE_CHECKING:
 
 
 def check_orders(
-    settings: BatchSettings, state: StateMirror, quotes: DataFrame, orders: DataFrame, batch_id: int,
+    settings: BatchSettings,
+    state: StateMirror,
+    quotes: DataFrame,
+    orders: DataFrame,
+    batch_id: int,
     bounds_rows: pa.Table | None = None,
 ) -> tuple[DataFrame, int]:
     """Alerts for the batch's orders, each checked against the quote current at its time.
@@ -32,7 +37,9 @@ def check_orders(
     spark = quotes.sparkSession
 
     def spans() -> DataFrame:
-        return orders.groupBy("symbol").agg(F.min("order_time").alias("first_order"), F.max("order_time").alias("last_order"))
+        return orders.groupBy("symbol").agg(
+            F.min("order_time").alias("first_order"), F.max("order_time").alias("last_order")
+        )
 
     if state.ready():
         # On the driver (one job, unless the summary brought them); the late check runs against the
@@ -62,8 +69,14 @@ def check_orders(
         )
         if late:
             # Collected timestamps are naive, in this process's local time: made aware for delta-rs.
-            spans = [{"symbol": r["symbol"], "first_order": r["first_order"].astimezone(timezone.utc),
-                      "last_order": r["last_order"].astimezone(timezone.utc)} for r in late]
+            spans = [
+                {
+                    "symbol": r["symbol"],
+                    "first_order": r["first_order"].astimezone(UTC),
+                    "last_order": r["last_order"].astimezone(UTC),
+                }
+                for r in late
+            ]
             history = late_history_rows(state.tables, spans)
             if history.num_rows:
                 candidates = candidates.unionByName(spark.createDataFrame(history))

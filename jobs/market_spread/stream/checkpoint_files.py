@@ -1,5 +1,6 @@
 """Reading and rewriting the files of a stream checkpoint that Spark keys by batch number
 (`offsets/N`, `commits/N`), shared by the source-order move and the source log's trim."""
+
 from __future__ import annotations
 
 import os

@@ -13,6 +13,7 @@ source folders and offset lines swapped in the copy, and the copy swapped in by 
 at any point leaves the old checkpoint or the new one, and the next start finishes or redoes the
 move. `LAYOUT_FILE` records the layout; a checkpoint without it and with offsets is quotes first.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,7 +43,9 @@ def _retired(checkpoint: Location) -> Location:
 
 def _has_history(checkpoint: Location) -> bool:
     """Offsets, or a source log a planning left before its offsets were written (a kill then)."""
-    logs = (p for n in ("0", "1") if (checkpoint / "sources" / n).is_dir() for p in (checkpoint / "sources" / n).iterdir())
+    logs = (
+        p for n in ("0", "1") if (checkpoint / "sources" / n).is_dir() for p in (checkpoint / "sources" / n).iterdir()
+    )
     return bool(offset_files(checkpoint)) or any(not p.name.startswith(".") for p in logs)
 
 
@@ -79,7 +82,8 @@ def _swapped(path: Path) -> str:
     if len(body) != 4 or not body[0].startswith("v") or not all('"logOffset"' in l for l in body[2:]):
         raise CheckpointLayoutError(
             f"{path}: not the offsets of two file sources (version line, metadata, two logOffset lines); "
-            "this version cannot move the checkpoint to orders-first")
+            "this version cannot move the checkpoint to orders-first"
+        )
     return "\n".join(body[:2] + [body[3], body[2]] + ([""] if trailing else []))
 
 
@@ -122,7 +126,10 @@ def prepare(checkpoint: Location) -> str | None:
     if isinstance(checkpoint, S3Path):  # only a checkpoint copied there from an older release
         raise CheckpointLayoutError(
             f"{checkpoint} lists quotes before orders (an older release's layout) and cannot be moved on object "
-            "storage: copy it to a local disk, start the stream there once with --available-now, and copy it back")
+            "storage: copy it to a local disk, start the stream there once with --available-now, and copy it back"
+        )
     _move_to_orders_first(checkpoint)
-    return (f"moved the checkpoint {checkpoint} ({batches:,} batches) to list orders before quotes, so that an "
-            "order never enters a batch ahead of a quote that landed before it")
+    return (
+        f"moved the checkpoint {checkpoint} ({batches:,} batches) to list orders before quotes, so that an "
+        "order never enters a batch ahead of a quote that landed before it"
+    )

@@ -13,12 +13,13 @@ the choice among them is transforms.asof's. Which batches: while the batch befor
 MARKET_SPREAD_DRIVER_BATCH_LINES lines, or, for the first one of a process, when the files it reads
 are small enough (a Kafka batch's size is not known before it is read: Spark takes it).
 """
+
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Callable
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -110,8 +111,15 @@ def _universe(universe: frozenset[str]) -> pa.Array:
     return pa.array(sorted(universe), pa.string())
 
 
-def _counted(batch: BatchRun, quotes: int, orders: int, quarantined: int, sources: tuple[list[str], dict[str, int]],
-             collected: int, t1: float) -> None:
+def _counted(
+    batch: BatchRun,
+    quotes: int,
+    orders: int,
+    quarantined: int,
+    sources: tuple[list[str], dict[str, int]],
+    collected: int,
+    t1: float,
+) -> None:
     result = batch.result
     result.on_driver = True
     result.quotes, result.orders, result.quarantined = quotes, orders, quarantined
@@ -120,19 +128,33 @@ def _counted(batch: BatchRun, quotes: int, orders: int, quarantined: int, source
     result.phases_ms.update(collect=collected, parse=ms_since(t1))
 
 
-def _column_steps(batch: BatchRun, cols: driver_columns.ColumnBatch, bad: pa.Table | None, collected: int, t1: float,
-                  compactor: Compactor | None) -> None:
+def _column_steps(
+    batch: BatchRun,
+    cols: driver_columns.ColumnBatch,
+    bad: pa.Table | None,
+    collected: int,
+    t1: float,
+    compactor: Compactor | None,
+) -> None:
     result, settings = batch.result, batch.settings
     quarantined = bad.num_rows if bad is not None else 0
-    _counted(batch, cols.quotes.num_rows, cols.orders.num_rows, quarantined, driver_rows.sources(set(cols.sources)),
-             collected, t1)
+    _counted(
+        batch,
+        cols.quotes.num_rows,
+        cols.orders.num_rows,
+        quarantined,
+        driver_rows.sources(set(cols.sources)),
+        collected,
+        t1,
+    )
     t2 = time.perf_counter()
     alerts = None
     if cols.orders.num_rows:
         quotes_of, result.late_symbols = driver_columns.candidates(cols, batch.state, batch.tables)
         chosen = driver_columns.as_of(cols.orders, quotes_of)
-        alerts = driver_columns.alerts(cols.orders, chosen, settings.thresholds, batch.batch_id,
-                                       datetime.now(timezone.utc), SCHEMAS["alerts"])
+        alerts = driver_columns.alerts(
+            cols.orders, chosen, settings.thresholds, batch.batch_id, datetime.now(UTC), SCHEMAS["alerts"]
+        )
     result.phases_ms["check"] = ms_since(t2)
     t3 = time.perf_counter()
     history = newest = None
@@ -147,13 +169,23 @@ def _column_steps(batch: BatchRun, cols: driver_columns.ColumnBatch, bad: pa.Tab
 def quarantine_rows(bad: pa.Table, batch_id: int) -> pa.Table:
     """Quarantine rows (stream, raw, reason, source_file) stamped with the time and the batch."""
     n = bad.num_rows
-    stamp = pa.array([datetime.now(timezone.utc)] * n, SCHEMAS["quarantine"].field("detected_at").type)
-    return bad.append_column("detected_at", stamp).append_column("batch_id", pa.array([batch_id] * n, pa.int64())) \
+    stamp = pa.array([datetime.now(UTC)] * n, SCHEMAS["quarantine"].field("detected_at").type)
+    return (
+        bad.append_column("detected_at", stamp)
+        .append_column("batch_id", pa.array([batch_id] * n, pa.int64()))
         .cast(SCHEMAS["quarantine"])
+    )
 
 
-def _write(batch: BatchRun, history: pa.Table | None, alerts: pa.Table | None, newest: pa.Table | None,
-           quarantine: pa.Table | None, t3: float, compactor: Compactor | None) -> None:
+def _write(
+    batch: BatchRun,
+    history: pa.Table | None,
+    alerts: pa.Table | None,
+    newest: pa.Table | None,
+    quarantine: pa.Table | None,
+    t3: float,
+    compactor: Compactor | None,
+) -> None:
     written = run_writes(batch, _writes(batch, history, alerts, newest, quarantine), newest=lambda: newest)
     batch.result.alerts = alerts.num_rows if alerts is not None else 0
     batch.result.phases_ms["write"] = ms_since(t3)
@@ -161,8 +193,13 @@ def _write(batch: BatchRun, history: pa.Table | None, alerts: pa.Table | None, n
     finish(batch, written, True, compactor)
 
 
-def _writes(batch: BatchRun, history: pa.Table | None, alerts: pa.Table | None, newest: pa.Table | None,
-            quarantine: pa.Table | None) -> dict[str, Callable[[], None]]:
+def _writes(
+    batch: BatchRun,
+    history: pa.Table | None,
+    alerts: pa.Table | None,
+    newest: pa.Table | None,
+    quarantine: pa.Table | None,
+) -> dict[str, Callable[[], None]]:
     """The driver's batch's writes, by table, not run yet (as stream.batch._planned_writes for Spark's)."""
     tables, guard, batch_id = batch.tables, batch.settings.before_commit, batch.batch_id
     writes: dict[str, Callable[[], None]] = {}

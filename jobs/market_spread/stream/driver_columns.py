@@ -14,6 +14,7 @@ digits); for anything else it returns None and driver_batch parses line by line 
 into the same columns). The check is domain.columns' (the as-of choice and the reject rule in
 Arrow's kernels, exact in DECIMAL128), for both.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,8 +27,8 @@ import pyarrow.compute as pc
 
 from market_spread.domain.columns import PRICE, as_of, newest, rejects, sort_by_key  # noqa: F401 - the driver's check
 from market_spread.domain.rules import Thresholds
-from market_spread.lake.state import late_history_rows
 from market_spread.lake.lake_tables import LakeTables
+from market_spread.lake.state import late_history_rows
 from market_spread.lake.state_mirror import StateMirror
 
 _TIME = pa.timestamp("us", tz="UTC")
@@ -37,8 +38,10 @@ _TEXT = r'"[\x20\x21\x23-\x5b\x5d-\x7e]+"'  # printable ASCII, no quote, no back
 _NUMBER = r"(?:0|[1-9][0-9]{0,9})(?:\.[0-9]{1,8})?"  # below 1e10, at most 8 fractional digits
 _INTEGER = r"-?(?:0|[1-9][0-9]{0,18})"  # within 64 bits once cast (a wider one fails the cast)
 # certain_lines' times with zone Z only, hours 00-23, minutes and seconds 00-59, years 1000-9998.
-_TIME_TEXT = (r'"(?:[1-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])-[0-9]{2}-[0-9]{2}'
-              r'T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?Z"')
+_TIME_TEXT = (
+    r'"(?:[1-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])-[0-9]{2}-[0-9]{2}'
+    r'T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?Z"'
+)
 
 
 def _field(name: str, pattern: str, group: str | None = None) -> str:
@@ -49,21 +52,39 @@ def _field(name: str, pattern: str, group: str | None = None) -> str:
 
 
 def _line(*fields: str) -> str:
-    seq = r'(?:, ?"seq": ?(?:null|(?P<seq>' + _INTEGER + r')))?'
+    seq = r'(?:, ?"seq": ?(?:null|(?P<seq>' + _INTEGER + r")))?"
     return r"^\{" + ", ?".join(fields) + seq + r"\}$"
 
 
-QUOTE_LINE = _line(_field("symbol", _TEXT), _field("transact_time", _TIME_TEXT, "time"),
-                   _field("bid", _NUMBER), _field("offer", _NUMBER))
-ORDER_LINE = _line(_field("order_id", _TEXT), _field("account", _INTEGER), _field("symbol", _TEXT),
-                   _field("side", '"(?:BUY|SELL)"'), _field("qty", _NUMBER), _field("price", _NUMBER),
-                   _field("transact_time", _TIME_TEXT, "time"))
+QUOTE_LINE = _line(
+    _field("symbol", _TEXT),
+    _field("transact_time", _TIME_TEXT, "time"),
+    _field("bid", _NUMBER),
+    _field("offer", _NUMBER),
+)
+ORDER_LINE = _line(
+    _field("order_id", _TEXT),
+    _field("account", _INTEGER),
+    _field("symbol", _TEXT),
+    _field("side", '"(?:BUY|SELL)"'),
+    _field("qty", _NUMBER),
+    _field("price", _NUMBER),
+    _field("transact_time", _TIME_TEXT, "time"),
+)
 _BLANK = r"^[ \t\n\x0b\f\r]*$"  # Java's \s, as parsing.nonblank_lines drops lines
 
 
 QUOTE_TYPES = {"symbol": pa.string(), "bid": PRICE, "offer": PRICE, "time": pa.int64(), "seq": pa.int64()}
-ORDER_TYPES = {"order_id": pa.string(), "account": pa.int64(), "symbol": pa.string(), "side": pa.string(),
-               "qty": PRICE, "price": PRICE, "time": pa.int64(), "seq": pa.int64()}
+ORDER_TYPES = {
+    "order_id": pa.string(),
+    "account": pa.int64(),
+    "symbol": pa.string(),
+    "side": pa.string(),
+    "qty": PRICE,
+    "price": PRICE,
+    "time": pa.int64(),
+    "seq": pa.int64(),
+}
 
 
 @dataclass
@@ -104,8 +125,11 @@ def split(lines: pa.Table, universe: pa.Array) -> tuple[ColumnBatch, pa.Table] |
 
 def concat(parts: list[ColumnBatch]) -> ColumnBatch:
     """One batch of several parts' columns (each part's tables in the same columns and types)."""
-    return ColumnBatch(pa.concat_tables([p.quotes for p in parts]), pa.concat_tables([p.orders for p in parts]),
-                       sorted({s for p in parts for s in p.sources}))
+    return ColumnBatch(
+        pa.concat_tables([p.quotes for p in parts]),
+        pa.concat_tables([p.orders for p in parts]),
+        sorted({s for p in parts for s in p.sources}),
+    )
 
 
 def parse(lines: pa.Table, universe: pa.Array) -> ColumnBatch | None:
@@ -134,6 +158,7 @@ def _cast(text: pa.Array, kind: pa.DataType) -> pa.Array:
     try:
         return pc.cast(text, kind)
     except pa.ArrowInvalid:
+
         def one(value: pa.Scalar) -> object:
             try:
                 return pc.cast(pa.array([value.as_py()], text.type), kind)[0].as_py()
@@ -171,20 +196,46 @@ def _seq_ok(f: pa.StructArray, seq: pa.Array) -> pa.Array:
 def _quotes(values: pa.ChunkedArray, universe: pa.Array) -> tuple[pa.Table, pa.Array]:
     f, at = _fields(values, QUOTE_LINE)
     bid, offer, time, seq = pc.cast(f.field("bid"), PRICE), pc.cast(f.field("offer"), PRICE), _micros(f), _seq(f)
-    ok = _ok(pc.is_in(f.field("symbol"), value_set=universe), _positive(bid), _positive(offer), pc.is_valid(time),
-             _seq_ok(f, seq))
+    ok = _ok(
+        pc.is_in(f.field("symbol"), value_set=universe),
+        _positive(bid),
+        _positive(offer),
+        pc.is_valid(time),
+        _seq_ok(f, seq),
+    )
     table = pa.table({"symbol": f.field("symbol"), "bid": bid, "offer": offer, "time": time, "seq": seq})
     return table.filter(ok), _taken(len(values), at, ok)
 
 
 def _orders(values: pa.ChunkedArray, universe: pa.Array) -> tuple[pa.Table, pa.Array]:
     f, at = _fields(values, ORDER_LINE)
-    account, qty, price, time, seq = (_cast(f.field("account"), pa.int64()), pc.cast(f.field("qty"), PRICE),
-                                      pc.cast(f.field("price"), PRICE), _micros(f), _seq(f))
-    ok = _ok(pc.is_in(f.field("symbol"), value_set=universe), pc.is_valid(account), _positive(qty), _positive(price),
-             pc.is_valid(time), _seq_ok(f, seq))
-    table = pa.table({"order_id": f.field("order_id"), "account": account, "symbol": f.field("symbol"),
-                      "side": f.field("side"), "qty": qty, "price": price, "time": time, "seq": seq})
+    account, qty, price, time, seq = (
+        _cast(f.field("account"), pa.int64()),
+        pc.cast(f.field("qty"), PRICE),
+        pc.cast(f.field("price"), PRICE),
+        _micros(f),
+        _seq(f),
+    )
+    ok = _ok(
+        pc.is_in(f.field("symbol"), value_set=universe),
+        pc.is_valid(account),
+        _positive(qty),
+        _positive(price),
+        pc.is_valid(time),
+        _seq_ok(f, seq),
+    )
+    table = pa.table(
+        {
+            "order_id": f.field("order_id"),
+            "account": account,
+            "symbol": f.field("symbol"),
+            "side": f.field("side"),
+            "qty": qty,
+            "price": price,
+            "time": time,
+            "seq": seq,
+        }
+    )
     return table.filter(ok), _taken(len(values), at, ok)
 
 
@@ -198,8 +249,9 @@ def timestamps(micros: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pc.cast(micros, pa.int64()).cast(_TIME)
 
 
-def alerts(orders: pa.Table, chosen: pa.Table, thresholds: Thresholds, batch_id: int, detected_at: datetime,
-           schema: pa.Schema) -> pa.Table:
+def alerts(
+    orders: pa.Table, chosen: pa.Table, thresholds: Thresholds, batch_id: int, detected_at: datetime, schema: pa.Schema
+) -> pa.Table:
     """The alerts of the orders checked against their chosen quotes (transforms.asof's columns)."""
     no_quote = pc.is_null(chosen["time"])
     wide = pc.fill_null(rejects(chosen["bid"], chosen["offer"], thresholds), False)
@@ -209,11 +261,21 @@ def alerts(orders: pa.Table, chosen: pa.Table, thresholds: Thresholds, batch_id:
     n = o.num_rows
     at = int(detected_at.timestamp() * 1_000_000)
     columns = {
-        "order_id": o["order_id"], "account": o["account"], "symbol": o["symbol"], "side": o["side"],
-        "qty": o["qty"], "price": o["price"], "order_time": timestamps(o["time"]), "reason": reason.filter(hit),
-        "bid": q["bid"], "offer": q["offer"], "quote_time": timestamps(q["time"]),
-        "detected_at": timestamps(pa.array([at] * n, pa.int64())), "batch_id": pa.array([batch_id] * n, pa.int64()),
-        "order_seq": o["seq"], "quote_seq": q["seq"],
+        "order_id": o["order_id"],
+        "account": o["account"],
+        "symbol": o["symbol"],
+        "side": o["side"],
+        "qty": o["qty"],
+        "price": o["price"],
+        "order_time": timestamps(o["time"]),
+        "reason": reason.filter(hit),
+        "bid": q["bid"],
+        "offer": q["offer"],
+        "quote_time": timestamps(q["time"]),
+        "detected_at": timestamps(pa.array([at] * n, pa.int64())),
+        "batch_id": pa.array([batch_id] * n, pa.int64()),
+        "order_seq": o["seq"],
+        "quote_seq": q["seq"],
     }
     return pa.table({f.name: pc.cast(columns[f.name], f.type) for f in schema}, schema=schema)
 
@@ -222,9 +284,14 @@ def history(quotes: pa.Table, batch_id: int, thresholds: Thresholds, schema: pa.
     """The quotes' history rows (driver_batch.quote_rows), in the quotes table's schema."""
     time = quotes["time"].combine_chunks() if quotes.num_rows else pa.array([], pa.int64())
     columns = {
-        "symbol": quotes["symbol"], "bid": quotes["bid"], "offer": quotes["offer"], "quote_time": timestamps(time),
-        "seq": quotes["seq"], "batch_id": pa.array([batch_id] * quotes.num_rows, pa.int64()),
-        "should_reject_trades": rejects(quotes["bid"], quotes["offer"], thresholds), "quote_date": quote_days(time),
+        "symbol": quotes["symbol"],
+        "bid": quotes["bid"],
+        "offer": quotes["offer"],
+        "quote_time": timestamps(time),
+        "seq": quotes["seq"],
+        "batch_id": pa.array([batch_id] * quotes.num_rows, pa.int64()),
+        "should_reject_trades": rejects(quotes["bid"], quotes["offer"], thresholds),
+        "quote_date": quote_days(time),
     }
     return pa.table({f.name: pc.cast(columns[f.name], f.type) for f in schema}, schema=schema)
 
@@ -238,8 +305,9 @@ def candidates(cols: ColumnBatch, state: StateMirror, tables: LakeTables) -> tup
     names = symbols.to_pylist()
     parts.append(_state_rows(state.stored_table(names)))
     spans = orders.group_by("symbol").aggregate([("time", "min"), ("time", "max")])
-    late = state.late(pa.table({"symbol": spans["symbol"], "first_order": spans["time_min"],
-                                "last_order": spans["time_max"]}))
+    late = state.late(
+        pa.table({"symbol": spans["symbol"], "first_order": spans["time_min"], "last_order": spans["time_max"]})
+    )
     if late:
         parts.append(_state_rows(late_history_rows(tables, late)))
     return pa.concat_tables(parts), len(late)
@@ -247,6 +315,12 @@ def candidates(cols: ColumnBatch, state: StateMirror, tables: LakeTables) -> tup
 
 def _state_rows(table: pa.Table) -> pa.Table:
     """STATE_QUOTE_COLUMNS rows as driver_columns' quotes (time in µs)."""
-    return pa.table({"symbol": table["symbol"], "bid": pc.cast(table["bid"], PRICE),
-                     "offer": pc.cast(table["offer"], PRICE),
-                     "time": pc.cast(table["quote_time"], pa.int64()), "seq": pc.cast(table["seq"], pa.int64())})
+    return pa.table(
+        {
+            "symbol": table["symbol"],
+            "bid": pc.cast(table["bid"], PRICE),
+            "offer": pc.cast(table["offer"], PRICE),
+            "time": pc.cast(table["quote_time"], pa.int64()),
+            "seq": pc.cast(table["seq"], pa.int64()),
+        }
+    )

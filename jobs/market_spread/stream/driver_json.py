@@ -9,6 +9,7 @@ go the line-at-a-time way (stream.driver_columns, stream.driver_rows). Rows Arro
 not certainly valid (a missing field, a zero price, an unknown symbol, a time in another layout)
 come back as lines for that way too.
 """
+
 from __future__ import annotations
 
 import io
@@ -24,11 +25,21 @@ from market_spread.stream.driver_columns import _TIME_TEXT, _cast
 
 _TIME = pa.timestamp("us", tz="UTC")
 _SCHEMAS = {
-    "quotes": pa.schema([("symbol", pa.string()), ("transact_time", pa.string()), ("bid", PRICE), ("offer", PRICE),
-                         ("seq", pa.int64())]),
-    "orders": pa.schema([("order_id", pa.string()), ("account", pa.int64()), ("symbol", pa.string()),
-                         ("side", pa.string()), ("qty", PRICE), ("price", PRICE), ("transact_time", pa.string()),
-                         ("seq", pa.int64())]),
+    "quotes": pa.schema(
+        [("symbol", pa.string()), ("transact_time", pa.string()), ("bid", PRICE), ("offer", PRICE), ("seq", pa.int64())]
+    ),
+    "orders": pa.schema(
+        [
+            ("order_id", pa.string()),
+            ("account", pa.int64()),
+            ("symbol", pa.string()),
+            ("side", pa.string()),
+            ("qty", PRICE),
+            ("price", PRICE),
+            ("transact_time", pa.string()),
+            ("seq", pa.int64()),
+        ]
+    ),
 }
 _NUMBERS = {"quotes": ("bid", "offer", "seq"), "orders": ("account", "qty", "price", "seq")}
 _TIME_PATTERN = "^" + _TIME_TEXT[1:-1] + "$"  # driver_columns' time, zone Z: a plain string
@@ -44,9 +55,11 @@ def parse_file(feed: str, data: bytes, universe: pa.Array) -> tuple[pa.Table, pa
     if not _plain(feed, data, ends):
         return None
     try:
-        rows = pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(block_size=1 << 24),
-                            parse_options=pj.ParseOptions(explicit_schema=_SCHEMAS[feed],
-                                                          unexpected_field_behavior="ignore"))
+        rows = pj.read_json(
+            io.BytesIO(data),
+            read_options=pj.ReadOptions(block_size=1 << 24),
+            parse_options=pj.ParseOptions(explicit_schema=_SCHEMAS[feed], unexpected_field_behavior="ignore"),
+        )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
     lines = _lines(data, ends)
@@ -89,12 +102,18 @@ def _typed(feed: str, rows: pa.Table, universe: pa.Array) -> tuple[pa.Table, pa.
     for price in ("bid", "offer") if feed == "quotes" else ("qty", "price"):
         checks += [pc.greater(rows[price], pa.scalar(Decimal(0), PRICE)), pc.less_equal(rows[price], _PRICE_MAX)]
     if feed == "orders":
-        checks += [pc.is_in(rows["side"], value_set=pa.array(["BUY", "SELL"])), pc.is_valid(rows["account"]),
-                   pc.greater(pc.utf8_length(rows["order_id"]), 0)]
+        checks += [
+            pc.is_in(rows["side"], value_set=pa.array(["BUY", "SELL"])),
+            pc.is_valid(rows["account"]),
+            pc.greater(pc.utf8_length(rows["order_id"]), 0),
+        ]
     ok = checks[0]
     for check in checks[1:]:
         ok = pc.and_(ok, pc.fill_null(check, False))
     columns = {name: rows[name] for name in rows.column_names if name != "transact_time"}
-    order = ["symbol", "bid", "offer", "time", "seq"] if feed == "quotes" else \
-        ["order_id", "account", "symbol", "side", "qty", "price", "time", "seq"]
+    order = (
+        ["symbol", "bid", "offer", "time", "seq"]
+        if feed == "quotes"
+        else ["order_id", "account", "symbol", "side", "qty", "price", "time", "seq"]
+    )
     return pa.table({name: (time if name == "time" else columns[name]) for name in order}), ok

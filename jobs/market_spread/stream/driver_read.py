@@ -2,6 +2,7 @@
 bucket (the files its Spark plan names, without running it), large ones parsed whole by Arrow's
 JSON reader (stream.driver_json), the other lines as Spark's text source splits them; Kafka records
 brought over in one Spark job."""
+
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -33,8 +34,11 @@ def read_lines(batch_df: DataFrame, limit: int) -> pa.Table | None:
     return None if read is None else read[1]
 
 
-def read_batch(batch_df: DataFrame, universe: pa.Array | None, limit: int,
-               ) -> tuple[list[driver_columns.ColumnBatch], pa.Table] | None:
+def read_batch(
+    batch_df: DataFrame,
+    universe: pa.Array | None,
+    limit: int,
+) -> tuple[list[driver_columns.ColumnBatch], pa.Table] | None:
     """The batch on the driver: large landing files read whole by Arrow's JSON reader where they
     are certainly Spark's reading (with a `universe`), and the other lines (stream, value,
     source_file); None when the batch has more than twice `limit` lines after all (Spark then takes it)."""
@@ -99,7 +103,9 @@ def _file_lines(files: list[str]) -> pa.Table | None:
 JSON_FILE_BYTES = 256 << 10
 
 
-def _read_files(files: list[str], universe: pa.Array | None) -> tuple[list[driver_columns.ColumnBatch], pa.Table] | None:
+def _read_files(
+    files: list[str], universe: pa.Array | None
+) -> tuple[list[driver_columns.ColumnBatch], pa.Table] | None:
     """The files' rows that Arrow's JSON reader takes whole (with a `universe`; stream.driver_json),
     and every other line (stream, value, source_file); None when a file is not UTF-8 or cannot be
     read here."""
@@ -124,8 +130,13 @@ def _read_files(files: list[str], universe: pa.Array | None) -> tuple[list[drive
         streams += [feed] * len(lines)
         values += lines
         sources += [name] * len(lines)
-    return parts, pa.table({"stream": pa.array(streams, pa.string()), "value": pa.array(values, pa.string()),
-                            "source_file": pa.array(sources, pa.string())})
+    return parts, pa.table(
+        {
+            "stream": pa.array(streams, pa.string()),
+            "value": pa.array(values, pa.string()),
+            "source_file": pa.array(sources, pa.string()),
+        }
+    )
 
 
 def _split_lines(data: bytes) -> list[str] | None:
@@ -143,6 +154,7 @@ def _contents(places: list) -> list[bytes | Exception]:
     first in this thread and the others on kept threads (a GET is a round trip to the server; a
     pool made for each batch cost more than it saved: two GETs 4.1 ms against 2.9 ms in a row, and
     a local read is not worth a thread)."""
+
     def read(place) -> bytes | Exception:
         try:
             return place.read_bytes()

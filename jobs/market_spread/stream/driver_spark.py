@@ -8,6 +8,7 @@ Spark's plan cost that batch 0.7-1.0 s (5.5 s for the first such plan of a proce
 these lines through Spark is one small job, and the first batch that needs it finds its plan's code
 already compiled: `warm` runs it once in the background at the stream's start.
 """
+
 from __future__ import annotations
 
 import threading
@@ -21,25 +22,33 @@ from market_spread.stream.driver_rows import QUARANTINE
 from market_spread.transforms import parsing
 
 # A line only Spark can judge (single quotes): what the warm-up parses.
-_WARM_LINES = pa.table({"stream": ["quotes", "orders"], "value": ["{'symbol': 'X'}", "{'order_id': 'X'}"],
-                        "source_file": ["warm-up", "warm-up"]})
+_WARM_LINES = pa.table(
+    {
+        "stream": ["quotes", "orders"],
+        "value": ["{'symbol': 'X'}", "{'order_id': 'X'}"],
+        "source_file": ["warm-up", "warm-up"],
+    }
+)
 
 
 def parse(spark: SparkSession, lines: pa.Table, symbols: list[str]) -> tuple[ColumnBatch, pa.Table]:
     """`lines` (stream, value, source_file) through Spark's parse: the valid ones as columns, the
     others as quarantine rows (stream, raw, reason, source_file) with Spark's reasons."""
-    frame = spark.createDataFrame(pa.table({"stream": lines["stream"], "line": lines["value"],
-                                            "source_file": lines["source_file"]}))
+    frame = spark.createDataFrame(
+        pa.table({"stream": lines["stream"], "line": lines["value"], "source_file": lines["source_file"]})
+    )
     parsed = parsing.parse_lines(frame, symbols).toArrow()
     valid = pc.is_null(parsed["reason"])
     is_quote = pc.equal(parsed["stream"], "quotes")
     quotes = parsed.filter(pc.and_(valid, is_quote))
     orders = parsed.filter(pc.and_(valid, pc.invert(is_quote)))
     bad = parsed.filter(pc.invert(valid))
-    columns = ColumnBatch(_columns(quotes, QUOTE_TYPES), _columns(orders, ORDER_TYPES),
-                          pc.unique(parsed["source_file"]).to_pylist())
-    quarantine = pa.table({"stream": bad["stream"], "raw": bad["line"], "reason": bad["reason"],
-                           "source_file": bad["source_file"]}).cast(pa.schema([(n, pa.string()) for n in QUARANTINE]))
+    columns = ColumnBatch(
+        _columns(quotes, QUOTE_TYPES), _columns(orders, ORDER_TYPES), pc.unique(parsed["source_file"]).to_pylist()
+    )
+    quarantine = pa.table(
+        {"stream": bad["stream"], "raw": bad["line"], "reason": bad["reason"], "source_file": bad["source_file"]}
+    ).cast(pa.schema([(n, pa.string()) for n in QUARANTINE]))
     return columns, quarantine
 
 

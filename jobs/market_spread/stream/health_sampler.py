@@ -3,6 +3,7 @@ latency (landing files' modification times, or its oldest Kafka record per parti
 commit), samples the input waiting every few seconds, sets the metrics' gauges and rewrites the
 health record (runtime.stream_health) that the Airflow UI's Stream page reads.
 """
+
 from __future__ import annotations
 
 import os
@@ -10,9 +11,10 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import unquote
 
 from market_spread.runtime.backlog import KafkaProbe, Waiting, committed_kafka_offsets, kafka_waiting, landing_waiting
@@ -53,13 +55,16 @@ class Committed:
 class HealthSampler(threading.Thread):
     """See the module docstring. `submit` never blocks a batch; `close` writes the record once more."""
 
-    def __init__(self, metrics: StreamMetrics, place: StreamPlace, endpoint: str | None = None,
-                 every: float = 5.0) -> None:
+    def __init__(
+        self, metrics: StreamMetrics, place: StreamPlace, endpoint: str | None = None, every: float = 5.0
+    ) -> None:
         super().__init__(name="market-spread-health", daemon=True)
         self.metrics, self.place, self.endpoint, self.every = metrics, place, endpoint, every
         self.pending: queue.Queue[Committed] = queue.Queue(maxsize=1000)
         self.closing = threading.Event()
-        self.probe = KafkaProbe(place.bootstrap_servers) if place.source == "kafka" and place.bootstrap_servers else None
+        self.probe = (
+            KafkaProbe(place.bootstrap_servers) if place.source == "kafka" and place.bootstrap_servers else None
+        )
         self.started = time.time()
         previous = read_health(place.lake)
         self.series = MinuteSeries.from_rows(previous.get("minutes"))
@@ -90,7 +95,7 @@ class HealthSampler(threading.Thread):
         while not self.closing.is_set():
             items = self._take(max(0.0, next_sample - time.monotonic()))
             if items:
-                self._guarded("latency", lambda: self._measure(items))
+                self._guarded("latency", lambda items=items: self._measure(items))
             if time.monotonic() >= next_sample:
                 self._guarded("backlog", self._sample)
                 self._guarded("health record", self._write)
@@ -187,12 +192,22 @@ class HealthSampler(threading.Thread):
 
     def _write(self) -> None:
         p = self.place
-        write_health(p.lake, {
-            "written_at": time.time(), "host": this_host(), "pid": os.getpid(), "started_at": self.started,
-            "source": p.source, "input": p.input_label, "checkpoint": str(p.checkpoint),
-            "metrics_endpoint": self.endpoint, "last_batch": self.last_batch, "backlog": self.backlog,
-            "minutes": self.series.rows(),
-        })
+        write_health(
+            p.lake,
+            {
+                "written_at": time.time(),
+                "host": this_host(),
+                "pid": os.getpid(),
+                "started_at": self.started,
+                "source": p.source,
+                "input": p.input_label,
+                "checkpoint": str(p.checkpoint),
+                "metrics_endpoint": self.endpoint,
+                "last_batch": self.last_batch,
+                "backlog": self.backlog,
+                "minutes": self.series.rows(),
+            },
+        )
 
 
 def _backlog_entry(waiting: Waiting, now: float) -> dict[str, Any]:
@@ -204,8 +219,9 @@ class Observer:
     then passed on to the progress output (`inner`; default: the batch's progress line). Nothing
     here can fail a batch: a fault in the metrics is said once and the batch carries on."""
 
-    def __init__(self, place: StreamPlace, inner: Callable[[Any], None] | None = None,
-                 host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, place: StreamPlace, inner: Callable[[Any], None] | None = None, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
         self.inner = inner or (lambda result: print(result.progress_line(), flush=True))
         self.metrics = StreamMetrics(place.source)
         self.server = serve(self.metrics, host, port)
@@ -214,14 +230,28 @@ class Observer:
         self.sampler.start()
 
     @classmethod
-    def for_stream(cls, lake: Location, checkpoint: Location, landing: Location | None, archive: Location | None,
-                   kafka: Any, inner: Callable[[Any], None] | None = None) -> "Observer":
+    def for_stream(
+        cls,
+        lake: Location,
+        checkpoint: Location,
+        landing: Location | None,
+        archive: Location | None,
+        kafka: Any,
+        inner: Callable[[Any], None] | None = None,
+    ) -> "Observer":
         """For `market-spread stream`: the endpoint where MARKET_SPREAD_METRICS_HOST/PORT say."""
         from market_spread.runtime.settings import value
 
         if kafka is not None:
-            place = StreamPlace(lake, checkpoint, "kafka", kafka.label, archive=archive,
-                                bootstrap_servers=kafka.bootstrap_servers, topics=(kafka.quotes_topic, kafka.orders_topic))
+            place = StreamPlace(
+                lake,
+                checkpoint,
+                "kafka",
+                kafka.label,
+                archive=archive,
+                bootstrap_servers=kafka.bootstrap_servers,
+                topics=(kafka.quotes_topic, kafka.orders_topic),
+            )
         else:
             place = StreamPlace(lake, checkpoint, "files", str(landing), landing=landing, archive=archive)
         return cls(place, inner, value("MARKET_SPREAD_METRICS_HOST"), value("MARKET_SPREAD_METRICS_PORT"))
@@ -230,8 +260,15 @@ class Observer:
         try:
             now = time.time()
             if self.metrics.record(result, now):
-                self.sampler.submit(Committed(result.batch_id, now - float(result.seconds), now, tuple(result.files),
-                                              dict(result.last_offsets)))
+                self.sampler.submit(
+                    Committed(
+                        result.batch_id,
+                        now - float(result.seconds),
+                        now,
+                        tuple(result.files),
+                        dict(result.last_offsets),
+                    )
+                )
         except Exception as exc:  # noqa: BLE001 - see the class docstring
             print(f"market-spread stream: warning: metrics: {exc}", file=sys.stderr, flush=True)
         self.inner(result)

@@ -2,6 +2,7 @@
 
 The command line builds a StreamJobSpec and calls run_stream(spec); its exit codes are the
 stream contract's (runtime.stream_contract)."""
+
 from __future__ import annotations
 
 import sys
@@ -20,9 +21,14 @@ from market_spread.runtime.stream_contract import EXIT_LAKE_BUSY, EXIT_REFUSED
 from market_spread.stream import catch_up
 from market_spread.stream.checkpoint_files import offset_files
 from market_spread.stream.checkpoint_layout import CheckpointLayoutError, prepare
-from market_spread.stream.kafka_source import (KafkaSettings, check_kafka, checkpoint_source_error, feed_source,
-                                               session_conf)
 from market_spread.stream.health_sampler import Observer
+from market_spread.stream.kafka_source import (
+    KafkaSettings,
+    check_kafka,
+    checkpoint_source_error,
+    feed_source,
+    session_conf,
+)
 from market_spread.stream.progress import ProgressSummary
 from market_spread.stream.query import StreamSpec, landing_backlog_bytes, run_query
 from market_spread.stream.source_log import trim_interval
@@ -123,7 +129,8 @@ def start_refusal(spec: StreamJobSpec, checkpoint: Location) -> tuple[int, str] 
         return EXIT_REFUSED, (
             f"the lake {spec.lake} already holds processed batches but the "
             f"checkpoint {checkpoint} is missing or empty; starting over would emit every alert again. "
-            "Restore the checkpoint, or move the lake aside to start afresh.")
+            "Restore the checkpoint, or move the lake aside to start afresh."
+        )
     if spec.kafka is not None:
         problem = check_kafka(spec.kafka)
         if problem:
@@ -161,9 +168,17 @@ def _run_stream(spec: StreamJobSpec, checkpoint: Location, symbols: list[str], l
     # Prometheus metrics and the health record the Stream page reads (stream.health_sampler).
     observer = Observer.for_stream(spec.lake, checkpoint, spec.landing, spec.archive, spec.kafka, summary)
     query = StreamSpec(
-        lake=spec.lake, symbols=symbols, landing=landing, checkpoint=checkpoint, available_now=spec.available_now,
-        interval=spec.interval or 0.0, max_files_per_batch=_files_per_batch(spec, landing), archive=spec.archive,
-        source=source, thresholds=spec.thresholds, before_commit=lock.check,
+        lake=spec.lake,
+        symbols=symbols,
+        landing=landing,
+        checkpoint=checkpoint,
+        available_now=spec.available_now,
+        interval=spec.interval or 0.0,
+        max_files_per_batch=_files_per_batch(spec, landing),
+        archive=spec.archive,
+        source=source,
+        thresholds=spec.thresholds,
+        before_commit=lock.check,
     )
     try:
         return run_query(spark, query, on_batch=observer, handle_signals=True)

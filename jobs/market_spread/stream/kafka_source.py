@@ -19,17 +19,17 @@ range. `failOnDataLoss` stays true: if records the checkpoint has not yet read a
 a deleted and re-created topic), the stream stops with an error rather than silently skipping
 them; docs/operations.md (Kafka) says how to restart deliberately past the gap.
 """
+
 from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from market_spread.errors import UsageError
 from market_spread.stream.checkpoint_files import offset_files
-
 
 SOURCES = ("files", "kafka")
 DEFAULT_QUOTES_TOPIC = "quotes"
@@ -58,8 +58,14 @@ class KafkaSettings:
         return {self.quotes_topic: "quotes", self.orders_topic: "orders"}
 
 
-def kafka_settings(source: str, bootstrap_servers: str | None, quotes_topic: str, orders_topic: str,
-                   starting_offsets: str = "earliest", max_records_per_batch: int | None = None) -> KafkaSettings | None:
+def kafka_settings(
+    source: str,
+    bootstrap_servers: str | None,
+    quotes_topic: str,
+    orders_topic: str,
+    starting_offsets: str = "earliest",
+    max_records_per_batch: int | None = None,
+) -> KafkaSettings | None:
     """The Kafka settings of `stream`, None for the file source; UsageError for bad combinations."""
     if source != "kafka":
         return None  # Kafka flags (perhaps set for every command in the environment) do not apply
@@ -151,8 +157,10 @@ def checkpoint_source_error(checkpoint: Path, source: str) -> str | None:
         written_by = "the Kafka source (--source kafka)"
     else:
         return None
-    return (f"the checkpoint {checkpoint} was written by {written_by}; one checkpoint serves one source. "
-            "Give this source its own --checkpoint and lake, or go back to the other source")
+    return (
+        f"the checkpoint {checkpoint} was written by {written_by}; one checkpoint serves one source. "
+        "Give this source its own --checkpoint and lake, or go back to the other source"
+    )
 
 
 def read_feeds(spark, settings: KafkaSettings):
@@ -185,8 +193,9 @@ def read_feeds(spark, settings: KafkaSettings):
     return reader.load().select(
         stream.alias("stream"),
         F.col("value").cast("string").alias("value"),
-        F.concat_ws("/", F.col("topic"), F.col("partition").cast("string"), F.col("offset").cast("string"))
-        .alias("source_file"),
+        F.concat_ws("/", F.col("topic"), F.col("partition").cast("string"), F.col("offset").cast("string")).alias(
+            "source_file"
+        ),
     )
 
 
@@ -207,6 +216,8 @@ def check_kafka(settings: KafkaSettings, timeout: float = 30.0) -> str | None:
     except ConnectionError as exc:
         return str(exc)
     if missing:
-        return (f"Kafka topic(s) {', '.join(missing)} do not exist on {settings.bootstrap_servers}; create them "
-                "(`market-spread generate --kafka` does) or name the right ones with --quotes-topic/--orders-topic")
+        return (
+            f"Kafka topic(s) {', '.join(missing)} do not exist on {settings.bootstrap_servers}; create them "
+            "(`market-spread generate --kafka` does) or name the right ones with --quotes-topic/--orders-topic"
+        )
     return None

@@ -7,12 +7,14 @@ increments on the batch's thread; everything that reads files, object storage or
 backlog, the health record) runs on the sampler's own thread (stream.health_sampler). The counters
 add up to `batch_metrics`: a replayed batch whose row an earlier run committed is not counted again.
 """
+
 from __future__ import annotations
 
 import errno
 import sys
 import time
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, ProcessCollector
 
@@ -24,7 +26,10 @@ BATCH_SECONDS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 
 LATENCY_SECONDS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 3600)
 # batch_metrics' counts, by BatchResult field: (metric name, help)
 COUNTS = {
-    "input_lines": ("input_lines_total", "Non-blank input lines taken by committed batches (batch_metrics.input_lines)."),
+    "input_lines": (
+        "input_lines_total",
+        "Non-blank input lines taken by committed batches (batch_metrics.input_lines).",
+    ),
     "quotes": ("quotes_total", "Valid quotes in committed batches (batch_metrics.quotes)."),
     "orders": ("orders_total", "Valid orders in committed batches (batch_metrics.orders)."),
     "alerts": ("alerts_total", "Alerts committed (batch_metrics.alerts)."),
@@ -40,23 +45,49 @@ class StreamMetrics:
         ProcessCollector(registry=self.registry)
         r = self.registry
         self.batches = Counter(f"{PREFIX}_batches", "Micro-batches committed (batch_metrics rows).", registry=r)
-        self.counts = {field: Counter(f"{PREFIX}_{name.removesuffix('_total')}", text, registry=r)
-                       for field, (name, text) in COUNTS.items()}
-        self.batch_seconds = Histogram(f"{PREFIX}_batch_duration_seconds", "A micro-batch's own time, from its "
-                                       "start to its last commit.", buckets=BATCH_SECONDS, registry=r)
-        self.latency = Histogram(f"{PREFIX}_end_to_end_latency_seconds", "From a landing file's modification time "
-                                 "(or the timestamp of a batch's oldest Kafka record, per partition) to the commit of "
-                                 "its batch; one observation per file or partition.", buckets=LATENCY_SECONDS, registry=r)
+        self.counts = {
+            field: Counter(f"{PREFIX}_{name.removesuffix('_total')}", text, registry=r)
+            for field, (name, text) in COUNTS.items()
+        }
+        self.batch_seconds = Histogram(
+            f"{PREFIX}_batch_duration_seconds",
+            "A micro-batch's own time, from its start to its last commit.",
+            buckets=BATCH_SECONDS,
+            registry=r,
+        )
+        self.latency = Histogram(
+            f"{PREFIX}_end_to_end_latency_seconds",
+            "From a landing file's modification time "
+            "(or the timestamp of a batch's oldest Kafka record, per partition) to the commit of "
+            "its batch; one observation per file or partition.",
+            buckets=LATENCY_SECONDS,
+            registry=r,
+        )
         self.last_batch_id = Gauge(f"{PREFIX}_last_batch_id", "The id of the last committed batch.", registry=r)
-        self.last_batch_time = Gauge(f"{PREFIX}_last_batch_timestamp_seconds", "Unix time the last batch committed.",
-                                     registry=r)
-        self.backlog_files = Gauge(f"{PREFIX}_backlog_files", "Landing files not yet committed by a batch "
-                                   "(source files).", ["feed"], registry=r)
-        self.kafka_lag = Gauge(f"{PREFIX}_kafka_lag_records", "Kafka records past the offsets of the last committed "
-                               "batch (source kafka).", ["topic"], registry=r)
-        self.waiting = Gauge(f"{PREFIX}_input_waiting_seconds", "Age of the oldest input not yet committed by a batch "
-                             "(0 when none waits): a stall shows as a growing value.", registry=r)
-        self.started = Gauge(f"{PREFIX}_stream_start_time_seconds", "Unix time this stream process started.", registry=r)
+        self.last_batch_time = Gauge(
+            f"{PREFIX}_last_batch_timestamp_seconds", "Unix time the last batch committed.", registry=r
+        )
+        self.backlog_files = Gauge(
+            f"{PREFIX}_backlog_files",
+            "Landing files not yet committed by a batch (source files).",
+            ["feed"],
+            registry=r,
+        )
+        self.kafka_lag = Gauge(
+            f"{PREFIX}_kafka_lag_records",
+            "Kafka records past the offsets of the last committed batch (source kafka).",
+            ["topic"],
+            registry=r,
+        )
+        self.waiting = Gauge(
+            f"{PREFIX}_input_waiting_seconds",
+            "Age of the oldest input not yet committed by a batch "
+            "(0 when none waits): a stall shows as a growing value.",
+            registry=r,
+        )
+        self.started = Gauge(
+            f"{PREFIX}_stream_start_time_seconds", "Unix time this stream process started.", registry=r
+        )
         self.started.set(time.time())
         Info(f"{PREFIX}_stream", "The stream's source.", registry=r).info({"source": source})
 
@@ -86,8 +117,10 @@ def serve(metrics: StreamMetrics, host: str, port: int, out: Callable[[str], Non
         server, _thread = start_http_server(port, addr=host, registry=metrics.registry)
     except OSError as exc:
         reason = "the port is in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc)).lower()
-        say(f"market-spread stream: warning: no metrics endpoint on {host}:{port}: {reason} "
-            "(MARKET_SPREAD_METRICS_PORT, MARKET_SPREAD_METRICS_HOST; port 0 turns it off)")
+        say(
+            f"market-spread stream: warning: no metrics endpoint on {host}:{port}: {reason} "
+            "(MARKET_SPREAD_METRICS_PORT, MARKET_SPREAD_METRICS_HOST; port 0 turns it off)"
+        )
         return None
     print(f"market-spread stream: metrics at http://{host}:{port}/metrics", flush=True)
     return server

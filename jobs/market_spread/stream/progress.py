@@ -1,4 +1,5 @@
 """Progress output of a long-running stream: one summary line per N batches (`stream --progress-every`)."""
+
 from __future__ import annotations
 
 import threading

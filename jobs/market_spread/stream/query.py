@@ -1,5 +1,6 @@
 """The streaming query: what it reads (a landing folder or a source such as Kafka), its trigger, the
 foreachBatch processor, and how it is supervised and stopped between batches."""
+
 from __future__ import annotations
 
 import fnmatch
@@ -8,8 +9,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from market_spread.domain.rules import DEFAULT_THRESHOLDS, Thresholds
 from market_spread.errors import DISK_FULL, MarketSpreadError
@@ -32,8 +34,12 @@ def landing_backlog_bytes(landing: Location) -> int:
     names starting with `.` or `_`). Files already processed count too unless they were archived:
     an estimate of a run's length (runtime.spark.FULL_JIT_BACKLOG_BYTES)."""
     if isinstance(landing, S3Path):
-        return sum(info.size for feed in FEEDS for obj, info in (landing / feed).listing()
-                   if obj.parent == landing / feed and _read_by_source(obj.name))
+        return sum(
+            info.size
+            for feed in FEEDS
+            for obj, info in (landing / feed).listing()
+            if obj.parent == landing / feed and _read_by_source(obj.name)
+        )
     total = 0
     for feed in FEEDS:
         try:
@@ -92,8 +98,11 @@ def start_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None
     feeds = _landing_feeds(spark, spec, archiving) if spec.source is None else spec.source(spark)
     writer = feeds.writeStream.foreachBatch(guarded)
     writer = writer.option("checkpointLocation", str(spec.checkpoint_path))
-    writer = (writer.trigger(availableNow=True) if spec.available_now
-              else writer.trigger(processingTime=f"{spec.interval} seconds"))
+    writer = (
+        writer.trigger(availableNow=True)
+        if spec.available_now
+        else writer.trigger(processingTime=f"{spec.interval} seconds")
+    )
     from market_spread.runtime.spark import session_settings
 
     with session_settings(spark, trigger_conf(spec)):  # read when the query starts
@@ -154,15 +163,19 @@ def _print_progress(result: BatchResult) -> None:
     print(result.progress_line(), flush=True)
 
 
-def _guarded_processor(spec: StreamSpec, on_batch: Callable | None, busy: threading.Event,
-                       archiving: bool) -> tuple[Callable[[DataFrame, int], None], BatchProcessor]:
+def _guarded_processor(
+    spec: StreamSpec, on_batch: Callable | None, busy: threading.Event, archiving: bool
+) -> tuple[Callable[[DataFrame, int], None], BatchProcessor]:
     """The foreachBatch function: the batch processor, flagged busy while it runs (so a stop waits
     for it), trimming the source log every N batches when files are archived."""
     from market_spread.stream.batch import BatchProcessor, BatchSettings
     from market_spread.stream.source_log import trim_interval
 
-    processor = BatchProcessor(BatchSettings(str(spec.lake), spec.symbols, spec.thresholds, spec.before_commit),
-                               on_batch or _print_progress, checkpoint=spec.checkpoint_path)
+    processor = BatchProcessor(
+        BatchSettings(str(spec.lake), spec.symbols, spec.thresholds, spec.before_commit),
+        on_batch or _print_progress,
+        checkpoint=spec.checkpoint_path,
+    )
     trim_every = trim_interval() if archiving else 0
 
     def guarded(batch_df: DataFrame, batch_id: int) -> None:
@@ -201,10 +214,8 @@ def _feed(spark: SparkSession, spec: StreamSpec, name: str, archiving: bool) -> 
     if archiving:
         # Spark moves a file only after the batch that read it is committed: a replay still finds it.
         reader = reader.option("cleanSource", "archive").option("sourceArchiveDir", str(spec.archive.absolute() / name))
-    return (
-        reader
-        .load(str(spec.landing / name))
-        .select(F.lit(name).alias("stream"), F.col("value"), F.col("_metadata.file_path").alias("source_file"))
+    return reader.load(str(spec.landing / name)).select(
+        F.lit(name).alias("stream"), F.col("value"), F.col("_metadata.file_path").alias("source_file")
     )
 
 
@@ -219,24 +230,33 @@ def trim_archived_entries(checkpoint: Location) -> None:
         print(f"market-spread stream: warning: could not trim the file source log: {exc}", file=sys.stderr, flush=True)
         return
     for r in results:
-        print(f"market-spread stream: source log {r.folder.name}/{r.compact_file}: dropped {r.dropped:,} entries "
-              f"of archived files, kept {r.kept:,}", flush=True)
+        print(
+            f"market-spread stream: source log {r.folder.name}/{r.compact_file}: dropped {r.dropped:,} entries "
+            f"of archived files, kept {r.kept:,}",
+            flush=True,
+        )
 
 
-def run_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None = None,
-              handle_signals: bool = False) -> int:
+def run_query(
+    spark: SparkSession, spec: StreamSpec, on_batch: Callable | None = None, handle_signals: bool = False
+) -> int:
     """Run the stream until it is done (available-now) or asked to stop; returns the exit code."""
     stop_requested = threading.Event()
 
     def request_stop(signum, _frame):
         if not stop_requested.is_set():
-            print(f"market-spread stream: {signal.Signals(signum).name}: stopping after the batch in flight", flush=True)
+            print(
+                f"market-spread stream: {signal.Signals(signum).name}: stopping after the batch in flight", flush=True
+            )
         stop_requested.set()
 
     previous = {s: signal.signal(s, request_stop) for s in (signal.SIGINT, signal.SIGTERM)} if handle_signals else {}
     mode = trigger_label(spec)
-    print(f"market-spread stream: {getattr(spec.source, 'label', spec.landing)} -> {spec.lake} ({mode}, "
-          f"checkpoint {spec.checkpoint_path})", flush=True)
+    print(
+        f"market-spread stream: {getattr(spec.source, 'label', spec.landing)} -> {spec.lake} ({mode}, "
+        f"checkpoint {spec.checkpoint_path})",
+        flush=True,
+    )
     from pyspark.errors import StreamingQueryException
 
     query, busy, processor = start_query(spark, spec, on_batch)
@@ -252,8 +272,9 @@ def run_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None =
             signal.signal(s, handler)
 
 
-def supervise(query, busy: threading.Event, stop_requested: threading.Event,
-              error_said: threading.Event | None = None) -> int:
+def supervise(
+    query, busy: threading.Event, stop_requested: threading.Event, error_said: threading.Event | None = None
+) -> int:
     """Wait for the query to end, or stop it between batches once `stop_requested` is set; a failure
     is said in one line unless the batch that failed said it already (`error_said`)."""
     while query.isActive:

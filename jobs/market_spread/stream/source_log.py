@@ -15,6 +15,7 @@ its files from this log), every entry whose file is still in place, and every en
 is gone (an unmounted landing folder must not look like an emptied one). The rewrite is atomic: a
 kill leaves the old file or the new one.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from market_spread.stream.checkpoint_files import last_committed, rewrite
 from market_spread.runtime import settings
+from market_spread.stream.checkpoint_files import last_committed, rewrite
 
 # Entries of batches this close to the last committed one are always kept.
 KEEP_LAST_BATCHES = 2

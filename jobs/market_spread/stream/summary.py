@@ -11,6 +11,7 @@ a job; its newest quotes come from its quote history rows on the driver (lake.st
 The batch's size is not known before it is parsed (foreachBatch hands over an RDD, not the files),
 so the stream goes by the batch before it (stream.batch.BatchProcessor).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -44,7 +45,11 @@ def summarize(parsed: DataFrame, thresholds: Thresholds, per_symbol: bool) -> Ba
     # highest offset, so that the driver gets one row per partition, not one per record.
     # Only a name that ends in a digit can be one: a landing file's name (`.jsonl`) skips the regexes.
     offset_like = F.substring("source_file", -1, 1).between("0", "9")
-    source = F.when(offset_like, F.regexp_replace("source_file", "/[0-9]+$", "")).otherwise(F.col("source_file")).alias("source")
+    source = (
+        F.when(offset_like, F.regexp_replace("source_file", "/[0-9]+$", ""))
+        .otherwise(F.col("source_file"))
+        .alias("source")
+    )
     offset = F.when(offset_like, F.regexp_extract("source_file", "/([0-9]+)$", 1))
     aggregates = [F.count(F.lit(1)).alias("n"), F.max(F.when(offset != "", offset.cast("long"))).alias("last")]
     keys = ("stream", "valid", "source")
@@ -53,9 +58,11 @@ def summarize(parsed: DataFrame, thresholds: Thresholds, per_symbol: bool) -> Ba
     if not per_symbol:
         grouped = frame.groupBy(*keys).agg(*aggregates)
     else:
-        newest = "named_struct(" + ", ".join(
-            f"'{c}', {c}" for c in STATE_QUOTE_COLUMNS if c != "symbol"
-        ) + f", 'should_reject_trades', {reject_sql('bid', 'offer', thresholds)})"
+        newest = (
+            "named_struct("
+            + ", ".join(f"'{c}', {c}" for c in STATE_QUOTE_COLUMNS if c != "symbol")
+            + f", 'should_reject_trades', {reject_sql('bid', 'offer', thresholds)})"
+        )
         aggregates += [
             F.expr(f"min(CASE WHEN {_VALID_ORDER} THEN event_time END)").alias("first_order"),
             F.expr(f"max(CASE WHEN {_VALID_ORDER} THEN event_time END)").alias("last_order"),
@@ -74,10 +81,13 @@ def summarize(parsed: DataFrame, thresholds: Thresholds, per_symbol: bool) -> Ba
     summary.files = sorted({r for r in by_source["source"].to_pylist()})
     if per_symbol:
         symbols = rows.filter(pc.and_(pc.equal(rows["not_by_symbol"], 0), pc.is_valid(rows["symbol"])))
-        summary.bounds = symbols.filter(pc.is_valid(symbols["first_order"])).select(["symbol", "first_order", "last_order"])
+        summary.bounds = symbols.filter(pc.is_valid(symbols["first_order"])).select(
+            ["symbol", "first_order", "last_order"]
+        )
         quoted = symbols.filter(pc.is_valid(symbols["newest"]))
         newest = quoted["newest"].combine_chunks()
         summary.newest = pa.Table.from_arrays(
-            [quoted["symbol"].combine_chunks()] + [newest.field(c) for c in NEWEST_COLUMNS[1:]], names=list(NEWEST_COLUMNS),
+            [quoted["symbol"].combine_chunks()] + [newest.field(c) for c in NEWEST_COLUMNS[1:]],
+            names=list(NEWEST_COLUMNS),
         )
     return summary

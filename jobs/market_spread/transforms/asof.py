@@ -5,6 +5,7 @@ each symbol, and the last quote is carried forward with a window. Candidates are
 order may be checked against (the batch's, the stored state's, late history): choosing them is the
 stream's business (stream/batch.py), not this module's.
 """
+
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, Window
@@ -45,7 +46,13 @@ def asof_alerts(candidates: DataFrame, orders: DataFrame, thresholds: Thresholds
     )
     rejects = reject_sql("asof.bid", "asof.offer", thresholds)
     alerts = checked.select(
-        "order_id", "account", "symbol", "side", "qty", "price", "order_time",
+        "order_id",
+        "account",
+        "symbol",
+        "side",
+        "qty",
+        "price",
+        "order_time",
         F.expr(f"CASE WHEN asof IS NULL THEN 'no_market_data' WHEN {rejects} THEN 'wide_spread' END").alias("reason"),
         F.col("asof.bid").alias("bid"),
         F.col("asof.offer").alias("offer"),
@@ -59,7 +66,12 @@ def asof_alerts(candidates: DataFrame, orders: DataFrame, thresholds: Thresholds
 
 
 ORDER_COLUMNS = (
-    ("order_id", "string"), ("account", "bigint"), ("side", "string"), ("qty", "decimal(18,8)"),
-    ("price", "decimal(18,8)"), ("order_time", "timestamp"), ("order_seq", "bigint"),
+    ("order_id", "string"),
+    ("account", "bigint"),
+    ("side", "string"),
+    ("qty", "decimal(18,8)"),
+    ("price", "decimal(18,8)"),
+    ("order_time", "timestamp"),
+    ("order_seq", "bigint"),
 )
 ORDER_SOURCES = ("order_id", "account", "side", "qty", "price", "order_time", "seq")

@@ -10,6 +10,7 @@ Quarantine reasons (one per line, the first that applies, in this order):
   not_json_object, missing_field:F, non_finite:F, out_of_range:F, wrong_type:F, non_positive:F,
   unknown_side, bad_time, unknown_symbol
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -184,17 +185,24 @@ def parse_feed(lines: DataFrame, stream: str, symbols: list[str]) -> DataFrame:
         # Only a failing line's text is needed (for quarantine): dropping valid lines' text halves
         # the cost of caching the parsed batch.
         F.when(F.col("reason").isNotNull(), F.col("line")).alias("line"),
-        "source_file", "reason",
+        "source_file",
+        "reason",
         *[pick(name, spark_type) for name, spark_type in COMMON_COLUMNS],
     )
 
 
 # Both feeds parse into one shape, so a batch is parsed, cached and counted as one DataFrame.
 COMMON_COLUMNS = (
-    ("symbol", "STRING"), ("event_time", "TIMESTAMP"), ("seq", "BIGINT"),
-    ("bid", "DECIMAL(18,8)"), ("offer", "DECIMAL(18,8)"),
-    ("order_id", "STRING"), ("account", "BIGINT"), ("side", "STRING"),
-    ("qty", "DECIMAL(18,8)"), ("price", "DECIMAL(18,8)"),
+    ("symbol", "STRING"),
+    ("event_time", "TIMESTAMP"),
+    ("seq", "BIGINT"),
+    ("bid", "DECIMAL(18,8)"),
+    ("offer", "DECIMAL(18,8)"),
+    ("order_id", "STRING"),
+    ("account", "BIGINT"),
+    ("side", "STRING"),
+    ("qty", "DECIMAL(18,8)"),
+    ("price", "DECIMAL(18,8)"),
 )
 
 
@@ -220,18 +228,27 @@ def nonblank_lines(raw: DataFrame) -> DataFrame:
 
 def valid_quotes(parsed: DataFrame, thresholds: Thresholds) -> DataFrame:
     return parsed.where("stream = 'quotes' AND reason IS NULL").select(
-        "symbol", "bid", "offer", F.col("event_time").alias("quote_time"), "seq",
+        "symbol",
+        "bid",
+        "offer",
+        F.col("event_time").alias("quote_time"),
+        "seq",
         F.expr(reject_sql("bid", "offer", thresholds)).alias("should_reject_trades"),
     )
 
 
 def valid_orders(parsed: DataFrame) -> DataFrame:
     return parsed.where("stream = 'orders' AND reason IS NULL").select(
-        "order_id", "account", "symbol", "side", "qty", "price", F.col("event_time").alias("order_time"), "seq",
+        "order_id",
+        "account",
+        "symbol",
+        "side",
+        "qty",
+        "price",
+        F.col("event_time").alias("order_time"),
+        "seq",
     )
 
 
 def quarantined(parsed: DataFrame) -> DataFrame:
-    return parsed.where("reason IS NOT NULL").select(
-        "stream", F.col("line").alias("raw"), "reason", "source_file"
-    )
+    return parsed.where("reason IS NOT NULL").select("stream", F.col("line").alias("raw"), "reason", "source_file")

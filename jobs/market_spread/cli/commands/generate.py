@@ -1,12 +1,13 @@
 """`market-spread generate`: synthetic quote and order feeds, into landing files or Kafka."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
-from market_spread.cli.options import place, ranged, symbols, whole_number
-from market_spread.cli.params import choice, env_command, number, options
 from market_spread.cli.commands import kafka
 from market_spread.cli.commands.kafka import target as kafka_target
+from market_spread.cli.options import place, ranged, symbols, whole_number
+from market_spread.cli.params import choice, env_command, number, options
 from market_spread.feeds.generate import GenerateSpec, generate
 
 opt = options("generate")
@@ -26,9 +27,20 @@ opt = options("generate")
 @opt("--tick", type=number(float), default=1.0, help="seconds between files in --rate mode (default 1)")
 @opt("--start", help="event time of the first record, ISO-8601 (default 2026-11-23T14:30:00Z)")
 @kafka.producer("generate")
-def command(landing: str | None, symbols: str, kafka: str | None, quotes_topic: str, orders_topic: str,
-            partitions: int, **recipe) -> int:  # recipe: the GenerateSpec fields of the same names
-    return generate(GenerateSpec(
-        symbols=Path(symbols), landing=place(landing),
-        kafka=kafka_target(kafka, quotes_topic, orders_topic, partitions), **recipe,
-    ))
+def command(
+    landing: str | None,
+    symbols: str,
+    kafka: str | None,
+    quotes_topic: str,
+    orders_topic: str,
+    partitions: int,
+    **recipe,
+) -> int:  # recipe: the GenerateSpec fields of the same names
+    return generate(
+        GenerateSpec(
+            symbols=Path(symbols),
+            landing=place(landing),
+            kafka=kafka_target(kafka, quotes_topic, orders_topic, partitions),
+            **recipe,
+        )
+    )

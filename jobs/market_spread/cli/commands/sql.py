@@ -1,4 +1,5 @@
 """`market-spread sql`: a read-only Spark SQL query over the lake's tables by name."""
+
 from __future__ import annotations
 
 import click

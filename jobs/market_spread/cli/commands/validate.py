@@ -1,4 +1,5 @@
 """`market-spread validate`: the Great Expectations suites on the lake, with Data Docs."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,9 +28,14 @@ def grace_seconds(text: str) -> float:
 @symbols("validate")
 @opt("--docs", default=str(DEFAULT_DOCS), help="folder for the Data Docs site and GX files (default: data/quality)")
 @opt("--full", is_flag=True, help="validate every alert, not only those since the last passing run")
-@opt("--orphan-grace-seconds", type=Converted(grace_seconds, "seconds"), default=DEFAULT_ORPHAN_GRACE_S, metavar="S",
-     help="alerts of a batch with no batch_metrics row wait this long for it (a batch in flight), then are "
-          f"validated and reported as orphans, failing the run (default {DEFAULT_ORPHAN_GRACE_S:g})")
+@opt(
+    "--orphan-grace-seconds",
+    type=Converted(grace_seconds, "seconds"),
+    default=DEFAULT_ORPHAN_GRACE_S,
+    metavar="S",
+    help="alerts of a batch with no batch_metrics row wait this long for it (a batch in flight), then are "
+    f"validated and reported as orphans, failing the run (default {DEFAULT_ORPHAN_GRACE_S:g})",
+)
 @opt("--expectations", default=None, help="folder of alerts.json and symbol_state.json (default: expectations/)")
 @thresholds("validate")
 def command(**params) -> int:
@@ -39,7 +45,8 @@ def command(**params) -> int:
 
     expectations = params["expectations"]
     options = ValidateOptions(
-        docs=place(params["docs"]), full=params["full"],
+        docs=place(params["docs"]),
+        full=params["full"],
         thresholds=Thresholds(params["max_spread"], params["max_spread_ratio"]),
         expectations_dir=Path(expectations) if expectations is not None else None,
         orphan_grace_s=params["orphan_grace_seconds"],
