@@ -14,6 +14,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Literal
 
+from market_spread.errors import MarketSpreadError
+
 _FIX_TIME = re.compile(rb"(\d{4})(\d{2})(\d{2})-(\d{2}):(\d{2}):(\d{2})(?:\.(\d{3}))?", re.ASCII)
 _SIDES = {1: "BUY", 2: "SELL"}
 
@@ -57,7 +59,7 @@ class DecodeError:
         return f"{self.path}:{self.offset}: {self.kind}: {self.detail}"
 
 
-class StrictDecodeError(Exception):
+class StrictDecodeError(MarketSpreadError):
     """Raised in strict mode at the first error."""
 
     def __init__(self, error: DecodeError):
@@ -65,7 +67,7 @@ class StrictDecodeError(Exception):
         self.error = error
 
 
-class FieldError(ValueError):
+class FieldError(MarketSpreadError, ValueError):
     """One field of an otherwise well-framed message does not decode."""
 
 

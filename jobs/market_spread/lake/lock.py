@@ -12,13 +12,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
+from market_spread.errors import MarketSpreadError
 from market_spread.runtime.lease import Lease, LeaseBusy
 from market_spread.runtime.processes import process_start_time, record_alive, this_host
 from market_spread.runtime.storage import Location, S3Path
 from market_spread.runtime.stream_contract import LOCK_FILE
 
 
-class LakeBusy(Exception):
+class LakeBusy(MarketSpreadError):
     pass
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 
-from market_spread.errors import UsageError
+from market_spread.errors import MarketSpreadError, UsageError
 from market_spread.runtime.storage import Location
 
 
@@ -97,7 +97,7 @@ RUNS_OTHER_CODE = frozenset(
 )
 
 
-class NotReadOnly(Exception):
+class NotReadOnly(MarketSpreadError):
     """The statement is not a query: refused before anything runs."""
 
 
@@ -119,7 +119,7 @@ def _simple(name: str) -> str:
     return name.rsplit(".", 1)[-1].rstrip("$")
 
 
-class BadSql(Exception):
+class BadSql(MarketSpreadError):
     """The text does not parse as SQL (exit 1, as any failing query)."""
 
 

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from market_spread.errors import MarketSpreadError
 from market_spread.orchestration.probes import live_stream
 from market_spread.orchestration.settings import Settings
 from market_spread.runtime.backlog import BacklogUnknown, KafkaProbe, Waiting, kafka_waiting, landing_waiting, numbered
@@ -23,7 +24,7 @@ WINDOWS = {"15m": 15, "1h": 60, "6h": 360, "24h": 1440}
 METRIC_COLUMNS = ("batch_id", "started_at", "finished_at", "input_lines", "alerts", "quarantined")
 
 
-class BadWindow(ValueError):
+class BadWindow(MarketSpreadError, ValueError):
     """A window the page does not offer."""
 
 

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from market_spread.errors import MarketSpreadError
 from market_spread.orchestration.jobs import Job, Logger, child_env, cli_argv, show
 from market_spread.orchestration.probes import StreamHealth, read_stream_lock
 from market_spread.orchestration.settings import VAR_PREFIX, Settings
@@ -19,7 +20,7 @@ from market_spread.runtime.stream_contract import CHECKPOINT_SUBDIR, EXIT_LAKE_B
 log = logging.getLogger("market_spread.orchestration.tasks")
 
 
-class StreamFailed(Exception):
+class StreamFailed(MarketSpreadError):
     """The stream died, stalled or could not start: the task must fail visibly."""
 
 

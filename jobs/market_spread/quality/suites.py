@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from market_spread.errors import MarketSpreadError
 from market_spread.runtime.paths import default_expectations
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ _KEY_KWARGS = (
 )
 
 
-class SuiteFileError(ValueError):
+class SuiteFileError(MarketSpreadError, ValueError):
     """A suite file that cannot be used as written; the message names the file."""
 
 

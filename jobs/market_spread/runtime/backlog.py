@@ -16,12 +16,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from market_spread.errors import MarketSpreadError
 from market_spread.runtime.storage import Location, S3Path, list_names
 
 FEEDS = ("quotes", "orders")
 
 
-class BacklogUnknown(Exception):
+class BacklogUnknown(MarketSpreadError):
     """The waiting input could not be read (a broker out of reach, an unreadable checkpoint)."""
 
 

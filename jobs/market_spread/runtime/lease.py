@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from market_spread.errors import MarketSpreadError
 from market_spread.runtime.processes import process_start_time, record_alive, this_host
 from market_spread.runtime.settings import value
 from market_spread.runtime.storage import S3Path
@@ -33,11 +34,11 @@ LEASE_FOLDER = "_stream_lease"
 _DIGITS = 10
 
 
-class LeaseBusy(Exception):
+class LeaseBusy(MarketSpreadError):
     """Another live writer holds the lease."""
 
 
-class LeaseLost(RuntimeError):
+class LeaseLost(MarketSpreadError, RuntimeError):
     """This writer can no longer prove it holds the lease: it must not commit."""
 
 

@@ -20,6 +20,7 @@ import json
 import shutil
 from pathlib import Path
 
+from market_spread.errors import MarketSpreadError
 from market_spread.runtime.storage import Location, S3Path
 from market_spread.stream.checkpoint_files import offset_files, rewrite
 
@@ -29,7 +30,7 @@ LEGACY_ORDER = ("quotes", "orders")
 LAYOUT_FILE = "market-spread-sources.json"
 
 
-class CheckpointLayoutError(RuntimeError):
+class CheckpointLayoutError(MarketSpreadError, RuntimeError):
     """A checkpoint this version cannot move to its source order: a person must look at it."""
 
 
