@@ -208,7 +208,8 @@ def run_crash_campaign(spark, place: Place, tmp_path: Path, monkeypatch: pytest.
     archived = len(list(location(archive).rglob("*.jsonl")))
     trims = sum(log.read_text(errors="replace").count("entries of archived files") for log in tmp_path.glob("*.log"))
     assert archived > 0, "--archive moved no file"
-    if max(m["batch_id"] for m in metrics) >= 5:  # compact files old enough to trim
+    # compact files old enough to trim; the trim runs on local disks only (docs/operations.md, Object storage)
+    if not place.s3 and max(m["batch_id"] for m in metrics) >= 5:
         assert trims > 0, "the file source log was never trimmed"
     # Stream progress lines name each compaction (every 3 commits here, campaign.Job), or the line
     # after the last batch when it finished later.
