@@ -226,7 +226,8 @@ def generate(spec: GenerateSpec) -> int:
         target = spec.kafka.label if sink else str(landing)
         if spec.rate is None:
             q, o = write_backlog(landing, gen, spec.quotes, spec.orders, spec.files, f"gen-{stamp}-s{spec.seed}", sink)
-            print(f"generate: wrote {q} quotes and {o} orders in {spec.files} file(s) per feed to {target}")
+            where = f"to {target}" if sink else f"in {spec.files} file(s) per feed to {target}"
+            print(f"generate: wrote {q} quotes and {o} orders {where}")
             return 0
         written, ticks = _run_rate(landing, gen, Pace(spec.rate, spec.duration or 0.0, spec.tick), stamp, sink)
         print(f"generate: wrote {written} events in {ticks} ticks to {target}", flush=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -186,6 +187,10 @@ def _start(builder: SparkSession.Builder, jars: list[str], driver_options: str) 
         raise
 
 
+# The driver JVM's log4j2 configuration (runtime/log4j2.properties): no start-up notices on stderr.
+LOG_CONF = f"-Dlog4j2.configurationFile=file:{Path(__file__).with_name('log4j2.properties')}"
+
+
 def build_session(
     app_name: str = "market-spread",
     master: str | None = None,
@@ -202,7 +207,7 @@ def build_session(
         # Micro-batches are small: a few partitions per core beats the default 200 by far.
         shuffle_partitions = value("MARKET_SPREAD_SHUFFLE_PARTITIONS")
     jars = session_jars()
-    driver_options = f"-Duser.timezone=UTC {jit_options(long_running)}".strip()
+    driver_options = f"-Duser.timezone=UTC {LOG_CONF} {jit_options(long_running)}".strip()
     conf = {
         **delta_conf(jars, shuffle_partitions),
         **core_conf(shuffle_partitions),
@@ -224,6 +229,9 @@ def build_session(
     with refused_by_cluster(master):
         spark = _start(builder, jars, driver_options)
     spark.sparkContext.setLogLevel(value("MARKET_SPREAD_SPARK_LOG_LEVEL"))
+    # PySpark logs a failed query's Java stack as a JSON record on stderr; the commands report the
+    # error themselves, in one line.
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     return spark
 
 
