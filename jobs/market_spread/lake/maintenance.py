@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 from market_spread.errors import UsageError
 from market_spread.lake.lock import LakeBusy, LeaseLock, WriterLock, writer_lock
+from market_spread.runtime import spark_jvm
 from market_spread.runtime.storage import Location, location
 
 DEFAULT_RETAIN_HOURS = 168  # Delta's own default retention: 7 days
@@ -206,7 +207,7 @@ def _configure(spark: Any, spec: MaintainSpec, lock: WriterLock | LeaseLock, exc
     """Set the session for this run (vacuum logging only while this run holds the lake)."""
     if exclusive:
         # A new stream waits for this JVM to be gone before it writes (see WriterLock).
-        lock.record(role="maintain", jvm_pid=spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+        lock.record(role="maintain", jvm_pid=spark_jvm.driver_pid(spark))
     # Vacuum logging writes two commits (VACUUM START/END): only safe while we hold the lake.
     spark.conf.set("spark.databricks.delta.vacuum.logging.enabled", "true" if exclusive else "false")
     if spec.retain_hours < DEFAULT_RETAIN_HOURS:

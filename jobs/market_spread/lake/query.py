@@ -17,6 +17,7 @@ from datetime import date, datetime
 from decimal import Decimal
 
 from market_spread.errors import MarketSpreadError, UsageError
+from market_spread.runtime import spark_jvm
 from market_spread.runtime.storage import Location
 
 
@@ -134,7 +135,7 @@ def check_read_only(spark, query: str) -> None:
 
     Parses only (Spark's own parser, with the Delta extension's statements): runs nothing.
     """
-    parser = spark._jsparkSession.sessionState().sqlParser()
+    parser = spark_jvm.sql_parser(spark)
     try:
         plan = parser.parsePlan(query)
     except Exception as exc:  # noqa: BLE001 - any parse error: tried again as a script below, else reported
@@ -215,7 +216,7 @@ def execute(spark, lake: str, query: str, fmt: str = "table", out=sys.stdout, er
         return 1
     try:
         df = spark.sql(query)
-        check_no_reflection(df._jdf.queryExecution().analyzed())
+        check_no_reflection(spark_jvm.analyzed_plan(df))
         rows = [tuple(r) for r in df.collect()]
     except NotReadOnly as exc:
         print(f"market-spread sql: error: {exc}", file=err)

@@ -14,6 +14,7 @@ from market_spread.domain.rules import quote_key_greater_sql, quote_key_sql
 from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.lake_tables import LakeTables
+from market_spread.runtime import spark_jvm
 from market_spread.transforms.asof import STATE_QUOTE_COLUMNS
 
 # The state table's own types, for its quote columns (the driver's copy, lake.state_mirror, uses them too).
@@ -64,11 +65,7 @@ def local_copy(df: DataFrame, max_rows: int) -> DataFrame | None:
     """`df` computed once and kept as a local relation (rows in the driver, shipped with the tasks
     that read it), or None when it has more than `max_rows` rows. Collected and rebuilt inside the
     JVM: the rows never pass through Python."""
-    jdf = df._jdf
-    rows = jdf.collectAsList()
-    if rows.size() > max_rows:
-        return None
-    return DataFrame(df.sparkSession._jsparkSession.createDataFrame(rows, jdf.schema()), df.sparkSession)
+    return spark_jvm.local_relation(df, max_rows)
 
 
 # The day partitions read for late orders before the older ones (see late_history_rows).

@@ -13,6 +13,7 @@ from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import DataFrame, SparkSession
 
 from market_spread.errors import UsageError
+from market_spread.runtime import spark_jvm
 from market_spread.runtime.cluster_conf import session_conf
 from market_spread.runtime.jvm_archive import java_options, restore_archive, retire_archive
 from market_spread.runtime.network import driver_conf, refused_by_cluster
@@ -311,12 +312,12 @@ def kept_for_batch(df: DataFrame) -> Iterator[DataFrame]:
     finally:
         # Released now, not when the JVM's garbage collector finds the RDD unreachable. Through the
         # context: RDD.unpersist warns about the truncated lineage on every batch.
-        spark.sparkContext._jsc.sc().unpersistRDD(kept._jdf.logicalPlan().rdd().id(), False)
+        spark_jvm.release_checkpoint(spark, kept)
 
 
 def spark_jobs_so_far(spark: SparkSession) -> int | None:
     """Jobs submitted so far in this driver (job ids are allocated in sequence), if reachable."""
     try:
-        return int(spark.sparkContext._jsc.sc().dagScheduler().nextJobId())
+        return spark_jvm.next_job_id(spark)
     except Exception:  # noqa: BLE001 - a diagnostic only: never fail a batch over it
         return None

@@ -15,6 +15,7 @@ from market_spread.errors import UsageError
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.deltalog import latest_version
 from market_spread.lake.lock import LakeBusy, LeaseLock, WriterLock, writer_lock
+from market_spread.runtime import spark_jvm
 from market_spread.runtime.spark import FULL_JIT_BACKLOG_BYTES, build_session
 from market_spread.runtime.storage import Location, is_s3
 from market_spread.runtime.stream_contract import EXIT_LAKE_BUSY, EXIT_REFUSED
@@ -163,7 +164,7 @@ def _run_stream(spec: StreamJobSpec, checkpoint: Location, symbols: list[str], l
         spec.kafka is None and landing_backlog_bytes(landing) >= FULL_JIT_BACKLOG_BYTES
     )
     spark = build_session("market-spread-stream", master=spec.master, extra_conf=extra_conf, long_running=long_running)
-    lock.record(jvm_pid=spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    lock.record(jvm_pid=spark_jvm.driver_pid(spark))
     summary = ProgressSummary(spec.progress_every) if spec.progress_every > 1 else None
     # Prometheus metrics and the health record the Stream page reads (stream.health_sampler).
     observer = Observer.for_stream(spec.lake, checkpoint, spec.landing, spec.archive, spec.kafka, summary)

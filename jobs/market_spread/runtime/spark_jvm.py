@@ -1,0 +1,59 @@
+"""Every reach into Spark's JVM behind PySpark's public API (`_jsc`, `_jvm`, `_jdf`,
+`_jsparkSession`), in one module: a Spark upgrade is checked here, against
+`tests/spark/test_spark_jvm.py`, which runs each function on the pinned Spark and names the version
+it was checked with (CHECKED_WITH)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+# The Spark release these calls were last checked against (tests/spark/test_spark_jvm.py).
+CHECKED_WITH = "4.1.3"
+
+
+def driver_pid(spark: SparkSession) -> int:
+    """The process id of the driver's JVM (the lock file names it: a lake is busy while it lives)."""
+    return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
+
+
+def release_checkpoint(spark: SparkSession, kept: DataFrame) -> None:
+    """Drop the blocks of a `localCheckpoint` now, through the context: `RDD.unpersist` warns about
+    the truncated lineage every time."""
+    spark.sparkContext._jsc.sc().unpersistRDD(kept._jdf.logicalPlan().rdd().id(), False)  # type: ignore[union-attr]
+
+
+def next_job_id(spark: SparkSession) -> int:
+    """The id the driver's next Spark job gets (ids are handed out in sequence)."""
+    return int(spark.sparkContext._jsc.sc().dagScheduler().nextJobId())  # type: ignore[union-attr]
+
+
+def sql_parser(spark: SparkSession) -> Any:
+    """The session's SQL parser, with the Delta extension's statements: parses without running."""
+    return spark._jsparkSession.sessionState().sqlParser()
+
+
+def analyzed_plan(df: DataFrame) -> Any:
+    """The analysed logical plan of `df` (a Catalyst tree; nothing runs)."""
+    return df._jdf.queryExecution().analyzed()
+
+
+def logical_plan(df: DataFrame) -> Any:
+    """The logical plan of `df` as given (foreachBatch's: the file scans with their partitions)."""
+    return df._jdf.queryExecution().logical()
+
+
+def estimated_bytes(df: DataFrame) -> int:
+    """The bytes the optimiser estimates `df` reads (Long.MaxValue-like when it does not know)."""
+    return int(str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+
+
+def local_relation(df: DataFrame, max_rows: int) -> DataFrame | None:
+    """`df` computed once and rebuilt as a local relation inside the JVM (the rows never pass
+    through Python), or None when it has more than `max_rows` rows."""
+    jdf = df._jdf
+    rows = jdf.collectAsList()
+    if rows.size() > max_rows:
+        return None
+    return DataFrame(df.sparkSession._jsparkSession.createDataFrame(rows, jdf.schema()), df.sparkSession)

@@ -1,0 +1,50 @@
+"""runtime.spark_jvm, the product's only reach into Spark's JVM behind PySpark's public API, run on
+the pinned Spark: a Spark upgrade that moves one of these objects fails here, by name."""
+
+from __future__ import annotations
+
+import os
+
+import pyspark
+
+from market_spread.runtime import spark_jvm
+
+
+def test_the_calls_were_checked_against_the_spark_the_product_pins():
+    assert pyspark.__version__ == spark_jvm.CHECKED_WITH, (
+        f"Spark {pyspark.__version__}: run this file and update spark_jvm.CHECKED_WITH once every test passes"
+    )
+
+
+def test_driver_pid_is_the_jvm_this_process_started(spark):
+    pid = spark_jvm.driver_pid(spark)
+    assert pid > 0 and pid != os.getpid()
+    assert os.path.exists(f"/proc/{pid}")
+
+
+def test_job_ids_count_the_jobs_run(spark):
+    before = spark_jvm.next_job_id(spark)
+    spark.range(10).count()
+    assert spark_jvm.next_job_id(spark) > before
+
+
+def test_a_local_checkpoint_is_released(spark):
+    kept = spark.range(100).localCheckpoint(eager=True)
+    spark_jvm.release_checkpoint(spark, kept)  # raises if the plan no longer has that RDD
+
+
+def test_plans_and_the_parser(spark, tmp_path):
+    (tmp_path / "a.txt").write_text("x\ny\n")
+    df = spark.read.text(str(tmp_path))
+    assert spark_jvm.estimated_bytes(df) == 4
+    assert spark_jvm.logical_plan(df).getClass().getSimpleName() == "UnresolvedDataSource"  # as read, unresolved
+    assert "Project" in spark_jvm.analyzed_plan(df.select("value")).getClass().getName()
+    plan = spark_jvm.sql_parser(spark).parsePlan("SELECT 1")
+    assert plan.getClass().getSimpleName() in ("Project", "UnresolvedRelation", "Project$")
+
+
+def test_a_local_relation_keeps_the_rows_and_refuses_too_many(spark):
+    df = spark.range(5).selectExpr("id", "id * 2 AS twice")
+    local = spark_jvm.local_relation(df, max_rows=10)
+    assert local is not None and sorted(tuple(r) for r in local.collect()) == [(i, 2 * i) for i in range(5)]
+    assert spark_jvm.local_relation(df, max_rows=4) is None
