@@ -73,7 +73,8 @@ def check_spec(spec: StreamJobSpec) -> None:
     """UsageError for options that cannot run, before anything is touched."""
     if spec.kafka is None and spec.landing is None:
         raise UsageError("--landing is required (or --source kafka with --bootstrap-servers)")
-    if spec.kafka is None and not is_s3(spec.landing) and spec.landing.exists() and not spec.landing.is_dir():
+    landing = spec.landing  # set for a file stream (above)
+    if spec.kafka is None and landing is not None and not is_s3(landing) and landing.exists() and not landing.is_dir():
         raise UsageError(f"--landing is not a folder: {spec.landing}")
     if spec.interval is not None and spec.interval < 0:
         raise UsageError("--interval must be >= 0 seconds")
@@ -163,7 +164,9 @@ def _run_stream(spec: StreamJobSpec, checkpoint: Location, symbols: list[str], l
         spec.kafka is None and landing_backlog_bytes(landing) >= FULL_JIT_BACKLOG_BYTES
     )
     spark = build_session("market-spread-stream", master=spec.master, extra_conf=extra_conf, long_running=long_running)
-    lock.record(jvm_pid=spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None  # a started session's gateway
+    lock.record(jvm_pid=jvm.java.lang.ProcessHandle.current().pid())
     summary = ProgressSummary(spec.progress_every) if spec.progress_every > 1 else None
     # Prometheus metrics and the health record the Stream page reads (stream.health_sampler).
     observer = Observer.for_stream(spec.lake, checkpoint, spec.landing, spec.archive, spec.kafka, summary)
