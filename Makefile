@@ -107,6 +107,7 @@ test: setup browser lint
 lint: setup
 	$(VENV)/bin/ruff check jobs dags tools tests
 	$(VENV)/bin/ruff format --check jobs dags tools tests
+	$(VENV)/bin/mypy jobs/market_spread dags tools
 
 # The UI test's browser (tests/e2e/test_data_docs_ui.py): Debian's chromium and its driver, installed
 # when missing and apt-get can; without them that test skips and says why.

@@ -43,7 +43,8 @@ def market_spread_maintenance() -> None:
         return orchestration.release_stream_task()
 
     hold = hold_stream()
-    hold >> maintain() >> release_stream().as_teardown(setups=hold)
+    # as_teardown takes an XComArg as a setup (it is a DependencyMixin); Airflow's signature says BaseOperator.
+    hold >> maintain() >> release_stream().as_teardown(setups=hold)  # type: ignore[arg-type]
 
 
 market_spread_maintenance()

@@ -11,11 +11,16 @@ records a `market_spread_quality_results` event whose extra holds its figures.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, dag, task
 
 from market_spread.orchestration import tasks as orchestration
 from market_spread.orchestration.assets import alerts_asset, quality_results_asset
 from market_spread.orchestration.data_docs_link import DataDocsLink
+
+if TYPE_CHECKING:
+    from airflow.sdk.definitions.xcom_arg import PlainXComArg
 
 
 @dag(
@@ -41,7 +46,8 @@ def market_spread_quality() -> None:
         return orchestration.quality_task()
 
     # The "Data Docs" button: that run's validation page in the UI, failed runs included.
-    validate().operator.operator_extra_links = (DataDocsLink(),)
+    # A @task call gives a PlainXComArg (Airflow types it as XComArg, which has no .operator).
+    cast("PlainXComArg", validate()).operator.operator_extra_links = (DataDocsLink(),)
 
 
 market_spread_quality()

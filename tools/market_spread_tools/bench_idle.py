@@ -102,7 +102,7 @@ def idle_run(spark, spec, warm, seconds: float, broker_session: int | None = Non
     `seconds` of no input are measured (cpu_over); then the stream is stopped."""
     from market_spread.stream.query import start_query, supervise
 
-    stop, warmed, figures = threading.Event(), threading.Event(), {}
+    stop, warmed, figures = threading.Event(), threading.Event(), dict[str, float]()
     jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
 
     def measure() -> None:

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 ENGINE = ("getBatch", "queryPlanning", "walCommit")  # Spark's steps between the fetch and addBatch
 WAITING = ("in_progress", "seen", "engine")
@@ -192,7 +193,7 @@ def batch_cost(batch_of: dict[str, int], started: dict[str, float], batches: Bat
     clean = sorted(batches.seconds[b] for b in kept if not batches.quarantined.get(b))
     dirty = sorted(batches.seconds[b] for b in kept if batches.quarantined.get(b))
     median = lambda s: round(s[len(s) // 2], 4) if s else None  # noqa: E731
-    out = {
+    out: dict[str, Any] = {
         "clean_batches": len(clean),
         "dirty_batches": len(dirty),
         "clean_p50_s": median(clean),

@@ -4,6 +4,7 @@ run and the folder to write to, each returning the file it wrote."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import matplotlib
 
@@ -12,6 +13,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from market_spread_tools.bench_measure import PHASES  # noqa: E402
 from market_spread_tools.bench_phases import WARMUP_BATCHES, split_keys, split_rows  # noqa: E402
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from matplotlib.colors import ListedColormap
 
 # The phases that run side by side inside "writes (wall)", drawn in another colour.
 CONCURRENT_WRITES = ("append_quotes", "append_alerts", "append_quarantine", "merge")
@@ -93,7 +99,8 @@ def latency_phases(results: dict, out: Path) -> str | None:
     fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.8))
     labels = [f"{source} {rate:,}/s, {tick}" for source, rate, tick, _ in rows][::-1]
     left = [0.0] * len(rows)
-    colors = plt.get_cmap("tab20").colors
+    cmap = cast("ListedColormap", plt.get_cmap("tab20"))  # a list of 20 colours
+    colors = cast("Sequence[Any]", cmap.colors)
     for i, key in enumerate(keys):
         widths = [split.get(key, 0.0) for *_, split in rows][::-1]
         ax.barh(labels, widths, left=left, color=colors[i % len(colors)], label=key)
@@ -125,7 +132,7 @@ def storage_bars(st: dict, out: Path) -> str:
 
 def plots(results: dict, out: Path) -> list[str]:
     """Every plot the results have figures for, in this order; the names of the files written."""
-    made = []
+    made: list[str | None] = []
     tp = results.get("throughput")
     if tp:
         made += [throughput_bars(tp, out), phase_bars(tp, out)]

@@ -214,6 +214,7 @@ def split_limits(results: dict) -> list[str]:
         rate = max(rows, key=int, default=None)
         slow = ((rows.get(rate) or {}).get("split_ms") or {}).get("slowest_1pct")
         if slow:
+            assert rate is not None  # found under a rate
             parts = sorted(((v, k) for k, v in slow.items() if k not in ("latency", "ticks")), reverse=True)[:3]
             out.append(
                 f"Latency ({source}, {int(rate):,} events/s): the slowest 1 % of ticks ({slow['latency']} ms on "

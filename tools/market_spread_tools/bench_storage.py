@@ -76,9 +76,10 @@ def object_store(folder: Path, bucket: str = BUCKET, timeout: float = 120.0) -> 
     """`market-spread object-store` over FOLDER/data on a free loopback port; inside, this process's
     AWS variables point at it (boto3 and delta-rs read them at each use); stopped after."""
     folder.mkdir(parents=True, exist_ok=True)
-    config = S3Config(f"http://127.0.0.1:{free_port()}", ACCESS_KEY, SECRET_KEY, REGION)
+    endpoint = f"http://127.0.0.1:{free_port()}"
+    config = S3Config(endpoint, ACCESS_KEY, SECRET_KEY, REGION)
     env = {
-        "AWS_ENDPOINT_URL": config.endpoint,
+        "AWS_ENDPOINT_URL": endpoint,
         "AWS_ACCESS_KEY_ID": ACCESS_KEY,
         "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
         "AWS_REGION": REGION,
@@ -92,7 +93,7 @@ def object_store(folder: Path, bucket: str = BUCKET, timeout: float = 120.0) -> 
                 "market_spread.cli.main",
                 "object-store",
                 "--port",
-                config.endpoint.rsplit(":", 1)[1],
+                endpoint.rsplit(":", 1)[1],
                 "--data",
                 str(folder / "data"),
                 "--bucket",

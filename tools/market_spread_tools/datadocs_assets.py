@@ -48,7 +48,9 @@ def _unpack(tarball: Path, package: str, target: Path) -> int:
             if inner in files or inner.startswith(folders):
                 out = target / package / inner
                 out.parent.mkdir(parents=True, exist_ok=True)
-                with archive.extractfile(member) as src, open(out, "wb") as dst:
+                src = archive.extractfile(member)
+                assert src is not None  # a regular file (above)
+                with src, open(out, "wb") as dst:
                     shutil.copyfileobj(src, dst)
                 count += 1
     return count

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 
@@ -30,6 +31,7 @@ from market_spread.errors import SettingError
 from market_spread.orchestration.probes import live_stream
 from market_spread.orchestration.settings import Settings, resolve_settings
 from market_spread.orchestration.tasks import LAKE_JOBS_POOL, LAKE_JOBS_POOL_DESCRIPTION
+from market_spread.runtime.storage import S3Path
 from market_spread_tools.airflow_client import (  # noqa: F401 - http_json, set_paused: tests reach the API here
     PASSWORD_FILE,
     USER,
@@ -62,6 +64,9 @@ from market_spread_tools.reaper import (
 )
 from market_spread_tools.settings import source, value
 from market_spread_tools.store_run import StorePlan, start_store, stop_store, storage_is_s3
+
+if TYPE_CHECKING:
+    from market_spread.feeds.broker import BrokerProcess
 
 # A checkout tool: the project is the checkout this file sits in (tools/market_spread_tools/).
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -249,7 +254,7 @@ def source_is_kafka() -> bool:
     return chosen == "kafka"
 
 
-def start_kafka(env: dict[str, str]):
+def start_kafka(env: dict[str, str]) -> BrokerProcess:
     """Start `market-spread broker` on 127.0.0.1 (KAFKA_PORT, default 9092; data in data/kafka,
     kept across runs), create the topics, and point the stream and feed DAGs at it through `env`.
 
@@ -346,10 +351,11 @@ def count_signals() -> dict[str, int]:
 def banner(launch: Launch, password: str, settings: Settings, env: dict[str, str], broker, seconds: float) -> str:
     """What a person needs once Airflow is up: the login, the DAGs, where the data goes."""
     paused = " (paused: MARKET_SPREAD_START_PAUSED)" if launch.start_paused else " (unpaused)"
+    landing = settings.landing  # on the S3 server with a store
     source_line = (
         f"  kafka       {env['MARKET_SPREAD_BOOTSTRAP_SERVERS']} (topics quotes, orders; data {broker.data})"
         if broker
-        else f"  landing     {settings.landing.uri('s3') if launch.store else settings.landing}"
+        else f"  landing     {landing.uri('s3') if launch.store and isinstance(landing, S3Path) else landing}"
     )
     store = launch.store
     store_lines = (
@@ -422,7 +428,7 @@ class Running:
 
     proc: subprocess.Popen
     env: dict[str, str]
-    broker: object | None
+    broker: BrokerProcess | None
     store: subprocess.Popen | None = None
 
     @property

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from market_spread.domain.rules import DEFAULT_MAX_SPREAD, DEFAULT_MAX_SPREAD_RATIO, PRICE_LIMIT, SCALE
 
@@ -296,10 +296,11 @@ def run_reference(
     """Process micro-batches of landing files (each a list of quote and order files, in order)."""
     universe = set(symbols)
     result = ReferenceResult()
-    history: dict[str, list[tuple]] = {}  # symbol -> quote keys, sorted (QuoteKey + the quote)
+    history: dict[str, list[QuoteKey]] = {}  # symbol -> quote keys, sorted (QuoteKey + the quote)
     times: dict[str, list[datetime]] = {}  # symbol -> the keys' times, for bisect
     for batch in batches:
-        quotes, orders = [], []
+        quotes: list[dict[str, Any]] = []
+        orders: list[dict[str, Any]] = []
         for path in batch:
             stream = _stream_of(path)
             for line in read_lines(path):
@@ -307,13 +308,15 @@ def run_reference(
                 if reason:
                     result.quarantined.append((stream, line, reason))
                 else:
-                    (quotes if stream == "quotes" else orders).append(rec)
+                    (quotes if stream == "quotes" else orders).append(
+                        cast("dict[str, Any]", rec)
+                    )  # no reason: a record
         # The order's own batch counts in full: every quote of it is known before any order.
         for q in quotes:
             key = quote_key(q["time"], q["seq"], q["bid"], q["offer"])
             at = bisect.bisect_right(history.setdefault(q["symbol"], []), key)
             history[q["symbol"]].insert(at, key)
-            times.setdefault(q["symbol"], []).insert(at, key.time)
+            times.setdefault(q["symbol"], []).insert(at, cast(datetime, key.time))
             if at == len(history[q["symbol"]]) - 1:  # the new maximum: state moves on
                 result.state[q["symbol"]] = {
                     "bid": key.bid,

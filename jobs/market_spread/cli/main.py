@@ -15,6 +15,7 @@ import importlib
 import inspect
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 import click
 from click.core import ParameterSource
@@ -91,7 +92,7 @@ def build_cli() -> click.Group:
     return _Commands(PROG, commands=commands(), help=HELP, context_settings={"help_option_names": HELP_OPTIONS})
 
 
-def _fail(prog: str, message: str) -> None:
+def _fail(prog: str, message: str) -> NoReturn:
     sys.stderr.write(f"{prog}: error: {message}\n")
     raise SystemExit(2)
 
@@ -100,7 +101,7 @@ def _one_line(exc: click.ClickException) -> str:
     """click's message on one line, naming the environment variable when the bad value came from one."""
     ctx, param = getattr(exc, "ctx", None), getattr(exc, "param", None)
     if isinstance(exc, click.BadParameter) and ctx is not None and param is not None:
-        found = ctx.meta.get(("env", param.name))
+        found = ctx.meta.get(f"env:{param.name}")
         if found and ctx.get_parameter_source(param.name) in (ParameterSource.ENVIRONMENT, None):
             return f"environment variable {found[0]}={found[1]!r}: {exc.message}"
     return " ".join(exc.format_message().split())
@@ -139,6 +140,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     ctx, command = parse(argv)
     prog = f"{PROG} {command.name}"
+    assert command.name is not None  # a group's commands are added by name
     try:
         check_for(command.name)
         with ctx:

@@ -87,3 +87,11 @@ def place(text: str | None) -> Location | None:
         return location(text)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+def required_place(text: str, flag: str) -> Location:
+    """`place` of an option that always has a value (required, or with a default): an empty one is refused."""
+    found = place(text)
+    if found is None:
+        raise UsageError(f"{flag} is empty: give a folder or an s3:// location")
+    return found

@@ -61,6 +61,8 @@ def number(kind: type) -> Converted:
 class EnvOption(click.Option):
     """An option that also reads its command's and the shared environment variable."""
 
+    envvar: Sequence[str]  # always given (__init__)
+
     def __init__(self, param_decls: Sequence[str], *, command: str, **kwargs: Any) -> None:
         self.flag = next(d for d in param_decls if d.startswith("--"))
         self.command = command
@@ -85,7 +87,7 @@ class EnvOption(click.Option):
         for name in self.envvar:
             raw = os.environ.get(name)
             if raw is not None and raw.strip() != "":
-                ctx.meta[("env", self.name)] = (name, raw)  # for the error message
+                ctx.meta[f"env:{self.name}"] = (name, raw)  # for the error message (cli.main reads it too)
                 return raw
         return None
 
@@ -153,7 +155,7 @@ def exclusive(ctx: click.Context, *names: str) -> None:
 
         def where(name: str) -> str:
             if ctx.get_parameter_source(name) is ParameterSource.ENVIRONMENT:
-                return f"environment variable {ctx.meta[('env', name)][0]}"
+                return f"environment variable {ctx.meta[f'env:{name}'][0]}"
             param = next(p for p in ctx.command.params if p.name == name)
             return param.opts[-1]
 

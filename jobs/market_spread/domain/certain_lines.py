@@ -18,7 +18,7 @@ import json
 import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, cast, overload
 
 from market_spread.domain.rules import PRICE_LIMIT, SCALE
 
@@ -96,11 +96,15 @@ def _price(obj: dict[str, Any], name: str) -> Decimal:
         v = Decimal(v)
     elif type(v) is not Decimal:
         raise _Uncertain
-    if v.as_tuple().exponent < -SCALE or not 0 < v < PRICE_LIMIT:
+    if cast(int, v.as_tuple().exponent) < -SCALE or not 0 < v < PRICE_LIMIT:  # a JSON number: finite
         raise _Uncertain
     return v
 
 
+@overload
+def _integer(obj: dict[str, Any], name: str, required: Literal[True]) -> int: ...
+@overload
+def _integer(obj: dict[str, Any], name: str, required: bool) -> int | None: ...
 def _integer(obj: dict[str, Any], name: str, required: bool) -> int | None:
     v = obj.get(name)
     if v is None and not required:

@@ -156,6 +156,7 @@ def _frame_error(path: str, at: int, kind: int, length: int, expected_type: int 
         return DecodeError(path, at, "wrong_type", f"unknown message type {kind} ({length}-byte frame)")
     if want != length:
         return DecodeError(path, at, "wrong_length", f"{TYPE_NAME[kind]} frame of {length} bytes, expected {want}")
+    assert expected_type is not None  # a known type of the right length: only the other feed's is refused
     return DecodeError(
         path,
         at,

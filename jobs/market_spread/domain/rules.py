@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from typing import cast
 
 DEFAULT_MAX_SPREAD = Decimal("0.05")
 DEFAULT_MAX_SPREAD_RATIO = Decimal("0.05")
@@ -28,7 +29,7 @@ def parse_threshold(text: str, name: str = "threshold") -> Decimal:
         raise ValueError(f"{name} must be a decimal number, got {text!r}") from None
     if not value.is_finite() or value < 0:
         raise ValueError(f"{name} must be a finite number >= 0, got {text!r}")
-    if value >= PRICE_LIMIT or -value.as_tuple().exponent > SCALE:
+    if value >= PRICE_LIMIT or -cast(int, value.as_tuple().exponent) > SCALE:  # finite: an int exponent
         raise ValueError(f"{name} must fit DECIMAL(18,8), got {text!r}")
     return value
 

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import cast
 
 from market_spread.domain.symbols import load_symbols
 from market_spread.errors import UsageError
@@ -128,10 +129,11 @@ def split_in_time(events: list[tuple[str, int, str]], parts: int) -> list[list[t
 def write_atomically(folder: Location, name: str, lines: list[str]) -> Location:
     """Write aside under a dot name (ignored by readers), fsync, then rename into place (on object
     storage one PUT: an object is whole once it is listed)."""
+    if isinstance(folder, S3Path):
+        obj = folder / name
+        obj.write_text("\n".join(lines) + ("\n" if lines else ""))
+        return obj
     final = folder / name
-    if isinstance(final, S3Path):
-        final.write_text("\n".join(lines) + ("\n" if lines else ""))
-        return final
     folder.mkdir(parents=True, exist_ok=True)
     temp = folder / f".{name}.tmp"
     with open(temp, "w", encoding="utf-8") as handle:
@@ -163,7 +165,7 @@ def write_backlog(
             write("orders", f"{tag}-{i:05d}.jsonl", [l for f, _, l in part if f == "orders"]),
         ]
         if sink is None and not isinstance(landing, S3Path):  # S3 sets its own times: names break ties in order
-            latest = land_after(latest, written)
+            latest = land_after(latest, cast("list[Path]", written))  # local files, written here
     return quotes, orders
 
 
@@ -223,7 +225,7 @@ def generate(spec: GenerateSpec) -> int:
         raise UsageError("--tick must be > 0 seconds")
     try:
         sink = open_sink(spec.kafka)
-        target = spec.kafka.label if sink else str(landing)
+        target = spec.kafka.label if spec.kafka is not None else str(landing)  # a sink exactly when kafka is set
         if spec.rate is None:
             q, o = write_backlog(landing, gen, spec.quotes, spec.orders, spec.files, f"gen-{stamp}-s{spec.seed}", sink)
             where = f"to {target}" if sink else f"in {spec.files} file(s) per feed to {target}"

@@ -16,15 +16,16 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from market_spread.domain.wallaroo_files import decode_file
-from market_spread.domain.wallaroo_records import DecodeError, Order, Quote, StrictDecodeError, decimal_text
+from market_spread.domain.wallaroo_records import DecodeError, Kind, Order, Quote, StrictDecodeError, decimal_text
 from market_spread.errors import UsageError
-from market_spread.feeds.producer import KafkaTarget, open_sink
+from market_spread.feeds.producer import KafkaSink, KafkaTarget, open_sink
 from market_spread.runtime.storage import Location, S3Path, is_s3, list_names
 
 DEFAULT_RECORDS_PER_FILE = 100_000
@@ -35,7 +36,7 @@ _STAMP_IN_NAME = re.compile(r"^replay-(\d{8}T\d{12}Z)-")
 
 @dataclass
 class FileSummary:
-    path: Path
+    path: Location
     stream: str  # quotes or orders
     read: int = 0
     written: int = 0
@@ -69,11 +70,12 @@ def order_line(order, seq: int) -> str:
 def write_atomically(folder: Location, name: str, lines: list[str]) -> Location:
     """Write under a dot name (readers skip it), fsync, rename into place, fsync the folder. On
     object storage, one put-if-absent: the object is whole once listed, and never overwritten."""
+    if isinstance(folder, S3Path):
+        obj = folder / name
+        if not obj.create(("\n".join(lines) + "\n").encode("utf-8")):
+            raise FileExistsError(f"landing object already exists: {obj}")
+        return obj
     final = folder / name
-    if isinstance(final, S3Path):
-        if not final.create(("\n".join(lines) + "\n").encode("utf-8")):
-            raise FileExistsError(f"landing object already exists: {final}")
-        return final
     if final.exists():  # the stamp makes this impossible short of a clock trick: never overwrite
         raise FileExistsError(f"landing file already exists: {final}")
     temp = folder / f".{name}.tmp"
@@ -156,7 +158,7 @@ class ReplayTarget:
     landing: Location
     stamp: str  # in every file (or chunk) name of this run
     records_per_file: int
-    sink: object = None  # feeds.producer.KafkaSink: send chunks to topics instead of landing files
+    sink: KafkaSink | None = None  # send chunks to topics instead of landing files
 
 
 def replay_file(path: Path, stream: str, index: int, target: ReplayTarget, strict: bool = False) -> FileSummary:
@@ -167,8 +169,8 @@ def replay_file(path: Path, stream: str, index: int, target: ReplayTarget, stric
     if sink is None:
         folder.mkdir(parents=True, exist_ok=True)
     summary = FileSummary(path, stream)
-    expect = "quote" if stream == "quotes" else "order"
-    make_line = quote_line if stream == "quotes" else order_line
+    expect: Kind = "quote" if stream == "quotes" else "order"
+    make_line: Callable[[Any, int], str] = quote_line if stream == "quotes" else order_line
     chunk: list[str] = []
 
     def flush() -> None:
@@ -226,7 +228,7 @@ def replay(spec: ReplaySpec) -> int:
         print(f"replay: error: {exc}", file=sys.stderr)
         return 1
     stamp = replay_stamp(landing) if sink is None else datetime.now(UTC).strftime(STAMP_FORMAT)
-    where = spec.kafka.label if sink else str(landing)
+    where = spec.kafka.label if spec.kafka is not None else str(landing)  # a sink exactly when kafka is set
     target = ReplayTarget(landing, stamp, spec.records_per_file, sink)
     totals = FileSummary(landing, "")
     for index, (path, stream) in enumerate(inputs):

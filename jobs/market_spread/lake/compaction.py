@@ -91,10 +91,11 @@ class Compactor:
 
     def due(self) -> str | None:
         """The table to compact after this batch, if any: the one with the most small files."""
-        if not self.enabled() or not self.pending:
+        pending = self.pending
+        if not self.enabled() or not pending:
             return None
-        table = max(self.pending, key=lambda t: self.pending[t])
-        return table if self.pending[table] >= self.every else None
+        table = max(pending, key=lambda t: pending[t])
+        return table if pending[table] >= self.every else None
 
     def run(self, committed: dict[str, int], guard: Callable[[], None] | None = None) -> Compaction | None:
         """Start compacting the table that is due on the background thread, tagging the commit
@@ -104,6 +105,7 @@ class Compactor:
         finished = self.finished(wait=False)
         table = self.due() if self.running is None else None
         if table is not None:
+            assert self.pending is not None  # due() names a pending table
             self.pending[table] = 0
             self.running = (table, self.tables.compact(table, committed.get(table, -1), TARGET_BYTES, guard))
         return finished

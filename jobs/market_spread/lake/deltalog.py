@@ -10,15 +10,14 @@ commit, checkpoint or `_last_checkpoint` record always survives and gives the ve
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-from market_spread.runtime.storage import list_names, location, open_delta
+from market_spread.runtime.storage import Location, list_names, location, open_delta
 
 _DIGITS = 20
 
 
-def latest_version(table: str | Path) -> int | None:
+def latest_version(table: str | Location) -> int | None:
     """The newest version of the table at `table`, or None when it has no log (not a Delta table).
 
     Counts `N.json` commits, `N.checkpoint[...].parquet|json` checkpoints (classic, multi-part, v2),
@@ -50,7 +49,7 @@ def latest_version(table: str | Path) -> int | None:
     return newest
 
 
-def properties_and_columns(table: str | Path) -> tuple[dict[str, str], list[str]] | None:
+def properties_and_columns(table: str | Location) -> tuple[dict[str, str], list[str]] | None:
     """The table's properties and top-level column names, or None when delta-rs cannot read it
     (callers then ask Spark)."""
     try:
@@ -60,7 +59,7 @@ def properties_and_columns(table: str | Path) -> tuple[dict[str, str], list[str]
         return None
 
 
-def max_from_stats(table: str | Path, column: str) -> tuple[bool, Any]:
+def max_from_stats(table: str | Location, column: str) -> tuple[bool, Any]:
     """(known, value): the largest `column` value in the table from the per-file statistics of its
     log (value None for a table without rows). Not known (False) when delta-rs cannot read the
     table or a file with rows has no maximum recorded for the column; callers then scan the rows."""

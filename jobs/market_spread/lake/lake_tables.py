@@ -27,7 +27,7 @@ from market_spread.lake.commits import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 # The stream id of batches processed outside a streaming query (tests, tools); a query's own id is
 # read from its checkpoint (stream.query).
@@ -137,7 +137,7 @@ class LakeTables:
         kept, mark = self.kept(name), self.mark(batch_id)
         if guard is not None:
             guard()
-        columns = {c: f"s.{c}" for c in source.columns}
+        columns: dict[str, str | Column] = {c: f"s.{c}" for c in source.columns}
         with session_settings(source.sparkSession, {**mark.spark_conf(), USER_METADATA: lake_mod.batch_tag(batch_id)}):
             (
                 DeltaTable.forPath(source.sparkSession, kept.path)

@@ -77,8 +77,9 @@ class WriterLock:
             "since": datetime.now(UTC).isoformat(),
             **extra,
         }
-        if isinstance(extra.get("jvm_pid"), int):
-            info["jvm_started"] = process_start_time(int(extra["jvm_pid"]))
+        jvm_pid = extra.get("jvm_pid")
+        if isinstance(jvm_pid, int):
+            info["jvm_started"] = process_start_time(int(jvm_pid))
         self.handle.seek(0)
         self.handle.truncate()
         self.handle.write(json.dumps(info))

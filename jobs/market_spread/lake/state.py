@@ -3,6 +3,7 @@ Delta MERGE) and the quote history read for late orders."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
@@ -137,7 +138,7 @@ def late_history_rows(tables: LakeTables, late: list[dict]) -> pa.Table:
     return from_current_quote(pa.concat_tables(parts), firsts)
 
 
-def _per_row(rows: pa.Table, by_symbol: dict[str, datetime | None]) -> pa.Array:
+def _per_row(rows: pa.Table, by_symbol: Mapping[str, datetime | None]) -> pa.Array:
     """`by_symbol[symbol]` for each row of `rows` (None where a symbol has no value), typed as its
     quote_time so that Arrow compares them."""
     return pa.array([by_symbol.get(s) for s in rows["symbol"].to_pylist()], type=rows.schema.field("quote_time").type)
@@ -182,6 +183,7 @@ def merge_state(tables: LakeTables, newest: DataFrame | pa.Table, batch_id: int,
         )
         return
     if isinstance(newest, pa.Table):
+        assert tables.spark is not None  # the stream's tables carry its session (stream.batch)
         newest = tables.spark.createDataFrame(newest)
     newest = newest.select(
         "*",

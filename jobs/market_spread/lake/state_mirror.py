@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,6 +25,9 @@ from market_spread.lake.lake_tables import LakeTables
 from market_spread.lake.state import ARROW_SCHEMA, read_state_quotes
 from market_spread.runtime import settings
 from market_spread.transforms.asof import STATE_QUOTE_COLUMNS
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 MIRROR_MAX_ROWS: int = settings.value("MARKET_SPREAD_STATE_MIRROR_ROWS")
 _TIME = ARROW_SCHEMA.field("quote_time").type
@@ -41,7 +44,8 @@ class StateMirror:
     """The quotes of symbol_state, on the driver. `enabled` is False past MIRROR_MAX_ROWS symbols."""
 
     def __init__(self, tables: LakeTables) -> None:
-        self.tables, self.spark, self.lake = tables, tables.spark, tables.lake
+        # The stream's tables: made with the batch's Spark session (stream.batch).
+        self.tables, self.spark, self.lake = tables, cast("SparkSession", tables.spark), tables.lake
         self._quotes: dict[str, Quote] | None = None
         self._df: DataFrame | None = None
         self.enabled = MIRROR_MAX_ROWS > 0
@@ -73,11 +77,17 @@ class StateMirror:
         enabled (of the symbols in `only`, if given), else the table itself."""
         if not self.ready():
             return read_state_quotes(self.spark, self.lake)
+        quotes = self._loaded()
         if only is not None:
-            return self.spark.createDataFrame(self._arrow({s: self._quotes[s] for s in only if s in self._quotes}))
+            return self.spark.createDataFrame(self._arrow({s: quotes[s] for s in only if s in quotes}))
         if self._df is None:
-            self._df = self.spark.createDataFrame(self._arrow(self._quotes))
+            self._df = self.spark.createDataFrame(self._arrow(quotes))
         return self._df
+
+    def _loaded(self) -> dict[str, Quote]:
+        """The copy, once `ready()` has answered True (enabled means loaded)."""
+        assert self._quotes is not None, "the state mirror is read before ready()"
+        return self._quotes
 
     @staticmethod
     def _arrow(q: dict[str, Quote]) -> pa.Table:
@@ -131,7 +141,8 @@ class StateMirror:
 
     def stored(self, symbols: list[str]) -> dict[str, Quote]:
         """The stored quote (bid, offer, time in µs, seq) of each of `symbols` that has one (`ready()` first)."""
-        return {s: self._quotes[s] for s in symbols if s in self._quotes}
+        quotes = self._loaded()
+        return {s: quotes[s] for s in symbols if s in quotes}
 
     def stored_table(self, symbols: list[str]) -> pa.Table:
         """`stored` as an Arrow table (STATE_QUOTE_COLUMNS)."""
@@ -141,10 +152,11 @@ class StateMirror:
         """The symbols whose stored quote is newer than their first order in `bounds` (Arrow:
         symbol, first_order, last_order), with those bounds as UTC datetimes."""
         out = []
-        for symbol, first, last in zip(
-            bounds["symbol"].to_pylist(), micros(bounds["first_order"]), micros(bounds["last_order"])
-        ):
-            stored = self._quotes.get(symbol)
+        quotes = self._loaded()
+        # Bounds of order times, which are never null.
+        firsts, lasts = micros(bounds["first_order"]), micros(bounds["last_order"])
+        for symbol, first, last in zip(bounds["symbol"].to_pylist(), cast(list[int], firsts), cast(list[int], lasts)):
+            stored = quotes.get(symbol)
             if stored is not None and stored[2] > first:
                 out.append({"symbol": symbol, "first_order": _utc(first), "last_order": _utc(last)})
         return out

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from market_spread.runtime.storage import location
+from market_spread.runtime.storage import Location, location
 
 # Column order is the schema's order. Extra columns beyond the contract are documented in docs/contract.md.
 SCHEMAS: dict[str, str] = {
@@ -98,18 +97,18 @@ TABLES = tuple(SCHEMAS)
 CHECKPOINT_SUBDIR = "_checkpoints/stream"
 
 
-def table_path(lake: str | Path, table: str) -> str:
+def table_path(lake: str | Location, table: str) -> str:
     # Absolute: Delta's SQL takes `delta.`path`` as a path only when it is absolute (a relative
     # `--lake data/lake` otherwise fails with "schema spark_catalog.delta cannot be found").
     # On S3 the s3a:// URI Spark reads (delta-rs is given s3://: runtime.storage.delta_rs_target).
     return str(location(lake).absolute() / table)
 
 
-def is_delta_table(path: str | Path) -> bool:
+def is_delta_table(path: str | Location) -> bool:
     return any((location(path) / "_delta_log").glob("*.json"))
 
 
-def existing_tables(lake: str | Path) -> list[str]:
+def existing_tables(lake: str | Location) -> list[str]:
     """Every Delta table directly under the lake (the product's and any others, e.g. quality)."""
     lake = location(lake)
     if not lake.is_dir():
@@ -117,7 +116,7 @@ def existing_tables(lake: str | Path) -> list[str]:
     return sorted(p.name for p in lake.iterdir() if p.is_dir() and is_delta_table(p))
 
 
-def ensure_tables(spark: SparkSession, lake: str | Path) -> None:
+def ensure_tables(spark: SparkSession, lake: str | Location) -> None:
     """Create missing tables empty, with their schema, so readers never meet a missing table."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -142,7 +141,7 @@ def ensure_tables(spark: SparkSession, lake: str | Path) -> None:
             done.result()
 
 
-def register_views(spark: SparkSession, lake: str | Path) -> list[str]:
+def register_views(spark: SparkSession, lake: str | Location) -> list[str]:
     """Expose every table of the lake as a temporary view of the same name."""
     names = existing_tables(lake)
     for name in names:
@@ -161,8 +160,10 @@ def _upgrade(spark: SparkSession, name: str, path: str) -> None:
     if view is None:
         from delta.tables import DeltaTable
 
+        detail = DeltaTable.forPath(spark, path).detail().first()
+        assert detail is not None  # DESCRIBE DETAIL answers one row
         view = (
-            DeltaTable.forPath(spark, path).detail().first()["properties"] or {},
+            detail["properties"] or {},
             spark.read.format("delta").load(path).columns,
         )
     have, columns = view

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -46,7 +46,7 @@ def append(df: DataFrame, path: str, mark: "BatchMark | None" = None) -> None:
 _PHASES = {"symbol_state": "merge", "state_mirror": "state_mirror"}
 
 
-def run_all(writes: dict[str, Callable[[], None]], phases_ms: dict[str, int]) -> None:
+def run_all(writes: Mapping[str, Callable[[], object]], phases_ms: dict[str, int]) -> None:
     """Run the writes concurrently; re-raise the first failure after all have finished."""
     if not writes:
         return

@@ -19,18 +19,17 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from market_spread.runtime.storage import location
+from market_spread.runtime.storage import Location, location
 
 COMMIT = re.compile(r"^(\d{20})\.json$")  # never the writers' temporary files
 STATE_KEY = "alerts_version"  # the last commit seen, kept in Airflow's asset state store
 
 
-def commit_versions(log: Path) -> list[int]:
+def commit_versions(log: Location) -> list[int]:
     """The table's commit versions still in its log, oldest first; [] when there is no table."""
     try:
         names = [entry.name for entry in log.iterdir()]
@@ -39,7 +38,7 @@ def commit_versions(log: Path) -> list[int]:
     return sorted(int(m.group(1)) for name in names if (m := COMMIT.match(name)))
 
 
-def adds_rows(commit: Path) -> bool:
+def adds_rows(commit: Location) -> bool:
     """Whether the commit added data rows. An unreadable commit or one without statistics counts:
     one check too many is cheaper than an alert nobody checks."""
     try:
@@ -64,7 +63,7 @@ def adds_rows(commit: Path) -> bool:
     return False
 
 
-def scan(log: Path, after: int) -> tuple[int, bool]:
+def scan(log: Location, after: int) -> tuple[int, bool]:
     """(the newest version, whether a commit after `after` added rows). Newest first, it stops at the
     first commit with rows: one JSON read per poll while the stream runs."""
     versions = commit_versions(log)
@@ -132,7 +131,7 @@ class NewAlertsTrigger(BaseEventTrigger):
                     yield TriggerEvent({"table": self.table, "alerts_version": seen})
             await asyncio.sleep(self.poll_seconds)
 
-    async def _start_version(self, log: Path) -> int:
+    async def _start_version(self, log: Location) -> int:
         """Where to start: the version seen before a restart of the triggerer (asset state store), else
         the table's newest (its history was checked by earlier runs or the time-based schedule)."""
         newest = (await asyncio.to_thread(commit_versions, log) or [-1])[-1]

@@ -42,6 +42,7 @@ def show(argv: list[str]) -> str:
 
 
 _PR_SET_PDEATHSIG = 1
+_libc: ctypes.CDLL | None
 try:
     _libc = ctypes.CDLL("libc.so.6", use_errno=True)
 except OSError:  # not glibc: children then rely on process-group signals only

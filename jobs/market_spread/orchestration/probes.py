@@ -185,6 +185,7 @@ class StreamHealth:
         if now - self.last_progress <= limit:
             self.pending_since = None
             return None
+        assert self.waiting is not None  # asked only when set (above)
         try:
             found = self.waiting()
         except (BacklogUnknown, OSError):  # the broker out of reach: a dead stream is still seen, not this

@@ -7,7 +7,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from market_spread.runtime.storage import Location
 
 URL_PREFIX = "/data-quality"  # where the UI plugin's app is mounted (ui_plugin)
 PAGE_XCOM_KEY = "data_docs_page"  # the run's page relative to the docs folder, for the "Data Docs" link
@@ -24,7 +27,7 @@ def run_id_from(lines: Iterable[str]) -> str | None:
     return None
 
 
-def _results(lake: Path, run_id: str | None) -> list[dict[str, Any]]:
+def _results(lake: Location, run_id: str | None) -> list[dict[str, Any]]:
     """All quality_results rows (a small table), or [] without one."""
     path = lake / RESULTS_TABLE
     if run_id is None or not any((path / "_delta_log").glob("[0-9]*.json")):
@@ -41,13 +44,15 @@ def _batches_checked(run: list[dict[str, Any]]) -> int:
     return sum(int(hi or lo) - int(lo) + 1 for lo, _, hi in ranges)
 
 
-def validation_page(docs: Path, run_id: str | None, prefer: str | None = None) -> str | None:
+def validation_page(docs: Location, run_id: str | None, prefer: str | None = None) -> str | None:
     """The run's validation page relative to `docs` (the `prefer` suite's when there), else the
-    site's index, else None. GX writes validations/<suite>/<run name>/<run time>/<batch>.html."""
-    pages = sorted(docs.glob(f"validations/*/{glob_escape(run_id)}/*/*.html")) if run_id else []
-    pages.sort(key=lambda p: p.relative_to(docs).parts[1] != prefer)
-    if pages:
-        return pages[0].relative_to(docs).as_posix()
+    site's index, else None. GX writes validations/<suite>/<run name>/<run time>/<batch>.html.
+    On S3 only the index is looked for (an S3Path globs one level: a pattern with `/` matches nothing)."""
+    if run_id and isinstance(docs, Path):
+        pages = sorted(docs.glob(f"validations/*/{glob_escape(run_id)}/*/*.html"))
+        pages.sort(key=lambda p: p.relative_to(docs).parts[1] != prefer)
+        if pages:
+            return pages[0].relative_to(docs).as_posix()
     return "index.html" if (docs / "index.html").is_file() else None
 
 
@@ -55,7 +60,7 @@ def glob_escape(text: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", text)
 
 
-def summarize(lake: Path, docs: Path, lines: list[str]) -> dict[str, Any]:
+def summarize(lake: Location, docs: Location, lines: list[str]) -> dict[str, Any]:
     """The task's return value: run id, passed, per-suite figures, totals, batches, Data Docs page."""
     run_id = run_id_from(lines)
     rows = _results(lake, run_id)

@@ -89,6 +89,7 @@ def resolve_settings(lookup: Callable[[str], str | None] | None = None) -> Setti
     for f in fields(Settings):
         env_name = ENV_PREFIX + f.name.upper()
         var_name = registry.setting(env_name).airflow_variable
+        assert var_name is not None  # every setting of the DAGs has its Variable
         raw = lookup(var_name)
         if raw is not None and str(raw).strip():
             values[f.name] = _in_project(registry.parse_text(env_name, str(raw), f"Variable {var_name}"))

@@ -161,9 +161,14 @@ def quality_task() -> dict[str, Any]:
         if value:
             args += [flag, value]
     lines: list[str] = []  # the summary below reads the run id validate prints
+
+    def on_line(line: str) -> None:
+        lines.append(line)
+        logger(line)
+
     rc = run_job(
         cli_argv("validate", *args),
-        lambda line: (lines.append(line), logger(line))[-1],
+        on_line,
         timeout=3600,
         env=child_env(settings, "validate"),
     )

@@ -28,6 +28,7 @@ from market_spread.orchestration.datadocs_assets import assets_dir, missing, rew
 from market_spread.orchestration.settings import VAR_PREFIX, Settings, resolve_settings
 from market_spread.orchestration.stream_page import page, panel
 from market_spread.orchestration.stream_status import BadWindow, StreamStatus, as_json, read_status, window_minutes
+from market_spread.runtime.storage import Location, S3Path
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ PAGE_POLICY = (
 )
 DOCS_CACHE_SECONDS = 10.0  # the docs folder is read from the Variable at most this often
 
-_docs_cache: dict[str, tuple[float, Path]] = {}
+_docs_cache: dict[str, tuple[float, Location]] = {}
 _settings_cache: dict[str, tuple[float, Settings]] = {}
 
 
@@ -78,7 +79,7 @@ def _server_variable(name: str) -> str | None:
     return None if found is None else str(found)
 
 
-def docs_folder() -> Path:
+def docs_folder() -> Location:
     """The Data Docs folder the quality task writes: Variable market_spread_docs, else
     MARKET_SPREAD_DOCS, else data/quality (orchestration.settings)."""
     cached = _docs_cache.get("docs")
@@ -154,6 +155,8 @@ def create_app() -> FastAPI:
     @app.get("/docs/{relative:path}", include_in_schema=False)
     def docs(relative: str, request: Request) -> Response:
         root = docs_folder()
+        if isinstance(root, S3Path):  # the UI serves a local folder only (docs/operations.md, S3)
+            return HTMLResponse(_ON_S3.format(root=root), status_code=404)
         if relative in ("", "index.html") and not (root / "index.html").is_file():
             return HTMLResponse(_NO_REPORT.format(root=root), status_code=404)
         target = safe_file(root, relative or "index.html", SITE_ENTRIES)
@@ -224,6 +227,10 @@ def create_stream_app() -> FastAPI:
     return app
 
 
+_ON_S3 = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>Data quality</title></head>
+<body style="font-family: sans-serif; margin: 2rem"><h1>Data Docs on S3</h1>
+<p>The Data Docs are written to <code>{root}</code>; this page serves them from a local folder only
+(Variable <code>market_spread_docs</code>).</p></body></html>"""
 _NO_REPORT = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>Data quality</title></head>
 <body style="font-family: sans-serif; margin: 2rem"><h1>No data-quality report yet</h1>
 <p>The first run of the <code>market_spread_quality</code> DAG writes its Data Docs to

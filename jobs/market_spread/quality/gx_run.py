@@ -8,11 +8,12 @@ import os
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from market_spread.quality.outcomes import ExpectationOutcome
 
 if TYPE_CHECKING:
+    from great_expectations.data_context.store.store import DataDocsSiteConfigTypedDict
     from pyspark.sql import DataFrame
 
     from market_spread.quality.suites import LoadedSuite
@@ -32,12 +33,16 @@ def _gx_context(docs: Path):
     context = gx.get_context(mode="file", project_root_dir=str(docs))
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
     context.config.analytics_enabled = False
-    site = {
-        "class_name": "SiteBuilder",
-        "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs.resolve())},
-        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
-        "show_how_to_buttons": False,
-    }
+    # GX's typed dict for a site lists only some of its keys (not show_how_to_buttons).
+    site = cast(
+        "DataDocsSiteConfigTypedDict",
+        {
+            "class_name": "SiteBuilder",
+            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs.resolve())},
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+            "show_how_to_buttons": False,
+        },
+    )
     sites = context.list_data_docs_sites()
     for name in list(sites):
         if name != DOCS_SITE:

@@ -4,13 +4,14 @@ already checked: the batch ids each passing run validated (`batches`, ranges suc
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from market_spread.lake import tables as lake_mod
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from market_spread.runtime.storage import Location
 
 RESULTS_TABLE = "quality_results"
 RESULTS_SCHEMA = (
@@ -25,7 +26,7 @@ ADDED_RESULTS_COLUMNS = {"to_batch": "BIGINT", "batches": "STRING"}
 Ranges = list[tuple[int | None, int]]  # inclusive, sorted, disjoint; None: from the first batch
 
 
-def ensure_results_table(spark: SparkSession, lake: str | Path) -> str:
+def ensure_results_table(spark: SparkSession, lake: str | Location) -> str:
     path = lake_mod.table_path(lake, RESULTS_TABLE)
     if not lake_mod.is_delta_table(path):
         # Same properties as the product's tables, so delta-rs readers can open it too.
@@ -40,7 +41,7 @@ def ensure_results_table(spark: SparkSession, lake: str | Path) -> str:
     return path
 
 
-def _passed_alert_runs(lake: str | Path, columns: list[str]):
+def _passed_alert_runs(lake: str | Location, columns: list[str]):
     """`columns` of the alerts rows of passing runs (an Arrow table), or None without a results
     table. A column the table does not have yet (a table from before it was added) reads as nulls.
 
@@ -64,7 +65,7 @@ def _passed_alert_runs(lake: str | Path, columns: list[str]):
     return runs
 
 
-def high_water_mark(lake: str | Path) -> int | None:
+def high_water_mark(lake: str | Location) -> int | None:
     """The newest alerts version a passing run has read (shown to users; the alerts still to check
     are found by batch, see validated_batches)."""
     import pyarrow.compute as pc
@@ -74,7 +75,7 @@ def high_water_mark(lake: str | Path) -> int | None:
     return None if value is None else int(value)
 
 
-def validated_batches(lake: str | Path) -> Ranges:
+def validated_batches(lake: str | Location) -> Ranges:
     """The batches whose alerts a passing run validated, as merged ranges.
 
     A run recorded before the `batches` column validated every batch up to its `to_batch` (the

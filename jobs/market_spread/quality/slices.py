@@ -117,6 +117,7 @@ def _in_flight(
     candidates = [b for b in missing if newest is not None and b in newest[1]]
     if len(candidates) != 1:
         return None
+    assert newest is not None  # the candidate was found in it
     batch = candidates[0]
     later = metrics_all.where(metrics_all["batch_id"] > batch).limit(1).count()
     if later:

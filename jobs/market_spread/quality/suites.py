@@ -177,7 +177,8 @@ def _build_entry(entry: Any, label: str, supplied: set[str]) -> tuple[Any, Expec
             meta=meta,
             notes=entry.get("notes"),
             description=entry.get("description"),
-            severity=severity,  # GX's own severity mirrors meta.critical in Data Docs
+            # GX's own severity mirrors meta.critical in Data Docs; its setter takes the str value too.
+            severity=severity,  # type: ignore[arg-type]  # GX's signature says FailureSeverity
         )
         expectation = config.to_domain_obj()
     except Exception as exc:  # noqa: BLE001 - GX raises pydantic, GX and plain errors alike

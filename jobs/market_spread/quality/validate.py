@@ -74,7 +74,7 @@ class _Run:
 
 def validate_lake(
     spark: SparkSession,
-    lake: str | Path,
+    lake: str | Location,
     symbols: Sequence[str],
     options: ValidateOptions = ValidateOptions(),
     suites: dict[str, LoadedSuite] | None = None,

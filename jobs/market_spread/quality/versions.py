@@ -3,10 +3,9 @@ and which batches the newest commit that added rows wrote."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from market_spread.runtime.storage import S3Path, location
+from market_spread.runtime.storage import Location, S3Path, location
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -19,7 +18,7 @@ def _read(spark: SparkSession, path: str, version: int | None = None) -> DataFra
     return reader.load(path)
 
 
-def latest_version(path: str | Path) -> int:
+def latest_version(path: str | Location) -> int:
     """The table's newest committed version, from the commit files' names (no Spark job needed).
 
     Commits appear atomically as `_delta_log/<20 digits>.json`; in-flight ones are hidden temp files.
@@ -34,7 +33,7 @@ def latest_version(path: str | Path) -> int:
     return max(versions)
 
 
-def commit_time(table: str | Path, version: int) -> float | None:
+def commit_time(table: str | Location, version: int) -> float | None:
     """When `version` of the table was committed (epoch seconds): its commitInfo timestamp, else the
     commit file's modification time; None when the file is gone (cleaned up after a checkpoint)."""
     import json
@@ -45,8 +44,9 @@ def commit_time(table: str | Path, version: int) -> float | None:
             info = json.loads(line).get("commitInfo") if line.strip() else None
             if isinstance(info, dict) and isinstance(info.get("timestamp"), (int, float)):
                 return info["timestamp"] / 1000.0
-        stat = path.stat()
-        return stat.modified.timestamp() if isinstance(path, S3Path) else stat.st_mtime
+        if isinstance(path, S3Path):
+            return path.stat().modified.timestamp()
+        return path.stat().st_mtime
     except (OSError, ValueError):
         return None
 
@@ -58,7 +58,7 @@ def _added_batches(lines: list[str]) -> tuple[bool, set[int]]:
 
     from market_spread.lake.tables import tagged_batch
 
-    adds, batches, tag = False, set(), None
+    adds, batches, tag = False, set[int](), None
     for line in lines:
         action = json.loads(line) if line.strip() else {}
         add = action.get("add")
@@ -76,7 +76,7 @@ def _added_batches(lines: list[str]) -> tuple[bool, set[int]]:
     return adds, batches
 
 
-def newest_data_commit(table: str | Path, look_back: int = 50) -> tuple[float, set[int]] | None:
+def newest_data_commit(table: str | Location, look_back: int = 50) -> tuple[float, set[int]] | None:
     """(commit time, batch ids) of the newest commit still in the log that added rows (compaction
     rewrites files without a data change and is passed over); None when none is found."""
     log = location(table) / "_delta_log"

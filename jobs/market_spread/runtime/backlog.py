@@ -140,7 +140,8 @@ class KafkaProbe:
         """`topic/partition` -> (low, high) watermarks of every partition of `topics`."""
         from confluent_kafka import KafkaException, TopicPartition
 
-        consumer, found = self._client(), {}
+        consumer = self._client()
+        found: dict[str, tuple[int, int]] = {}
         try:
             for topic in topics:
                 meta = consumer.list_topics(topic, timeout=self.timeout).topics.get(topic)
@@ -161,7 +162,8 @@ class KafkaProbe:
 
         if not offsets:
             return {}
-        consumer, found = self._client(), {}
+        consumer = self._client()
+        found: dict[str, float] = {}
         wanted = {key: (key.rsplit("/", 1)[0], int(key.rsplit("/", 1)[1])) for key in offsets}
         deadline = time.monotonic() + self.timeout
         try:

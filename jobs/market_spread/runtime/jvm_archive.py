@@ -75,6 +75,8 @@ def restore_archive(jars: list[str]) -> None:
     """Undo `retire_archive` when the JVM failed to start without the archive too: the failure was
     another one (a bad option, no memory), and the archive is kept for the next start."""
     path = archive_path(jars)
-    bad = path.with_name(path.name + ".bad") if path is not None else None
-    if bad is not None and bad.is_file() and not path.exists():
+    if path is None:
+        return
+    bad = path.with_name(path.name + ".bad")
+    if bad.is_file() and not path.exists():
         os.replace(bad, path)

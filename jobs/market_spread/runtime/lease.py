@@ -149,8 +149,9 @@ class Lease:
     def record(self, **extra: object) -> None:
         """Add to the holder's record (the JVM's pid): written at once."""
         self.info.update(extra)
-        if isinstance(extra.get("jvm_pid"), int):
-            self.info["jvm_started"] = process_start_time(int(extra["jvm_pid"]))
+        jvm_pid = extra.get("jvm_pid")
+        if isinstance(jvm_pid, int):
+            self.info["jvm_started"] = process_start_time(int(jvm_pid))
         self.renew()
 
     def renew(self) -> None:

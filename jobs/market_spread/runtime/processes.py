@@ -58,7 +58,7 @@ def record_alive(record: Mapping[str, Any], pid_key: str = "pid", started_key: s
     an older version) still proves staleness when the pid's process started after the record was
     written (`since`): it cannot be the process that wrote it.
     """
-    pid = record.get(pid_key)
+    pid: Any = record.get(pid_key)
     if not (isinstance(pid, int) or str(pid or "").isdigit()):
         return False
     pid = int(pid)

@@ -34,7 +34,7 @@ class S3Config:
 
     @property
     def plain_http(self) -> bool:
-        return bool(self.endpoint) and self.endpoint.lower().startswith("http://")
+        return self.endpoint is not None and self.endpoint.lower().startswith("http://")
 
     def hadoop_conf(self) -> dict[str, str]:
         """Spark settings for the S3A connector: a non-AWS endpoint needs path-style requests."""

@@ -12,20 +12,23 @@ from __future__ import annotations
 
 from datetime import timedelta
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from market_spread.runtime.s3_config import S3Config
+
+if TYPE_CHECKING:
+    from obstore.store import S3Config as StoreConfig
 
 
 @lru_cache(maxsize=16)
 def _store(config: S3Config, bucket: str) -> Any:
     from obstore.store import S3Store
 
-    options: dict[str, Any] = {"region": config.region}
+    options: StoreConfig = {"region": config.region}
     if config.endpoint:
-        options.update(endpoint=config.endpoint, virtual_hosted_style_request=False)
+        options.update({"endpoint": config.endpoint, "virtual_hosted_style_request": False})
     if config.access_key and config.secret_key:
-        options.update(access_key_id=config.access_key, secret_access_key=config.secret_key)
+        options.update({"access_key_id": config.access_key, "secret_access_key": config.secret_key})
     half = config.request_seconds / 2
     return S3Store(
         bucket,

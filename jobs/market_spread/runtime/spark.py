@@ -7,6 +7,7 @@ import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import cast
 
 from pyspark import StorageLevel
 from pyspark.errors import PySparkRuntimeError
@@ -299,7 +300,7 @@ def kept_for_batch(df: DataFrame) -> Iterator[DataFrame]:
     On a cluster, Spark's cache: its partitions can be computed again if an executor is lost; a
     local checkpoint's cannot."""
     spark = df.sparkSession
-    if not spark.sparkContext.master.startswith("local"):
+    if not cast(str, spark.sparkContext.master).startswith("local"):  # set in a running context
         cached = df.persist(StorageLevel.MEMORY_AND_DISK_DESER)
         try:
             yield cached

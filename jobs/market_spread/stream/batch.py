@@ -198,7 +198,7 @@ def process_batch(
         return batch.result
     finally:
         scope.close()
-        spark.sparkContext.setJobDescription(None)
+        spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]  # None clears it; pyspark's stub says str
 
 
 def _parse_step(batch: BatchRun, lines: DataFrame, scope: ExitStack, expect_small: bool) -> _Parsed:
@@ -324,7 +324,7 @@ T = TypeVar("T")
 
 def once(compute: Callable[[], T]) -> Callable[[], T]:
     """`compute()` run by the first of the concurrent writes that needs it, shared with the others."""
-    lock, box = threading.Lock(), []
+    lock, box = threading.Lock(), list[T]()
 
     def get() -> T:
         with lock:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -142,7 +142,7 @@ def one_row(schema_sql: str, values: tuple) -> pa.Table:
 
 
 def run_writes(
-    batch: BatchRun, planned: dict[str, Callable[[], None]], newest: Callable[[], object] | None
+    batch: BatchRun, planned: Mapping[str, Callable[[], object]], newest: Callable[[], object] | None
 ) -> list[str]:
     """Run the planned writes side by side, each table once (a replay skips the tables that already
     hold the batch), the driver's copy of the state moving on with the MERGE. Returns the tables written."""
@@ -151,13 +151,28 @@ def run_writes(
     # driver's commits, which run no Spark job: the name is a py4j call, and the first from each
     # new write thread opens a connection to the JVM (1.8 ms a call, 8.6 ms at p90).
     spark_jobs = not result.on_driver
-    writes = {t: (lambda t=t, w=w: (spark_jobs and batch.describe(f"write {t}"), w())) for t, w in planned.items()}
+
+    def described(table: str, write: Callable[[], object]) -> Callable[[], None]:
+        def step() -> None:
+            if spark_jobs:
+                batch.describe(f"write {table}")
+            write()
+
+        return step
+
+    writes = {t: described(t, w) for t, w in planned.items()}
     for table in [t for t in writes if batch.committed.get(t, -1) >= batch.batch_id]:
         del writes[table]  # a replay: this table already holds the batch
         result.skipped.append(table)
     tasks = dict(writes)
     if result.quotes and state.enabled and newest is not None:  # not a table
-        tasks["state_mirror"] = lambda: (spark_jobs and batch.describe("advance state mirror"), state.take(newest()))
+
+        def advance_state_mirror() -> None:
+            if spark_jobs:
+                batch.describe("advance state mirror")
+            state.take(newest())
+
+        tasks["state_mirror"] = advance_state_mirror
     # Different tables: side by side, since a small commit is mostly waiting (and delta-rs lets go
     # of the interpreter while it works). Each commit carries the batch's mark (lake.commits).
     run_all(tasks, result.phases_ms)

@@ -4,7 +4,7 @@ the stored state's, and history for late orders), then the as-of choice (transfo
 from __future__ import annotations
 
 from datetime import UTC
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -46,7 +46,7 @@ def check_orders(
         # driver's copy, and only the stored quotes of symbols with orders go to Spark. The batch's
         # own quotes go whole: a quote of a symbol without orders only costs a row in the sort.
         on_driver = spans().toArrow() if bounds_rows is None else bounds_rows
-        late = state.late(on_driver)
+        late: list[Any] = state.late(on_driver)  # dicts here, Rows from Spark below
         candidates = quotes.select(*STATE_QUOTE_COLUMNS).unionByName(state.quotes(on_driver["symbol"].to_pylist()))
         history = late_history_rows(state.tables, late) if late else None
         if history is not None and history.num_rows:
@@ -69,7 +69,7 @@ def check_orders(
         )
         if late:
             # Collected timestamps are naive, in this process's local time: made aware for delta-rs.
-            spans = [
+            late_spans = [
                 {
                     "symbol": r["symbol"],
                     "first_order": r["first_order"].astimezone(UTC),
@@ -77,7 +77,7 @@ def check_orders(
                 }
                 for r in late
             ]
-            history = late_history_rows(state.tables, spans)
+            history = late_history_rows(state.tables, late_spans)
             if history.num_rows:
                 candidates = candidates.unionByName(spark.createDataFrame(history))
     return asof_alerts(candidates, orders, settings.thresholds, batch_id), len(late)

@@ -34,11 +34,11 @@ class CheckpointLayoutError(MarketSpreadError, RuntimeError):
     """A checkpoint this version cannot move to its source order: a person must look at it."""
 
 
-def _staging(checkpoint: Location) -> Location:
+def _staging(checkpoint: Path) -> Path:
     return checkpoint.with_name(checkpoint.name + ".orders-first")
 
 
-def _retired(checkpoint: Location) -> Location:
+def _retired(checkpoint: Path) -> Path:
     return checkpoint.with_name(checkpoint.name + ".quotes-first")
 
 
@@ -64,7 +64,7 @@ def _write_layout(checkpoint: Location, order: tuple[str, ...]) -> None:
     rewrite(checkpoint / LAYOUT_FILE, json.dumps({"sources": list(order)}) + "\n")
 
 
-def _finish_interrupted_move(checkpoint: Location) -> None:
+def _finish_interrupted_move(checkpoint: Path) -> None:
     staging, retired = _staging(checkpoint), _retired(checkpoint)
     if staging.exists():
         if not checkpoint.exists() and recorded_order(staging) == LISTING_ORDER:
@@ -75,7 +75,7 @@ def _finish_interrupted_move(checkpoint: Location) -> None:
         shutil.rmtree(retired)
 
 
-def _swapped(path: Path) -> str:
+def _swapped(path: Location) -> str:
     """The offsets file's text with its two source lines swapped; refuses any other shape."""
     lines = path.read_text(encoding="utf-8").split("\n")
     trailing = lines[-1] == ""
@@ -88,7 +88,7 @@ def _swapped(path: Path) -> str:
     return "\n".join(body[:2] + [body[3], body[2]] + ([""] if trailing else []))
 
 
-def _move_to_orders_first(checkpoint: Location) -> None:
+def _move_to_orders_first(checkpoint: Path) -> None:
     staging, retired = _staging(checkpoint), _retired(checkpoint)
     swapped = {path.name: _swapped(path) for path in offset_files(checkpoint)}  # refuses before any copy
     shutil.copytree(checkpoint, staging)
@@ -113,7 +113,8 @@ def prepare(checkpoint: Location) -> str | None:
     """Make a file-source checkpoint list orders first; returns a line to print when it moved one.
 
     Call with the lake's writer lock held and no query running on the checkpoint."""
-    _finish_interrupted_move(checkpoint)
+    if not isinstance(checkpoint, S3Path):  # a move is only ever made on a local disk (below)
+        _finish_interrupted_move(checkpoint)
     order = recorded_order(checkpoint) if checkpoint.exists() else None
     if order == LISTING_ORDER:
         return None

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import lru_cache
+from typing import cast
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -48,7 +49,7 @@ def limit_lines(spark: SparkSession | None = None) -> int:
     chosen = settings.value("MARKET_SPREAD_DRIVER_BATCH_LINES")
     if chosen is not None:
         return chosen
-    local = spark is None or spark.sparkContext.master.startswith("local")
+    local = spark is None or cast(str, spark.sparkContext.master).startswith("local")  # a running context's
     return _ANY_SIZE if local else CLUSTER_BATCH_LINES
 
 
@@ -71,7 +72,9 @@ def driver_steps(batch: BatchRun, batch_df: DataFrame, compactor: Compactor | No
     read = driver_read.read_batch(batch_df, _universe(batch.settings.universe), limit_lines(batch_df.sparkSession))
     collected = ms_since(batch.t0)
     t1 = time.perf_counter()
-    parsed = None if read is None else parse_lines(batch, read[1])
+    if read is None:
+        return False
+    parsed = parse_lines(batch, read[1])
     if parsed is None:
         return False
     columns, bad = parsed
@@ -199,10 +202,10 @@ def _writes(
     alerts: pa.Table | None,
     newest: pa.Table | None,
     quarantine: pa.Table | None,
-) -> dict[str, Callable[[], None]]:
+) -> dict[str, Callable[[], object]]:
     """The driver's batch's writes, by table, not run yet (as stream.batch._planned_writes for Spark's)."""
     tables, guard, batch_id = batch.tables, batch.settings.before_commit, batch.batch_id
-    writes: dict[str, Callable[[], None]] = {}
+    writes: dict[str, Callable[[], object]] = {}
     if history is not None:
         writes["quotes"] = lambda: tables.append("quotes", history, batch_id, guard)
         writes["symbol_state"] = lambda: merge_state(tables, newest, batch_id, guard)

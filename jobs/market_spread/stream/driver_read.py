@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
+from typing import cast
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -111,17 +112,19 @@ def _read_files(
     and every other line (stream, value, source_file); None when a file is not UTF-8 or cannot be
     read here."""
     places = [location(name.removeprefix("file:") if name.startswith("file:") else name) for name in files]
-    contents = _contents(places)
-    if any(isinstance(data, Exception) for data in contents):
+    read = _contents(places)
+    if any(isinstance(data, Exception) for data in read):
         return None
+    contents = cast(list[bytes], read)
     feeds = [place.parent.name for place in places]
     # Large files side by side: Arrow's reader lets go of the interpreter, and a file is one block.
     big = [i for i, data in enumerate(contents) if universe is not None and len(data) >= JSON_FILE_BYTES]
     fast = dict(zip(big, _get_pool().map(lambda i: driver_json.parse_file(feeds[i], contents[i], universe), big)))
     parts, streams, values, sources = [], [], [], []
     for i, (name, feed, data) in enumerate(zip(files, feeds, contents)):
-        if fast.get(i) is not None:
-            rows, others = fast[i]
+        got = fast.get(i)
+        if got is not None:
+            rows, others = got
             parts.append(driver_columns.ColumnBatch.of(feed, rows, [name]))
             lines = others.to_pylist()
         else:

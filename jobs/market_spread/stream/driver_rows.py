@@ -49,8 +49,10 @@ def sort_lines(table: pa.Table, universe: frozenset[str]) -> Lines | None:
             continue
         seen.add(source)
         record = parse_quote(line, universe) if stream == "quotes" else parse_order(line, universe)
-        if record is not None:
-            (quotes if stream == "quotes" else orders).append(record)
+        if isinstance(record, Quote):
+            quotes.append(record)
+        elif record is not None:
+            orders.append(record)
         elif (reason := certain_reason(stream, line, universe)) is not None:
             bad.append((stream, line, reason, source))
         else:
@@ -69,8 +71,9 @@ LINE_COLUMNS = ("stream", "value", "source_file")
 def parse(table: pa.Table, universe: frozenset[str]) -> ColumnBatch | None:
     """The lines as columns; None unless every line is certainly valid."""
     lines = sort_lines(table, universe)
-    ok = lines is not None and lines.quarantine.num_rows == 0 and lines.uncertain.num_rows == 0
-    return lines.columns if ok else None
+    if lines is not None and lines.quarantine.num_rows == 0 and lines.uncertain.num_rows == 0:
+        return lines.columns
+    return None
 
 
 def _table(records: list, types: dict[str, pa.DataType]) -> pa.Table:
@@ -79,7 +82,8 @@ def _table(records: list, types: dict[str, pa.DataType]) -> pa.Table:
 
 def sources(names: set[str]) -> tuple[list[str], dict[str, int]]:
     """Files as they are; Kafka records (`topic/partition/offset`) as partitions and their last offset."""
-    files, last = set(), {}
+    files: set[str] = set()
+    last: dict[str, int] = {}
     for name in names:
         kafka = _OFFSET.fullmatch(name)  # stream.summary's regexes, the same names
         if kafka:

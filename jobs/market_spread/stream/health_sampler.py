@@ -146,7 +146,7 @@ class HealthSampler(threading.Thread):
         """A landing file's modification time; where --archive moved it already, the archived copy's."""
         place = location(name) if name.startswith(("s3://", "s3a://")) else Path(unquote(name.removeprefix("file:")))
         candidates = [place]
-        if self.place.archive is not None and not isinstance(place, S3Path):
+        if isinstance(self.place.archive, Path) and not isinstance(place, S3Path):  # both local (check_spec)
             # Spark's file source archives a file at <sourceArchiveDir = ARCHIVE/feed> + its own path.
             candidates.append(Path(f"{Path(self.place.archive).absolute() / place.parent.name}{place}"))
         for candidate in candidates:
@@ -159,6 +159,7 @@ class HealthSampler(threading.Thread):
         return None
 
     def _measure_kafka(self, items: list[Committed]) -> None:
+        assert self.probe is not None  # called only with a probe (_measure)
         if self.next_offsets is None:
             # Where this process's first batch began: the checkpoint's last committed offsets.
             self.next_offsets = committed_kafka_offsets(self.place.checkpoint)

@@ -74,7 +74,8 @@ def check_spec(spec: StreamJobSpec) -> None:
     """UsageError for options that cannot run, before anything is touched."""
     if spec.kafka is None and spec.landing is None:
         raise UsageError("--landing is required (or --source kafka with --bootstrap-servers)")
-    if spec.kafka is None and not is_s3(spec.landing) and spec.landing.exists() and not spec.landing.is_dir():
+    landing = spec.landing  # set for a file stream (above)
+    if spec.kafka is None and landing is not None and not is_s3(landing) and landing.exists() and not landing.is_dir():
         raise UsageError(f"--landing is not a folder: {spec.landing}")
     if spec.interval is not None and spec.interval < 0:
         raise UsageError("--interval must be >= 0 seconds")

@@ -26,9 +26,9 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from market_spread.errors import UsageError
+from market_spread.runtime.storage import Location
 from market_spread.stream.checkpoint_files import offset_files
 
 SOURCES = ("files", "kafka")
@@ -141,7 +141,7 @@ def client_conf(bootstrap: str) -> dict:
     return {"bootstrap.servers": bootstrap, "logger": logger}
 
 
-def checkpoint_source_error(checkpoint: Path, source: str) -> str | None:
+def checkpoint_source_error(checkpoint: Location, source: str) -> str | None:
     """A message when the checkpoint's last offsets were written by the other source.
 
     Spark would fail deep inside the query with an assertion; say it plainly instead.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 
 class ProgressSummary:
@@ -13,6 +14,8 @@ class ProgressSummary:
     The line keeps the per-batch line's shape (`batch N: ... in S.SSs`, the newest batch's id and
     time) so the Airflow health check reads both.
     """
+
+    last: Any  # the newest batch's result (None before the first)
 
     def __init__(self, every: int, max_seconds: float = 60.0, out=None) -> None:
         self.every, self.max_seconds = every, max_seconds

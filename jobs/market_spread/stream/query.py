@@ -147,6 +147,7 @@ def _prepare(spark: SparkSession, spec: StreamSpec) -> bool:
 
     landing, source = spec.landing, spec.source
     for name in FEEDS if source is None else ():
+        assert landing is not None  # a file stream reads a landing folder (stream.job.check_spec)
         (landing / name).mkdir(parents=True, exist_ok=True)
     lake_mod.ensure_tables(spark, spec.lake)
     if source is None:
@@ -211,7 +212,9 @@ def _feed(spark: SparkSession, spec: StreamSpec, name: str, archiving: bool) -> 
     reader = spark.readStream.format("text").option("pathGlobFilter", LANDED)
     if spec.max_files_per_batch:
         reader = reader.option("maxFilesPerTrigger", spec.max_files_per_batch)
+    assert spec.landing is not None  # the landing feeds: a file stream (_landing_feeds)
     if archiving:
+        assert spec.archive is not None  # archiving: an archive is given (_prepare)
         # Spark moves a file only after the batch that read it is committed: a replay still finds it.
         reader = reader.option("cleanSource", "archive").option("sourceArchiveDir", str(spec.archive.absolute() / name))
     return reader.load(str(spec.landing / name)).select(

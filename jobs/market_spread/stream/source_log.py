@@ -24,6 +24,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from market_spread.runtime import settings
+from market_spread.runtime.storage import Location
 from market_spread.stream.checkpoint_files import last_committed, rewrite
 
 # Entries of batches this close to the last committed one are always kept.
@@ -39,7 +40,7 @@ def trim_interval() -> int:
 
 @dataclass(frozen=True)
 class TrimResult:
-    folder: Path
+    folder: Location
     compact_file: str
     kept: int
     dropped: int
@@ -61,12 +62,12 @@ def _guards_nothing(entry: dict, cutoff: int) -> bool:
     return path is not None and path.parent.is_dir() and not path.exists()
 
 
-def _latest_compact(folder: Path) -> Path | None:
+def _latest_compact(folder: Location) -> Location | None:
     compacts = [p for p in folder.glob("*.compact") if p.name[: -len(".compact")].isdigit()]
     return max(compacts, key=lambda p: int(p.name[: -len(".compact")]), default=None)
 
 
-def trim_source_log(folder: Path, last_committed: int) -> TrimResult | None:
+def trim_source_log(folder: Location, last_committed: int) -> TrimResult | None:
     """Trim one source's log folder; None when there is nothing to do or it is not a file source's log."""
     compact = _latest_compact(folder)
     if compact is None:
@@ -94,11 +95,15 @@ def trim_source_log(folder: Path, last_committed: int) -> TrimResult | None:
     return TrimResult(folder, compact.name, len(kept), dropped)
 
 
-def trim_source_logs(checkpoint: Path) -> list[TrimResult]:
+def _name(place: Location) -> str:
+    return place.name  # siblings: in the order of their paths
+
+
+def trim_source_logs(checkpoint: Location) -> list[TrimResult]:
     """Trim every file source's log under a stream checkpoint (see the module's docstring)."""
     last = last_committed(checkpoint)
     sources = checkpoint / "sources"
     if last is None or not sources.is_dir():
         return []
-    results = [trim_source_log(folder, last) for folder in sorted(sources.iterdir()) if folder.is_dir()]
+    results = [trim_source_log(folder, last) for folder in sorted(sources.iterdir(), key=_name) if folder.is_dir()]
     return [r for r in results if r is not None]

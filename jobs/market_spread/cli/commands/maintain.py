@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from market_spread.cli.options import lake, master, place, ranged, whole_number
+from market_spread.cli.options import lake, master, ranged, required_place, whole_number
 from market_spread.cli.params import env_command, options
 from market_spread.lake.maintenance import DEFAULT_RETAIN_HOURS, MaintainSpec, maintain
 
@@ -41,4 +41,6 @@ def command(
     quote_retention_days: int,
     master: str | None,
 ) -> int:
-    return maintain(MaintainSpec(place(lake), retain_hours, tables, attempts, quote_retention_days, master))
+    return maintain(
+        MaintainSpec(required_place(lake, "--lake"), retain_hours, tables, attempts, quote_retention_days, master)
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from market_spread.cli.options import lake, place
+from market_spread.cli.options import lake, required_place
 from market_spread.cli.params import choice, env_command, options
 from market_spread.lake.query import QuerySpec, query_lake
 
@@ -17,4 +17,4 @@ opt = options("sql")
 @click.argument("query")
 def command(lake: str, format: str, query: str) -> int:  # noqa: A002 - the option's name
     """QUERY: a Spark SQL query, e.g. "SELECT reason, count(*) FROM alerts GROUP BY reason"."""
-    return query_lake(QuerySpec(place(lake), query, format))
+    return query_lake(QuerySpec(required_place(lake, "--lake"), query, format))

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from market_spread.cli.commands import kafka
-from market_spread.cli.options import lake, master, place, symbols, thresholds, whole_number
+from market_spread.cli.options import lake, master, place, required_place, symbols, thresholds, whole_number
 from market_spread.cli.params import env_command, number, options
 from market_spread.domain.rules import Thresholds
 from market_spread.stream.kafka_source import kafka_settings
@@ -66,7 +66,7 @@ def command(**params) -> int:
     )
     code = run_stream(
         StreamJobSpec(
-            lake=place(params["lake"]),
+            lake=required_place(params["lake"], "--lake"),
             symbols=Path(params["symbols"]),
             landing=place(params["landing"]),
             checkpoint=place(params["checkpoint"]),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from market_spread.cli.options import lake, place, symbols, thresholds
+from market_spread.cli.options import lake, required_place, symbols, thresholds
 from market_spread.cli.params import Converted, env_command, options
 from market_spread.domain.rules import Thresholds
 from market_spread.quality.defaults import DEFAULT_DOCS, DEFAULT_ORPHAN_GRACE_S
@@ -45,10 +45,10 @@ def command(**params) -> int:
 
     expectations = params["expectations"]
     options = ValidateOptions(
-        docs=place(params["docs"]),
+        docs=required_place(params["docs"], "--docs"),
         full=params["full"],
         thresholds=Thresholds(params["max_spread"], params["max_spread_ratio"]),
         expectations_dir=Path(expectations) if expectations is not None else None,
         orphan_grace_s=params["orphan_grace_seconds"],
     )
-    return run_validation(ValidateSpec(place(params["lake"]), Path(params["symbols"]), options))
+    return run_validation(ValidateSpec(required_place(params["lake"], "--lake"), Path(params["symbols"]), options))
