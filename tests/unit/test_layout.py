@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 from pathlib import Path
 
@@ -240,3 +241,17 @@ def test_every_product_error_is_of_the_family():
     ]
     assert len(classes) > 15, "the scan found the package's errors"
     assert not strays, "\n".join(strays)
+
+
+MEASURED = re.compile(r"\d[\d,.]*\s?(ms|µs|us)\b|\d[\d.,]*\s?\w{0,3}\s*->\s*\d|\d+(\.\d+)?\s?% of (one|a) core")
+
+
+def test_no_measurements_in_docstrings():
+    """Docstrings say why; the figures that decided it live in docs/performance.md's decision table."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node) or ""
+                found += [f"{path.relative_to(PACKAGE)}: {m.group(0)!r}" for m in MEASURED.finditer(doc)]
+    assert not found, "\n".join(found)

@@ -63,7 +63,8 @@ FULL = Plan(
 
 def with_growth_batches(plan: Plan, batches: int | None) -> Plan:
     """The plan with its growth run cut (or stretched) to `batches` batches: the full run's 10,000
-    batches take hours at 2-3 s each. Keeps the plan's earlier checkpoints below it."""
+    batches took hours (docs/performance.md, row '`bench --growth-batches N`'). Keeps the plan's
+    earlier checkpoints below it."""
     if batches is None:
         return plan
     if batches < 20:

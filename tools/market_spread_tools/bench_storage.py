@@ -266,7 +266,8 @@ def storage_comparison(spark, work: Path, plan: Plan, bucket: str = BUCKET, warm
         for name, base in places.items():
             out[name]["latency"] = latency_at_rate(spark, base, plan, symbols, name)
         # Unmeasured: the backlog goes through Spark's plan, which the driver batches before left
-        # cold, and local disk, measured first, paid for it (84,000 against S3's 112,000 events/s).
+        # cold, and local disk, measured first, paid for it (measured: docs/performance.md, row 'the
+        # S3 part's backlog run as an unmeasured warm-up').
         backlog_throughput(
             spark,
             work / "storage-warm",

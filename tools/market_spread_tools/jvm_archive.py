@@ -65,7 +65,8 @@ def main() -> int:
                     start_at,
                     env=os.environ.copy(),
                 )
-                # Only the restart dumps (dumping costs ~15 s): it loads what a first run does and more.
+                # Only the restart dumps (dumping is slow: docs/performance.md, row 'a
+                # class-data-sharing archive'): it loads what a first run does and more.
                 _cli(
                     "stream",
                     "--landing",

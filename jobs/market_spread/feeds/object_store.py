@@ -169,8 +169,9 @@ def run_object_store(spec: ObjectStoreSpec) -> int:
     private = Path(tempfile.mkdtemp(prefix="market-spread-s3proxy-"))
     try:
         config = write_private(private, "s3proxy.properties", s3proxy_properties(endpoint, *keys, spec.data))
-        # The optimising JIT, as for a continuous stream: a server lives long, and with the quick one
-        # only a PUT took 5.8 ms instead of 3.8 and a LIST of 2,000 keys 200 ms instead of 120.
+        # The optimising JIT, as for a continuous stream: a server lives long, and its requests
+        # are slower with the quick one (measured: docs/performance.md, row 'S3: a kept table
+        # reopened by its versions').
         command = [
             java,
             f"-Xmx{spec.heap}",

@@ -34,9 +34,9 @@ from market_spread.runtime.storage import open_delta
 ATTEMPTS = 5  # a commit that lost a race is tried again against the new version this many times
 REOPEN_DEFAULT = 100  # commits between two openings of a kept table whose log has no checkpoint interval
 
-# A kept DeltaTable object gets slower with every commit made through it (measured here: an append
-# 16 ms at first, 60 ms 300 commits later; opened again at each checkpoint it stays at 10-12 ms), so
-# a table is opened afresh from each new checkpoint, off the batch's path (Upkeep).
+# A kept DeltaTable object gets slower with every commit made through it, and one opened again at
+# each checkpoint does not (measured: docs/performance.md, row 'a kept table reopened from each new
+# checkpoint'), so a table is opened afresh from each new checkpoint, off the batch's path (Upkeep).
 
 
 class CommitRaced(MarketSpreadError):

@@ -1,13 +1,14 @@
 """Small-file compaction inside the stream: the append-only tables' files are bin-packed with
 delta-rs every `every` commits to a table, on the upkeep thread (lake.lake_tables), so that no
-batch waits for it (one did: 0.25 s, as the last partly filled file grew).
+batch waits for it (one did, as the last partly filled file grew; measured: docs/performance.md,
+row 'compaction on the background thread').
 
 Why: every micro-batch adds one small file to each table it appends to (quotes, alerts,
 batch_metrics, quarantine), and `maintain` (the maintenance DAG, daily by default, with the stream
 stopped) was the only thing that compacted them: at one batch a second, 86,400 files a table a day.
 Each commit, checkpoint and re-opening of a table handles every file's entry, so the batch slowed
-with the file count (the growth run: writes 114 -> 172 ms and the batch_metrics commit 4.5 -> 23 ms
-over 4,000 batches, with the log already bounded).
+with the file count even with the log bounded (measured: docs/performance.md, row 'the stream
+compacts its append-only tables').
 
 A compaction is a delta-rs commit like the driver's others (lake.commits): it holds its table's
 lock until its commit is made, so the driver's next append to that table comes after it, and
@@ -32,8 +33,9 @@ from market_spread.lake.lake_tables import LakeTables
 from market_spread.runtime import settings
 
 # Files below this are bin-packed into files of about this size. It also bounds the work of one
-# compaction: the last, partly filled file is read again with the new small ones (a quotes-like
-# table: 100 files of 1,000 rows plus a partial file of up to 6 MB compacted in 45-126 ms).
+# compaction: the last, partly filled file is read again with the new small ones, which keeps a
+# compaction short (measured: docs/performance.md, row 'the stream compacts its append-only
+# tables').
 TARGET_BYTES = 8 << 20
 # Tables that only ever receive appends: compaction cannot conflict with anything in them.
 APPEND_ONLY = ("quarantine", "quotes", "alerts", "batch_metrics")

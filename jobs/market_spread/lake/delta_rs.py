@@ -2,8 +2,9 @@
 Spark DataFrame's rows brought to the driver in them.
 
 Why commit from the driver: a Spark MERGE of a few thousand rows costs Delta a snapshot of the
-table's new version, then analysis, a touched-files job and a rewrite job: 1.5-2.1 s of a 2,000-event
-batch, on its critical path; the same commit through delta-rs takes milliseconds. The MERGE's source
+table's new version, then analysis, a touched-files job and a rewrite job, all on the batch's
+critical path; the same commit through delta-rs is a small fraction of that (measured:
+docs/performance.md, row 'commits from the driver with delta-rs'). The MERGE's source
 (one row per symbol) and the metrics are already on the driver; a small batch's rows are brought
 there by the one Spark job that computes them. `MARKET_SPREAD_DRIVER_COMMITS=off` sends every write
 through Spark again.

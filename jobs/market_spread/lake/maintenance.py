@@ -153,8 +153,8 @@ def maintain(spec: MaintainSpec) -> int:
         spark = build_session(
             "market-spread-maintain",
             master=spec.master,
-            # VACUUM lists the table with this many tasks (default 10000): 80 s instead of 5 s on a
-            # small table with 2 cores.
+            # VACUUM lists the table with this many tasks (default 10000), far too many for a small
+            # table on a few cores (measured: docs/performance.md, row 'VACUUM's file listing').
             extra_conf={"spark.sql.sources.parallelPartitionDiscovery.parallelism": "8"},
         )
         _configure(spark, spec, lock, exclusive)

@@ -83,10 +83,10 @@ def late_history_rows(tables: LakeTables, late: list[dict]) -> pa.Table:
     first_order and last_order (aware datetimes) of each symbol with late orders.
 
     Why on the driver: after commits made by delta-rs, Spark must rebuild the quote history's
-    snapshot (Spark jobs) before it can read it, and a batch with late orders took 0.8-2 s more than
-    one without (the latency runs of `bench`). delta-rs reads the log and the files directly. The
-    result is small (see below), so the state read by Spark (a universe too large for the driver's
-    copy) uses it too.
+    snapshot (Spark jobs) before it can read it, which made batches with late orders the latency's
+    tail (measured: docs/performance.md, row 'late orders' history read with delta-rs'). delta-rs
+    reads the log and the files directly. The result is small (see below), so the state read by
+    Spark (a universe too large for the driver's copy) uses it too.
 
     Read in widening steps, each only for the symbols the steps before did not cover (a symbol is
     covered once a quote at or before its first late order is found): the minute before the batch's
@@ -94,8 +94,8 @@ def late_history_rows(tables: LakeTables, late: list[dict]) -> pa.Table:
     day partitions from LATE_LOOKBACK_DAYS before, then everything older. Of what is read, each
     symbol keeps only its newest quote time at or before its first late order and what follows up
     to its last late order (`from_current_quote`): the as-of choice needs nothing older. Reading a
-    whole day for every late symbol and handing it all to Spark cost 0.65 s and 127,000 rows for
-    104 symbols after 3,700 batches of the growth run, and grew with the day."""
+    whole day for every late symbol grew with the day (measured: docs/performance.md, row 'late
+    orders' history in widening steps')."""
     from deltalake import QueryBuilder
 
     firsts = {r["symbol"]: r["first_order"] for r in late}

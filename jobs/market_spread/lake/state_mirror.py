@@ -4,8 +4,9 @@ Each read of the table through Spark costs Delta a snapshot and a file listing (
 jobs), and keeping the copy as a Spark local relation cost a job a batch to advance it. Here the copy
 is a dict (symbol -> quote) advanced with the batch's newest quotes by the same total order as the
 MERGE (domain.columns.newest), read from the table with delta-rs when a process starts and again after any
-failed batch, and handed to Spark as a local relation built from Arrow (about 15 ms for 3,000 rows,
-no job). The late check (which symbols have orders older than their state) runs against it in Python.
+failed batch, and handed to Spark as a local relation built from Arrow (no job; measured:
+docs/performance.md, row 'commits from the driver with delta-rs'). The late check (which symbols
+have orders older than their state) runs against it in Python.
 
 Above MARKET_SPREAD_STATE_MIRROR_ROWS symbols (200,000) the copy is dropped and Spark reads the table.
 """

@@ -44,10 +44,10 @@ PARTITIONS: dict[str, list[str]] = {"quotes": ["quote_date"]}
 # Bounded growth at one commit a second: commit files older than 30 minutes go at the next
 # checkpoint, and so do the tombstones of removed files. Each delta-rs commit and each Spark
 # snapshot update lists the whole `_delta_log` (and a checkpoint carries every tombstone), so a
-# batch's cost grows with what the log keeps: with 7 days a 2,000-event batch took 1.34x as long
-# after 5,000 batches as after 100 (docs/performance.md). 30 minutes is the time-travel window:
-# six times the quality DAG's 5-minute schedule (it reads alerts as of its last validated version,
-# and continues from that version's newest batch once the version is gone: quality/slices.py).
+# batch's cost grows with what the log keeps (measured: docs/performance.md, row '30 minutes of
+# log and tombstones'). 30 minutes is the time-travel window: six times the quality DAG's 5-minute
+# schedule (it reads alerts as of its last validated version, and continues from that version's
+# newest batch once the version is gone: quality/slices.py).
 # Delta requires the deleted-file retention to be no longer than the log's; VACUUM keeps its own
 # `--retain-hours` (7 days) for the data files.
 # A checkpoint every 10 commits (Delta's default, stated so that it cannot drift; per table, see
@@ -62,10 +62,11 @@ TABLE_PROPERTIES = {
 
 # Each table checkpoints at its own interval. A checkpoint costs its table a state reconstruction,
 # a checksum validation and a Parquet write, and the stream commits to every table in every batch:
-# with one interval for all, every tenth batch wrote four checkpoints at once (2.5 s -> 5.5 s, the
-# latency's worst case). Intervals of 10 to 13 spread them over different batches (two fall together
-# at most every 60 batches). All stay far below the 400 commits after which Delta forces a checksum
-# validation before a commit (`versionChecksum.forcedValidationInterval`).
+# with one interval for all, every tenth batch wrote four checkpoints at once, the latency's worst
+# case (measured: docs/performance.md, row 'checkpoint intervals 10-13'). Intervals of 10 to 13
+# spread them over different batches (two fall together at most every 60 batches). All stay far
+# below the 400 commits after which Delta forces a checksum validation before a commit
+# (`versionChecksum.forcedValidationInterval`).
 CHECKPOINT_INTERVALS = {"quotes": 10, "alerts": 11, "symbol_state": 12, "batch_metrics": 13}
 
 
@@ -135,7 +136,8 @@ def ensure_tables(spark: SparkSession, lake: str | Location) -> None:
             _upgrade(spark, name, path)
         else:
             missing.append(name)
-    # Five commits to five tables: side by side, as a new lake's start otherwise waits ~1 s for each.
+    # Five commits to five tables: side by side, as a new lake's start otherwise waits for each in
+    # turn (measured: docs/performance.md, row 'start-up reads the Delta log with delta-rs').
     with ThreadPoolExecutor(max_workers=max(1, len(missing)), thread_name_prefix="create-table") as pool:
         for done in [pool.submit(create, name) for name in missing]:
             done.result()
@@ -152,8 +154,8 @@ def register_views(spark: SparkSession, lake: str | Location) -> list[str]:
 def _upgrade(spark: SparkSession, name: str, path: str) -> None:
     """Bring a table made by an earlier release up to date: added columns, then properties.
 
-    Read from the log with delta-rs (milliseconds); Spark's `detail()` is a snapshot and a job per
-    table, ~1.3 s each at every start."""
+    Read from the log with delta-rs: Spark's `detail()` is a snapshot and a job per table at every
+    start (measured: docs/performance.md, row 'start-up reads the Delta log with delta-rs')."""
     from market_spread.lake.deltalog import properties_and_columns
 
     view = properties_and_columns(path)

@@ -2,11 +2,11 @@
 memory-mapped archive instead of parsed and verified from the JARs at every start.
 
 `make setup` writes it once (`market_spread_tools.jvm_archive`: a tiny stream run with
-`-XX:ArchiveClassesAtExit`); every later session maps it. Measured (a `stream --available-now` run
-over one 2,000-event file pair in its own process, back to back): 23.9 -> 19.6 s on a new lake,
-22.5 -> 18.5 s on a restart. The name carries the Java binary, the Spark version and the JAR list,
-so another JDK or Spark never meets a stale archive; should one not match anyway, the JVM ignores it
-(`-Xshare:auto`, its default) and runs as without it. `MARKET_SPREAD_CDS_ARCHIVE=off` disables it.
+`-XX:ArchiveClassesAtExit`); every later session maps it, and a short command starts seconds
+sooner (measured: docs/performance.md, row 'a class-data-sharing archive'). The name carries the
+Java binary, the Spark version and the JAR list, so another JDK or Spark never meets a stale
+archive; should one not match anyway, the JVM ignores it (`-Xshare:auto`, its default) and runs as
+without it. `MARKET_SPREAD_CDS_ARCHIVE=off` disables it.
 """
 
 from __future__ import annotations

@@ -64,17 +64,14 @@ def session_jars() -> list[str]:
 
 
 # C1 only, with room for its larger code: a cold JVM spends much of its first minute compiling with
-# C2 on 2 cores. Measured (own process, back to back, two rounds each): a 2,000-event run
-# 18.2-19.2 s -> 13.2-15.6 s; the 1M-event backlog in one batch 34.2 / 34.8 s -> 30.7 / 31.2 s.
-# Once warm, C2's code is cheaper per batch, so a continuous stream keeps it.
+# C2 on 2 cores (measured: docs/performance.md, row 'the quick JIT (C1 only'). Once warm, C2's code
+# is cheaper per batch, so a continuous stream keeps it.
 QUICK_JIT = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m"
 
 
 # An --available-now run over a backlog this big (bytes of landing files) lasts long enough for the
-# optimising compiler's code to pay back its compile time. Measured (own process, `stream
-# --available-now`, alternating, two rounds each): 1M events (124 MiB) wall 29.8 / 30.4 s quick
-# against 33.6 / 33.8 s full; 2M events (248 MiB) 49.4 / 48.3 s quick against 44.9 / 47.1 s full
-# (batch 41.7 / 40.6 -> 33.8 / 36.3 s: the parse 25.0 -> 17.6-19.1 s). Even at about 1.5M events.
+# optimising compiler's code to pay back its compile time; the two are even at about 1.5M events
+# (measured: docs/performance.md, row 'the optimising JIT (C2) for `--available-now`').
 FULL_JIT_BACKLOG_BYTES = 192 * 1024 * 1024
 
 
@@ -98,13 +95,12 @@ def core_conf(shuffle_partitions: int) -> dict[str, str]:
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
         # A micro-batch generates ~160 classes (our stages plus Delta's log replay, stats and
         # commit plans); Spark's default cache of 100 evicted them all before the next batch, so
-        # every batch compiled them again with Janino and the JIT compiled the new classes again.
-        # Measured (tools/profile_batches.py, 2,000-event batches): 155 -> 8 compiles per batch,
-        # JVM CPU 19.4 -> 12.8 s, batch 10.0 -> 6.7 s.
+        # every batch compiled them again with Janino and the JIT compiled the new classes again
+        # (measured: docs/performance.md, row 'Spark's codegen cache 4,000 entries').
         "spark.sql.codegen.cache.maxEntries": str(value("MARKET_SPREAD_CODEGEN_CACHE")),
         # Off by default: adaptive execution submits every shuffle stage as a job of its own, which
-        # on small micro-batches is overhead, not help (measured, tools/profile_batches.py: 29 -> 15
-        # Spark jobs and 21.4 -> 17.1 s of JVM CPU per 2,000-event batch). Partitions stay
+        # on small micro-batches is overhead, not help (measured: docs/performance.md, row 'adaptive
+        # execution off'). Partitions stay
         # `shuffle_partitions`; explicit broadcast hints keep the small joins broadcast.
         "spark.sql.adaptive.enabled": _switch("MARKET_SPREAD_ADAPTIVE"),
         # The quote history is partitioned by day: without concurrent writers, Delta's writer sorts
@@ -113,13 +109,14 @@ def core_conf(shuffle_partitions: int) -> dict[str, str]:
         # and sorts only if it meets more days than this.
         "spark.sql.maxConcurrentOutputFileWriters": str(value("MARKET_SPREAD_CONCURRENT_WRITERS")),
         # The parsed batch is cached for one batch only: compressing its columns costs more CPU than
-        # the memory it saves (measured, tools/profile_batches.py, 500,000-event batches: parse
-        # 4.7 -> 3.9 s). MEMORY_AND_DISK still spills a batch that does not fit.
+        # the memory it saves (measured: docs/performance.md, row 'the parsed batch's cache
+        # uncompressed'). MEMORY_AND_DISK still spills a batch that does not fit.
         "spark.sql.inMemoryColumnarStorage.compressed": _switch("MARKET_SPREAD_CACHE_COMPRESSED"),
         "spark.ui.showConsoleProgress": "false",
         # PySpark's call-site capture for error messages, on by default, wraps every DataFrame and
         # Column call with four more round trips to the JVM and a failed `import IPython`: a small
-        # micro-batch made 3,900 round trips, 1,700 without it (tools/profile_batches.py; docs/performance.md).
+        # micro-batch made about twice the round trips with it (measured: docs/performance.md, row
+        # 'PySpark's DataFrame call-site capture off').
         # Errors still name the failing expression, not the Python line that built it.
         "spark.python.sql.dataFrameDebugging.enabled": _switch("MARKET_SPREAD_DATAFRAME_DEBUGGING"),
         "spark.sql.streaming.stopTimeout": "120s",
@@ -159,7 +156,7 @@ def delta_conf(jars: list[str], shuffle_partitions: int) -> dict[str, str]:
         # from which the next .crc is computed without a job. Scans do not read it: a MERGE still
         # reconstructs the table's state as Spark jobs (filesForScan asks the snapshot's size, a
         # computedState aggregate; read in delta 4.4.0 and seen in a JFR profile). Off or on made
-        # no difference (tools/profile_batches.py, 12 batches, twice each: 3.47/3.48 s against 3.60/3.40 s).
+        # no difference (measured: docs/performance.md, row '`allFilesInCrc` on').
         "spark.databricks.delta.allFilesInCrc.enabled": _switch("MARKET_SPREAD_ALL_FILES_IN_CRC"),
     }
 
@@ -243,17 +240,15 @@ def build_session(
 # per-task costs dominate: generating each operator's source in every task (to look it up in the
 # compile cache) costs more than evaluating the rows, and each extra partition is a task to plan,
 # serialise and run. Larger batches keep code generation and their partitions, which win on
-# volume. Measured (tools/profile_batches.py, docs/performance.md): 2,000-event batches
-# 3.2 -> 2.6-2.8 s (interpreted) -> 2.6-2.7 s (one partition); both settings together, 40,000-event
-# batches 3.9 -> 3.4 s, 80,000 4.6 -> 4.1 s, 200,000 even (5.6 s either way); 500,000-event
-# batches are slower interpreted (8.6 -> 9.6-10.9 s).
+# volume; the two are even at about 200,000 lines (measured: docs/performance.md, rows
+# 'interpreted expressions for small batches', 'one shuffle partition for small batches',
+# 'small-batch threshold' and 'interpreted code and one partition for big batches too').
 SMALL_BATCH_LINES: int = value("MARKET_SPREAD_SMALL_BATCH_LINES")
 # Batches of fewer input lines bring their quote history and alerts to the driver as Arrow and
-# commit them with delta-rs (lake.delta_rs); larger ones append through Spark's Delta writer. On the
-# 2M-event backlog (one batch, 1M quotes) the quote history's append took 1.5-3.3 s instead of
-# 4.6-6.1 s and the batch 17.6-20.2 s instead of 20.2-23.2 s (bench, three rounds interleaved).
-# The cost is memory: about 300 MB more at the peak (the hostile-volume test's process tree: 1M
-# lines 2.17 -> 2.49 GB, 3.9M lines 2.75 -> 3.09 GB, past its 3 GB bound), hence 2.5M lines.
+# commit them with delta-rs (lake.delta_rs); larger ones append through Spark's Delta writer, which
+# is slower. The cost is memory, the same few hundred MB more at the peak at any size, so the limit
+# sits where Spark's own peak leaves that room under the hostile-volume test's bound (measured:
+# docs/performance.md, row 'large batches' quote history and alerts committed by delta-rs').
 DRIVER_WRITE_LINES: int = value("MARKET_SPREAD_DRIVER_WRITE_LINES")
 CODEGEN_MODE = "spark.sql.codegen.factoryMode"  # Spark's default: FALLBACK (generated code, else interpreted)
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
@@ -295,10 +290,9 @@ def kept_for_batch(df: DataFrame) -> Iterator[DataFrame]:
 
     In a local session (the driver is the only executor): a local checkpoint, whose plan is a leaf
     over the kept rows, so that every query of the batch built on it is analysed and optimised
-    without the parse's plan under it. Measured (tools/profile_batches.py, 30 batches of 2,000
-    events, twice, alternating with a cached DataFrame): median batch 0.89 / 0.84 -> 0.83 / 0.77 s.
-    On a cluster, Spark's cache: its partitions can be computed again if an executor is lost; a
-    local checkpoint's cannot."""
+    without the parse's plan under it (measured: docs/performance.md, row 'the parsed batch kept as
+    a local checkpoint'). On a cluster, Spark's cache: its partitions can be computed again if an
+    executor is lost; a local checkpoint's cannot."""
     spark = df.sparkSession
     if not cast(str, spark.sparkContext.master).startswith("local"):  # set in a running context
         cached = df.persist(StorageLevel.MEMORY_AND_DISK_DESER)

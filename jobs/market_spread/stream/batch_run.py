@@ -124,7 +124,9 @@ def commit_metrics(batch: BatchRun, driver_commits: bool) -> None:
     batch.describe("write batch_metrics")
     if batch.committed.get("batch_metrics", -1) < batch_id:
         schema = lake_mod.SCHEMAS["batch_metrics"]
-        if driver_commits:  # one row of Python values: a few ms with delta-rs, 0.2-0.3 s through Spark
+        # One row of Python values: far cheaper with delta-rs than through Spark (measured:
+        # docs/performance.md, row 'commits from the driver with delta-rs').
+        if driver_commits:
             batch.tables.append("batch_metrics", one_row(schema, values), batch_id, batch.settings.before_commit)
         else:
             batch.settings.guard()
@@ -149,7 +151,8 @@ def run_writes(
     result, state = batch.result, batch.state
     # Each write names its table in the Spark UI (a job description is per thread). Not for the
     # driver's commits, which run no Spark job: the name is a py4j call, and the first from each
-    # new write thread opens a connection to the JVM (1.8 ms a call, 8.6 ms at p90).
+    # new write thread opens a connection to the JVM (measured: docs/performance.md, row 'the
+    # driver's write threads no longer name their Spark job').
     spark_jobs = not result.on_driver
 
     def described(table: str, write: Callable[[], object]) -> Callable[[], None]:

@@ -3,9 +3,10 @@ over in one Spark job), parsed and checked in this process (stream.driver_column
 for lines in the product's own layout, stream.driver_rows line by line for other certainly valid
 ones), its rows committed with delta-rs.
 
-Why: through Spark a 2,000-event batch costs about 0.4 s even with a warm JVM (building, analysing
-and planning the parse and the as-of check, and their jobs), which alone spends most of issue 43's
-one-second budget; on the driver the same batch takes tens of milliseconds.
+Why: through Spark even a small batch with a warm JVM pays for building, analysing and planning
+the parse and the as-of check, and their jobs, which alone spends most of issue 43's one-second
+budget; on the driver the same batch costs a small fraction of that (measured: docs/performance.md,
+row 'small batches of certainly valid lines').
 The answers are the same: a batch is taken here only when every line is certainly valid (else it
 goes to Spark whole, which alone decides quarantine reasons), the candidates of each order are those
 of stream.check (the batch's quotes, the driver's copy of symbol_state, history for late orders) and
@@ -35,7 +36,8 @@ from market_spread.stream import driver_columns, driver_read, driver_rows, drive
 from market_spread.stream.batch_run import BatchRun, finish, run_writes
 
 SCHEMAS = {t: delta_rs.arrow_schema(lake_mod.SCHEMAS[t]) for t in ("quotes", "alerts", "quarantine")}
-# Line by line in Python a batch costs about 35 µs a line: past this many, Spark's plan is faster.
+# Line by line in Python a batch's cost grows with its lines: past this many, Spark's plan is faster
+# (measured: docs/performance.md, row 'driver batches in Arrow's kernels').
 ROWS_MAX_LINES = 50_000
 
 

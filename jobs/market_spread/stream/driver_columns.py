@@ -1,8 +1,9 @@
 """A driver batch parsed and checked as Arrow columns, in C++ kernels instead of a Python loop.
 
-Why: at 50,000 events/s the per-line Python of stream.driver_batch (about 35 µs a line: JSON
-decode, Decimal prices, quote keys, rows built from Python objects) could not keep up, and the
-batches it gave up on went to Spark's plan at 3-5 s each. Here one regex over every line (RE2)
+Why: at 50,000 events/s the per-line Python of stream.driver_batch (JSON decode, Decimal prices,
+quote keys, rows built from Python objects) could not keep up, and the batches it gave up on went
+to Spark's much slower plan (measured: docs/performance.md, row 'driver batches in Arrow's
+kernels'). Here one regex over every line (RE2)
 takes the fields of lines in the layout the product's own writers use (`generate`, `replay`, the
 Kafka producer: `json.dumps`'s separators, the contract's key order), Arrow casts them, and the as-of
 choice is a sorted search in NumPy.

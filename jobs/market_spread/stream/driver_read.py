@@ -57,8 +57,9 @@ def read_batch(
 def landing_files(batch_df: DataFrame, max_bytes: int) -> list[str] | None:
     """The landing files the batch reads, whole, from the Spark plan foreachBatch hands over (its
     file scans' partitions), without running it; None for anything else (a Kafka batch, files
-    larger than `max_bytes` together). Reading them here saves the batch a Spark job (58-68 ms of a
-    5,000-line batch at 10,000 events/s, the largest phase of a driver batch)."""
+    larger than `max_bytes` together). Reading them here saves the batch a Spark job, which was the
+    largest phase of a driver batch (measured: docs/performance.md, row 'a driver batch reads its
+    landing files itself')."""
     try:
         return _whole_files(spark_jvm.logical_plan(batch_df), max_bytes)
     except Exception:  # noqa: BLE001 - a plan of another shape (not foreachBatch's): Spark reads it
@@ -156,8 +157,8 @@ def _split_lines(data: bytes) -> list[str] | None:
 def _contents(places: list) -> list[bytes | Exception]:
     """Each file's bytes (or why it could not be read); objects on S3 fetched side by side, the
     first in this thread and the others on kept threads (a GET is a round trip to the server; a
-    pool made for each batch cost more than it saved: two GETs 4.1 ms against 2.9 ms in a row, and
-    a local read is not worth a thread)."""
+    pool made for each batch cost more than it saved, and a local read is not worth a thread;
+    measured: docs/performance.md, row 'a batch's landing objects on S3')."""
 
     def read(place) -> bytes | Exception:
         try:

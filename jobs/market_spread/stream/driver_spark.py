@@ -4,7 +4,8 @@ for the valid ones, quarantine rows for the others.
 
 Why a plan of its own, warmed when the stream starts: a line Python's JSON reader refuses but
 Spark's accepts (single quotes, content after the object) is rare, and sending its whole batch to
-Spark's plan cost that batch 0.7-1.0 s (5.5 s for the first such plan of a process). Parsing only
+Spark's plan made that batch many times slower, the first such plan of a process most (measured:
+docs/performance.md, row 'the few lines a driver batch is not certain of'). Parsing only
 these lines through Spark is one small job, and the first batch that needs it finds its plan's code
 already compiled: `warm` runs it once in the background at the stream's start.
 """

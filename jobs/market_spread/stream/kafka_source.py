@@ -182,9 +182,9 @@ def read_feeds(spark, settings: KafkaSettings):
         .option("kafka.fetch.max.bytes", str(64 * 1024 * 1024))
         .option("includeHeaders", "false")
         # Each task's consumer ends on a fetch past its range, which the broker holds until new
-        # records or fetch.max.wait.ms (Kafka's default 500 ms): 8 partitions on 2 cores made that
-        # 2 s of a micro-batch at 1,000 events/s. Measured (12 s at the rate, fresh runs): p50 / p99
-        # 4.72 / 6.96 s -> 1.91 / 3.21 s; at 10,000 events/s 2.56 / 6.28 -> 2.77 / 5.12 s.
+        # records or fetch.max.wait.ms (Kafka's default 500 ms): with 8 partitions on 2 cores that
+        # wait was most of a micro-batch at 1,000 events/s (measured: docs/performance.md, row
+        # 'Kafka source: `fetch.max.wait.ms`').
         .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))
     )
     if settings.max_records_per_batch:

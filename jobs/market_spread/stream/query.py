@@ -116,12 +116,12 @@ POLLING_DELAY = "spark.sql.streaming.pollingDelay"
 
 def trigger_conf(spec: StreamSpec) -> dict[str, str]:
     """With `interval` 0 (the default) a batch starts as soon as the one before has ended and input
-    waits: a landed file waits for the batch in flight, not for a clock (with the former 5 s
-    interval, 2.5 s on average before its batch even began). Idle, the engine looks for input every
-    MARKET_SPREAD_POLL_SECONDS (0.25 s) instead of Spark's 10 ms, which listed both landing folders
-    (or asked the broker) a hundred times a second. Measured idle (30 s without input after a run at
-    1,000 events/s, JVM and Python CPU): 11.7 % of one core looking every 0.1 s, 4.9 % every 0.25 s,
-    3.2 % every 0.5 s; the latency at 1,000 events/s the same for all three (p50 467-487 ms)."""
+    waits: a landed file waits for the batch in flight, not for a clock (a 5 s interval made it wait
+    half of one on average before its batch even began). Idle, the engine looks for input every
+    MARKET_SPREAD_POLL_SECONDS (0.25 s) instead of Spark's default (POLLING_DELAY), which listed both
+    landing folders (or asked the broker) a hundred times a second: a longer look costs the idle
+    stream less CPU and the latency nothing (measured: docs/performance.md, row 'the stream's
+    trigger')."""
     from market_spread.runtime import settings
 
     if spec.available_now or spec.interval > 0:

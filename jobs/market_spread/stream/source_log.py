@@ -34,7 +34,8 @@ TRIM_EVERY_VARIABLE = "MARKET_SPREAD_SOURCE_LOG_TRIM_EVERY"
 
 def trim_interval() -> int:
     """Batches between two trims in a running stream (default 1,000: under two hours at the
-    default 5-second trigger; a trim costs about 25 ms per thousand entries)."""
+    default 5-second trigger), so that a trim stays short (measured: docs/performance.md, row 'the
+    file source's log trimmed every 1,000 batches')."""
     return settings.value(TRIM_EVERY_VARIABLE)  # SettingError unless a whole number of batches >= 1
 
 

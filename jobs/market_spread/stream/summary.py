@@ -4,9 +4,10 @@ The summary is what the rest of the batch plans with: the counts per feed (valid
 files (or Kafka partitions and offsets) the batch took and, per symbol, the span of its valid
 orders (for the late check) and its newest valid quote (for the state MERGE and the state mirror).
 One grouping-sets aggregate computes all of it for a small batch: the per-symbol parts used to be
-two jobs of their own (0.1-0.2 s a batch between them). A large batch does not use them: on a
-2M-event batch the grouping sets' extra work (every row aggregated twice, a struct built per row)
-cost more than the jobs it saves (batch 32.1 s -> 37.2 s, in its own process). Its order spans stay
+two jobs of their own (measured: docs/performance.md, row 'the first job brings each symbol's order
+span'). A large batch does not use them: there the grouping sets' extra work (every row aggregated
+twice, a struct built per row) costs more than the jobs it saves (row 'the summary's per-symbol
+grouping sets on large batches too'). Its order spans stay
 a job; its newest quotes come from its quote history rows on the driver (lake.state.newest_of_rows).
 The batch's size is not known before it is parsed (foreachBatch hands over an RDD, not the files),
 so the stream goes by the batch before it (stream.batch.BatchProcessor).
