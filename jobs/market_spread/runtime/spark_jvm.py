@@ -5,9 +5,10 @@ it was checked with (CHECKED_WITH)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import DataFrame, SparkSession
+if TYPE_CHECKING:  # imported by modules the command line loads before any Spark: pyspark only when called
+    from pyspark.sql import DataFrame, SparkSession
 
 # The Spark release these calls were last checked against (tests/spark/test_spark_jvm.py).
 CHECKED_WITH = "4.1.3"
@@ -21,12 +22,12 @@ def driver_pid(spark: SparkSession) -> int:
 def release_checkpoint(spark: SparkSession, kept: DataFrame) -> None:
     """Drop the blocks of a `localCheckpoint` now, through the context: `RDD.unpersist` warns about
     the truncated lineage every time."""
-    spark.sparkContext._jsc.sc().unpersistRDD(kept._jdf.logicalPlan().rdd().id(), False)  # type: ignore[union-attr]
+    spark.sparkContext._jsc.sc().unpersistRDD(kept._jdf.logicalPlan().rdd().id(), False)
 
 
 def next_job_id(spark: SparkSession) -> int:
     """The id the driver's next Spark job gets (ids are handed out in sequence)."""
-    return int(spark.sparkContext._jsc.sc().dagScheduler().nextJobId())  # type: ignore[union-attr]
+    return int(spark.sparkContext._jsc.sc().dagScheduler().nextJobId())
 
 
 def sql_parser(spark: SparkSession) -> Any:
@@ -52,6 +53,8 @@ def estimated_bytes(df: DataFrame) -> int:
 def local_relation(df: DataFrame, max_rows: int) -> DataFrame | None:
     """`df` computed once and rebuilt as a local relation inside the JVM (the rows never pass
     through Python), or None when it has more than `max_rows` rows."""
+    from pyspark.sql import DataFrame
+
     jdf = df._jdf
     rows = jdf.collectAsList()
     if rows.size() > max_rows:
