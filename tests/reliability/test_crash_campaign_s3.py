@@ -1,5 +1,5 @@
 """The crash campaign on the run's S3 server: the body of test_crash_campaign.py (run_crash_campaign,
-8 kills here), in a file of its own so that `make test`'s two workers, which take whole files
+5 kills, 24 with MARKET_SPREAD_RELIABILITY=full), in a file of its own so that `make test`'s two workers, which take whole files
 (--dist loadfile), run it beside the local campaign instead of after it."""
 
 from __future__ import annotations

@@ -307,7 +307,7 @@ def _drain(base: KafkaSettings, broker: BrokerProcess, lake: Path, symbols: Path
 @pytest.mark.slow
 def test_sigkill_of_the_stream_while_producers_write_loses_and_doubles_nothing(spark, broker, tmp_path):
     began = time.monotonic()
-    kills = 20 if FULL else 5
+    kills = 20 if FULL else 3  # make test's short version; make reliability runs 20
     rng = random.Random(20261124)
     symbols = symbols_file(tmp_path, SYMBOLS[:5])
     source = tmp_path / "source"
@@ -336,7 +336,7 @@ def test_sigkill_of_the_stream_while_producers_write_loses_and_doubles_nothing(s
     ]
     pending = list(files)
     sent_lines = 0
-    windows = ["offsets", "quarantine", "commits", "alerts", "random"]
+    windows = ["offsets", "alerts", "commits", "quarantine", "random"]  # the short run: the first three
     if FULL:  # every window of the file campaign
         windows += ["quotes", "symbol_state", "batch_metrics"]
     seen_windows: Counter[str] = Counter()
