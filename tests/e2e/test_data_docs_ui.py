@@ -10,16 +10,13 @@ MARKET_SPREAD_UI_SCREENSHOT=docs/data-quality.png saves the screenshot the READM
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
+from http.client import HTTPConnection
 from importlib import metadata
 from pathlib import Path
 from urllib.parse import quote
@@ -29,52 +26,18 @@ import pytest
 from market_spread.orchestration.datadocs_assets import ASSETS_ENV, assets_dir, missing
 from market_spread.orchestration.jobs import cli_argv
 from tests.helpers.airflow import wait_for
+from tests.helpers.browser import PASSWORD_FILE, USER, free_port, http, require_browser
 from tests.helpers.paths import ROOT
 from tests.helpers.processes import stop
 
 pytestmark = pytest.mark.slow
-USER = "admin"
-PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"  # Airflow 3.3's SimpleAuthManager
 DAG = "market_spread_quality"
 PLUGIN = "market_spread.orchestration.ui_plugin:MarketSpreadUiPlugin"
 
 
-def _browser() -> tuple[str, str]:
-    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if not (chromium and driver):
-        pytest.skip(
-            "Debian's chromium and chromium-driver are not installed (make test installs them: "
-            "apt-get install chromium chromium-driver)"
-        )
-    pytest.importorskip("selenium", reason="selenium is not installed (make setup installs the dev extra)")
-    return chromium, driver
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _http(method: str, url: str, body: dict | None = None, token: str | None = None) -> tuple[int, bytes]:
-    request = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(), method=method)
-    request.add_header("Content-Type", "application/json")
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
-    except OSError:  # not listening yet
-        return 0, b""
-
-
 def _api(method: str, url: str, token: str, body: dict | None = None) -> dict:
     for _ in range(5):  # a busy SQLite metadata DB answers 500 now and then ("database is locked")
-        status, raw = _http(method, url, body, token)
+        status, raw = http(method, url, body, token)
         if status < 500:
             break
         time.sleep(3)
@@ -107,9 +70,9 @@ def _small_lake(tmp: Path, env: dict[str, str]) -> None:
 @pytest.fixture(scope="module")
 def airflow(tmp_path_factory):
     """A live Airflow over a lake validated twice; yields what the tests need."""
-    _browser()
+    require_browser()
     tmp = tmp_path_factory.mktemp("ui")
-    home, port = tmp / "airflow", _free_port()
+    home, port = tmp / "airflow", free_port()
     env = dict(
         os.environ,
         PORT=str(port),
@@ -187,16 +150,16 @@ def _start_and_validate(proc, log: Path, home: Path, port: int, tmp: Path) -> di
     base = f"http://127.0.0.1:{port}"
 
     def healthy() -> bool:
-        status, raw = _http("GET", f"{base}/api/v2/monitor/health")
+        status, raw = http("GET", f"{base}/api/v2/monitor/health")
         parts = ("metadatabase", "scheduler", "dag_processor")
         return status == 200 and all((json.loads(raw).get(p) or {}).get("status") == "healthy" for p in parts)
 
     wait_for("Airflow to be healthy", healthy, 300, proc, log, every=1)
     password = json.loads((home / PASSWORD_FILE).read_text())[USER]
-    token = json.loads(_http("POST", f"{base}/auth/token", {"username": USER, "password": password})[1])["access_token"]
+    token = json.loads(http("POST", f"{base}/auth/token", {"username": USER, "password": password})[1])["access_token"]
     wait_for(
         "the quality DAG to be parsed",
-        lambda: _http("GET", f"{base}/api/v2/dags/{DAG}", token=token)[0] == 200,
+        lambda: http("GET", f"{base}/api/v2/dags/{DAG}", token=token)[0] == 200,
         180,
         proc,
         log,
@@ -255,11 +218,11 @@ def test_plain_http_needs_a_login_and_stays_inside_the_site(airflow) -> None:
         page,
         "/data-quality/assets/bootstrap@4.3.1/dist/css/bootstrap.min.css",
     ):
-        status, body = _http("GET", base + path)
+        status, body = http("GET", base + path)
         assert status in (401, 403), (path, status)
         assert b"Validation" not in body
-    assert _http("GET", base + page, token=token)[0] == 200
-    status, body = _http("GET", f"{base}/data-quality/docs/index.html", token=token)
+    assert http("GET", base + page, token=token)[0] == 200
+    status, body = http("GET", f"{base}/data-quality/docs/index.html", token=token)
     assert status == 200 and b"/data-quality/assets/" in body and b"https://cdn" not in body
     host = base.removeprefix("http://")
     for path in (
@@ -269,7 +232,7 @@ def test_plain_http_needs_a_login_and_stays_inside_the_site(airflow) -> None:
         "/data-quality/assets/..%2F..%2Fpyproject.toml",
         f"/data-quality/docs/{'%2E%2E/' * 8}etc/passwd",
     ):
-        connection = http.client.HTTPConnection(host, timeout=30)  # sends the path as written
+        connection = HTTPConnection(host, timeout=30)  # sends the path as written
         connection.request("GET", path, headers={"Authorization": f"Bearer {token}"})
         response = connection.getresponse()
         body = response.read()
@@ -283,7 +246,7 @@ def browser(airflow):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
-    chromium, driver = _browser()
+    chromium, driver = require_browser()
     os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium fetch a browser or driver
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
