@@ -22,7 +22,6 @@ harmless too.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -46,7 +45,15 @@ from market_spread.runtime import spark as runtime_spark
 from market_spread.runtime.spark import SMALL_BATCH_LINES, kept_for_batch, sized_for, spark_jobs_so_far
 from market_spread.runtime.storage import Location
 from market_spread.stream import driver_batch, driver_spark
-from market_spread.stream.batch_run import BatchResult, BatchRun, BatchSettings, compact_quietly, finish, run_writes
+from market_spread.stream.batch_run import (
+    BatchResult,
+    BatchRun,
+    BatchSettings,
+    compact_quietly,
+    compaction_failed,
+    finish,
+    run_writes,
+)
 from market_spread.stream.check import check_orders
 from market_spread.stream.checkpoint_files import query_id
 from market_spread.stream.summary import BatchSummary, summarize
@@ -82,11 +89,7 @@ class BatchProcessor:
             try:
                 done = self.compactor.finished(wait=True)
             except Exception as exc:  # noqa: BLE001 - a failed compaction commits nothing: said, never raised
-                print(
-                    f"warning: compaction failed (no row changed; tried again later): {exc}",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                compaction_failed(self.compactor, exc)
             else:
                 print(f"market-spread stream: after the last batch: {done}", flush=True)
         if self.tables is not None:

@@ -213,7 +213,12 @@ def compact_quietly(
         started = compactor.run(committed, guard)
         return compactor.finished(wait=True) if wait else started
     except Exception as exc:  # noqa: BLE001 - see above
-        compactor.tables.forget()  # the failed table is read from its log again
-        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
-        print(f"warning: compaction failed (no row changed; tried again later): {first}", file=sys.stderr, flush=True)
+        compaction_failed(compactor, exc)
         return None
+
+
+def compaction_failed(compactor: Compactor, exc: BaseException) -> None:
+    """Say a failed compaction in one line; its table is read from its log again."""
+    compactor.tables.forget()
+    first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+    print(f"warning: compaction failed (no row changed; tried again later): {first}", file=sys.stderr, flush=True)
