@@ -26,7 +26,8 @@ import pytest
 from market_spread.orchestration.datadocs_assets import ASSETS_ENV, assets_dir, missing
 from market_spread.orchestration.jobs import cli_argv
 from tests.helpers.airflow import wait_for
-from tests.helpers.browser import PASSWORD_FILE, USER, free_port, http, require_browser
+from tests.helpers.browser import PASSWORD_FILE, USER, chrome, free_port, http, log_in, require_browser, wait_until
+from tests.helpers.browser import requested as urls_requested
 from tests.helpers.paths import ROOT
 from tests.helpers.processes import stop
 
@@ -243,65 +244,18 @@ def test_plain_http_needs_a_login_and_stays_inside_the_site(airflow) -> None:
 
 @pytest.fixture(scope="module")
 def browser(airflow):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    chromium, driver = require_browser()
-    os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium fetch a browser or driver
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-dev-shm-usage",
-        "--window-size=1440,1000",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-    ):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
-    session = webdriver.Chrome(service=Service(executable_path=driver), options=options)
-    session.set_page_load_timeout(120)
+    session = chrome("1440,1000")
     try:
         yield session
     finally:
         session.quit()
 
 
-def _requested(session) -> list[str]:
-    """Every URL the browser asked for since the last call (pages, frames, styles, scripts, fonts)."""
-    urls = []
-    for entry in session.get_log("performance"):
-        message = json.loads(entry["message"])["message"]
-        if message["method"] == "Network.requestWillBeSent":
-            urls.append(message["params"]["request"]["url"])
-    return urls
-
-
-def _wait_for(session, condition, timeout: float = 90):
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(session, timeout, poll_frequency=1).until(condition)
-
-
-def _log_in(session, base: str, password: str) -> None:
-    from selenium.webdriver.common.by import By
-
-    session.get(base + "/")
-    user = _wait_for(session, lambda s: s.find_element(By.NAME, "username"))
-    user.send_keys(USER)
-    session.find_element(By.NAME, "password").send_keys(password)
-    session.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    _wait_for(session, lambda s: s.get_cookie("_token"))
-
-
 def _styled_report(session, expect: str) -> str:
     """The report in the current frame: its text, once Bootstrap's styles apply."""
     from selenium.webdriver.common.by import By
 
-    _wait_for(session, lambda s: expect in s.find_element(By.TAG_NAME, "body").text)
+    wait_until(session, lambda s: expect in s.find_element(By.TAG_NAME, "body").text)
     # Bootstrap 4 makes .navbar a flex box; without its stylesheet the element stays a block.
     display = session.execute_script("return getComputedStyle(document.querySelector('.navbar')).display")
     assert display == "flex", "the report is not styled: Bootstrap's CSS did not load"
@@ -312,13 +266,13 @@ def test_a_person_sees_the_reports_in_the_ui(airflow, browser, tmp_path) -> None
     from selenium.webdriver.common.by import By
 
     base = airflow["base"]
-    _log_in(browser, base, airflow["password"])
+    log_in(browser, base, airflow["password"])
     # "Data quality" in the navigation, the site framed inside the UI.
-    entry = _wait_for(browser, lambda s: s.find_element(By.XPATH, "//a[normalize-space()='Data quality']"))
+    entry = wait_until(browser, lambda s: s.find_element(By.XPATH, "//a[normalize-space()='Data quality']"))
     entry.click()
     # The UI mirrors the framed page in its own address (/plugin/data-quality/<the frame's path>).
-    _wait_for(browser, lambda s: "/plugin/data-quality" in s.current_url)
-    frame = _wait_for(browser, lambda s: s.find_element(By.CSS_SELECTOR, "iframe[title='Data quality']"))
+    wait_until(browser, lambda s: "/plugin/data-quality" in s.current_url)
+    frame = wait_until(browser, lambda s: s.find_element(By.CSS_SELECTOR, "iframe[title='Data quality']"))
     browser.switch_to.frame(frame)
     text = _styled_report(browser, "alerts")
     passed_run = airflow["passed"]["link"].split("/")[-3]  # .../<suite>/<GX run name>/<time>/<page>
@@ -331,13 +285,13 @@ def test_a_person_sees_the_reports_in_the_ui(airflow, browser, tmp_path) -> None
     # Each run's "Data Docs" button, as the task instance page shows it (the failed run's too).
     for run, verdict in ((airflow["failed"], "Failed"), (airflow["passed"], "Succeeded")):
         browser.get(f"{base}/dags/{DAG}/runs/{quote(run['run_id'], safe='')}/tasks/validate/details")
-        button = _wait_for(browser, lambda s: s.find_element(By.XPATH, "//a[normalize-space()='Data Docs']"))
+        button = wait_until(browser, lambda s: s.find_element(By.XPATH, "//a[normalize-space()='Data Docs']"))
         href = button.get_attribute("href")
         assert href == base + run["link"], (href, run["link"])
         browser.get(href)
         assert re.search(rf"Status:\s*{verdict}", _styled_report(browser, "Expectation Validation Result"))
 
-    requested = _requested(browser)
+    requested = urls_requested(browser)
     assert any("/data-quality/assets/bootstrap@4.3.1/" in u for u in requested)  # the log saw the styles
     outside = [u for u in requested if not u.startswith((base + "/", "data:", "blob:", "about:"))]
     assert outside == [], f"requests left 127.0.0.1: {outside[:10]}"

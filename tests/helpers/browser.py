@@ -49,8 +49,9 @@ def http(method: str, url: str, body: dict | None = None, token: str | None = No
         return 0, b""
 
 
-def chrome():
-    """A headless Chromium that resolves no name but 127.0.0.1 and logs every request."""
+def chrome(window: str = "1440,1300"):
+    """A headless Chromium (`window`: width,height) that resolves no name but 127.0.0.1 and logs
+    every request."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -62,7 +63,7 @@ def chrome():
         "--headless=new",
         "--no-sandbox",
         "--disable-dev-shm-usage",
-        "--window-size=1440,1300",
+        f"--window-size={window}",
         "--no-first-run",
         "--disable-background-networking",
         "--disable-component-update",
