@@ -5,9 +5,6 @@ turn, and the cost of a batch with quarantined lines beside a clean one of the s
 
 from __future__ import annotations
 
-import itertools
-import json
-from collections.abc import Callable
 from pathlib import Path
 
 from market_spread_tools.bench_kafka import kafka_latency
@@ -19,55 +16,18 @@ RATE = 10_000
 BAD_EVERY = (10_000, 1_000)
 
 
-def _with(line: str, **changes: object) -> str:
-    record = json.loads(line)
-    record.update(changes)
-    return json.dumps(record)
-
-
-# Each kind of bad line the contract names (5.5), made from one of the feed's own lines.
-BAD_KINDS: dict[str, Callable[[str, str], str]] = {
-    "not a JSON object": lambda feed, line: line[: len(line) // 2],  # cut short, as a torn write
-    "missing field": lambda feed, line: json.dumps({k: v for k, v in json.loads(line).items() if k != "symbol"}),
-    "wrong type": lambda feed, line: _with(line, **({"bid": True} if feed == "quotes" else {"account": "seven"})),
-    "non-positive": lambda feed, line: _with(line, **({"offer": 0} if feed == "quotes" else {"qty": -5})),
-    "non-finite": lambda feed, line: line.replace('"price": ', '"price": NaN, "was": ').replace(
-        '"bid": ', '"bid": Infinity, "was": '
-    ),
-    "unknown side": lambda feed, line: _with(line, side="HOLD") if feed == "orders" else _with(line, symbol="NOPE"),
-    "bad time": lambda feed, line: _with(line, transact_time="yesterday"),
-    "unknown symbol": lambda feed, line: _with(line, symbol="NOPE"),
-}
-
-
-def dirtier(every: int) -> Callable[[str, list[str]], list[str]]:
-    """(feed, lines) -> the lines with one bad line after every `every` lines across the feeds,
-    made from its neighbour, the kinds in turn."""
-    count, kinds = itertools.count(1), itertools.cycle(BAD_KINDS.values())
-
-    def dirty(feed: str, lines: list[str]) -> list[str]:
-        out = []
-        for line in lines:
-            out.append(line)
-            if next(count) % every == 0:
-                out.append(next(kinds)(feed, line))
-        return out
-
-    return dirty
-
-
 def dirty_feeds(spark, work: Path, rate_seconds: float, symbols: list[str], kafka_skipped: str | None) -> dict:
     """Latency and batch cost with bad lines, from files and (when a broker can start) Kafka."""
     out: dict = {"files": {}, "kafka": {}}
     for every in BAD_EVERY:
         figures, latencies, behind = file_latency(
-            spark, work, RATE, rate_seconds, symbols, dirty=dirtier(every), name=f"-dirty{every}"
+            spark, work, RATE, rate_seconds, symbols, bad_every=every, name=f"-dirty{every}"
         )
         out["files"][str(every)] = {**figures, "file_pairs": len(latencies), "files_behind": behind}
         _say("files", every, out["files"][str(every)])
         if kafka_skipped:
             continue
-        row = kafka_latency(spark, work, (RATE,), rate_seconds, symbols, dirty=dirtier(every), name=f"-dirty{every}")[
+        row = kafka_latency(spark, work, (RATE,), rate_seconds, symbols, bad_every=every, name=f"-dirty{every}")[
             str(RATE)
         ]
         out["kafka"][str(every)] = row

@@ -1,9 +1,9 @@
 """The benchmark's Kafka row: latency at fixed input rates from a record produced to its alerts
 committed, through a real broker (`market-spread broker`, started here on free ports).
 
-Same method as the file source's latency run (bench_latency): a warm-up, then every 0.25 s a tick
-of `rate / 4` events (quotes then orders, each chunk acknowledged before the next), for
-`rate_seconds`. A tick's latency runs from the moment it is handed to the producer to the end of
+Same method as the file source's latency run (bench_latency), the producer in a process of its own
+(bench_feeder): a warm-up, then every 0.25 s a tick of `rate / 4` events (quotes then orders, each
+chunk acknowledged before the next), for `rate_seconds`. A tick's latency runs from the moment it is handed to the producer to the end of
 the micro-batch that holds its last record (the batch's last commit). Ticks not yet processed when
 the run ends count as "behind".
 
@@ -18,15 +18,14 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 
 from market_spread.errors import UsageError
 from market_spread.feeds.broker import BrokerProcess, broker_jars
-from market_spread.feeds.generate import Generator
-from market_spread.feeds.producer import KafkaSink
+from market_spread.feeds.producer import DEFAULT_PARTITIONS, ensure_topics
 from market_spread.stream.kafka_source import KafkaSettings, feed_source, kafka_jars
-from market_spread_tools.bench_latency import Dirty, feed_ticks, latency_figures, warmup_seconds
+from market_spread_tools.bench_feeder import Feed, Producer
+from market_spread_tools.bench_latency import latency_figures, warmup_seconds
 from market_spread_tools.bench_phases import (
     Batches,
     batch_cost,
@@ -89,47 +88,19 @@ class Ticks:
         return all(name in self.done for name in self.produced)
 
 
-def _send(sink, gen, ticks: Ticks, tick: str, count: int, dirty: Dirty | None = None) -> float:
-    """One tick to the broker, quotes then orders; returns when it was handed over."""
-    at = time.time()
-    events = gen.events(count // 2, count - count // 2)
-    last_of: dict[str, int] = {}
-    for feed in ("quotes", "orders"):
-        lines = [line for f, _, line in events if f == feed]
-        for where in sink.send_tracked(feed, dirty(feed, lines) if dirty else lines):
-            part, _, offset = where.rpartition("/")
-            last_of[part] = max(int(offset), last_of.get(part, -1))
-    ticks.sent(tick, last_of)
-    return at
-
-
-def _feed(
-    sink,
-    ticks: Ticks,
-    stop: threading.Event,
-    rate: int,
-    rate_seconds: float,
-    symbols: list[str],
-    drain_seconds: float,
-    dirty: Dirty | None,
-) -> None:
-    gen = Generator(symbols, seed=rate, profile="wallaroo", wide_share=0.05, start=datetime.now(UTC))
-    _send(sink, gen, ticks, "warm", 100)
+def _feed(producer: Producer, ticks: Ticks, stop: threading.Event, drain_seconds: float) -> None:
     if not ticks.warmed.wait(timeout=300):
+        producer.stop()
         stop.set()
         return
-    feed_ticks(
-        lambda name, count: _send(sink, gen, ticks, name, count, dirty),
-        lambda n: f"t{n:06d}",
-        rate,
-        warmup_seconds(rate_seconds),
-        rate_seconds,
-        ticks.produced,
-    )
-    ends = time.monotonic() + drain_seconds
-    while time.monotonic() < ends and not ticks.all_through():
-        time.sleep(0.2)
-    stop.set()
+    producer.measure()
+    try:
+        producer.join()
+    finally:
+        ends = time.monotonic() + drain_seconds
+        while time.monotonic() < ends and not ticks.all_through():
+            time.sleep(0.2)
+        stop.set()
 
 
 def _one_rate(
@@ -140,22 +111,30 @@ def _one_rate(
     rate_seconds: float,
     symbols: list[str],
     drain_seconds: float,
-    dirty: Dirty | None = None,
+    bad_every: int | None = None,
     name: str = "",
 ) -> dict:
     from market_spread.stream.query import StreamSpec, start_query, supervise
 
     settings = KafkaSettings(bootstrap, f"quotes-{rate}{name}", f"orders-{rate}{name}")
-    sink = KafkaSink(bootstrap, settings.quotes_topic, settings.orders_topic)
+    ensure_topics(bootstrap, [settings.quotes_topic, settings.orders_topic], DEFAULT_PARTITIONS)
     ticks, stop = Ticks(), threading.Event()
+    feed = Feed(
+        tuple(symbols),
+        rate,
+        warmup_seconds(rate_seconds),
+        rate_seconds,
+        bootstrap=bootstrap,
+        topics=(settings.quotes_topic, settings.orders_topic),
+        bad_every=bad_every,
+    )
+    producer = Producer(feed, ticks.produced, on_sent=lambda tick, at, last_of: ticks.sent(tick, last_of)).start()
     print(
         f"bench: kafka latency: {rate:,} events/s for {rate_seconds:.0f}s after a "
         f"{warmup_seconds(rate_seconds):.0f}s warm-up",
         flush=True,
     )
-    feeder = threading.Thread(
-        target=_feed, args=(sink, ticks, stop, rate, rate_seconds, symbols, drain_seconds, dirty), daemon=True
-    )
+    feeder = threading.Thread(target=_feed, args=(producer, ticks, stop, drain_seconds), daemon=True)
     feeder.start()
     # No interval: the product's default trigger is what is measured.
     spec = StreamSpec(
@@ -169,6 +148,7 @@ def _one_rate(
         supervise(query, busy, stop)
         listener.take(query)
         feeder.join()
+        producer.check()
         figures, latencies, behind = latency_figures(ticks.produced, ticks.done)
         figures["split_ms"] = split_figures(ticks.produced, ticks.done, ticks.batch_of, listener, ticks.batches)
     figures["batch_seconds"] = run_batch_times(ticks.batch_of, ticks.produced, ticks.batches)
@@ -194,14 +174,17 @@ def kafka_latency(
     rate_seconds: float,
     symbols: list[str],
     drain_seconds: float = 8.0,
-    dirty: Dirty | None = None,
+    bad_every: int | None = None,
     name: str = "",
 ) -> dict:
     """`drain_seconds`: how long the stream may go on after the last tick (as the file source's run:
-    8 s); it stops earlier once every tick is through. `dirty` puts bad lines among each tick's."""
+    8 s); it stops earlier once every tick is through. `bad_every`: one bad line after every this many
+    among the ticks' (bench_feeder.dirtier)."""
     with running_broker(work / f"kafka{name}") as broker:
         return {
-            str(rate): _one_rate(spark, work, broker.bootstrap, rate, rate_seconds, symbols, drain_seconds, dirty, name)
+            str(rate): _one_rate(
+                spark, work, broker.bootstrap, rate, rate_seconds, symbols, drain_seconds, bad_every, name
+            )
             for rate in rates
         }
 

@@ -6,21 +6,19 @@ StreamSpec's default trigger (no interval set here). Each file pair's latency is
 where it went (bench_phases): waiting for the batch in progress, to be seen, Spark's steps and the
 batch's own phases.
 
-Both latency runs (this one and bench_kafka's) feed the same way: a warm-up, then every TICK
-seconds a tick of `rate * TICK` events for `rate_seconds`; ticks not through when the run ends
-count as "behind".
+Both latency runs (this one and bench_kafka's) feed the same way, from a producer in a process of
+its own (bench_feeder): a warm-up, then every TICK seconds a tick of `rate * TICK` events for
+`rate_seconds`; ticks not through when the run ends count as "behind".
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 
-from market_spread.feeds.generate import Generator, write_atomically
 from market_spread.runtime.storage import Location
+from market_spread_tools.bench_feeder import Feed, Producer
 from market_spread_tools.bench_measure import bench_symbols, run_stream, say
 from market_spread_tools.bench_phases import (
     Batches,
@@ -31,8 +29,6 @@ from market_spread_tools.bench_phases import (
     split_line,
 )
 from market_spread_tools.bench_plans import Plan
-
-TICK = 0.25  # seconds between two ticks of input
 
 
 def latency_figures(started: dict[str, float], done: dict[str, float]) -> tuple[dict, list[float], int]:
@@ -49,43 +45,19 @@ def warmup_seconds(rate_seconds: float) -> float:
     return max(5.0, rate_seconds / 3)
 
 
-def feed_ticks(
-    send: Callable[[str, int], float],
-    name: Callable[[int], str],
-    rate: int,
-    warmup: float,
-    seconds: float,
-    started: dict[str, float],
-) -> None:
-    """A tick of `rate * TICK` events every TICK seconds for warmup + seconds. `send(name, count)`
-    hands one tick over and returns the moment its latency counts from; ticks after the warm-up
-    are recorded in `started` (name -> that moment)."""
-    n, began = 0, time.monotonic()
-    while time.monotonic() - began < warmup + seconds:
-        tick = name(n)
-        at = send(tick, int(rate * TICK))
-        if time.monotonic() - began >= warmup:
-            started[tick] = at
-        n += 1
-        time.sleep(max(0.0, began + n * TICK - time.monotonic()))
-
-
-Dirty = Callable[[str, list[str]], list[str]]  # (feed, lines) -> the lines with bad ones among them
-
-
 def file_latency(
     spark,
     work: Location,
     rate: int,
     rate_seconds: float,
     symbols: list[str],
-    dirty: Dirty | None = None,
+    bad_every: int | None = None,
     name: str = "",
 ) -> tuple[dict, list[float], int]:
     """One rate from the file source: latency_figures over the file pairs landed after the warm-up,
     with `split_ms` (bench_phases.split_figures), `batch_seconds` (p50/p99/max of the batches
-    after the warm-up) and `batch_cost` (batches with quarantined lines beside clean ones). `dirty`
-    puts bad lines among each file's. `work` may be an S3 prefix: a file is then one PUT, landed
+    after the warm-up) and `batch_cost` (batches with quarantined lines beside clean ones). `bad_every`:
+    one bad line after every this many among the files' (bench_feeder.dirtier). `work` may be an S3 prefix: a file is then one PUT, landed
     when the PUT has completed."""
     landing, lake = work / f"lat{rate}{name}" / "landing", work / f"lat{rate}{name}" / "lake"
     landed: dict[str, float] = {}
@@ -106,37 +78,30 @@ def file_latency(
             feeds_through.setdefault(file.name, set()).add(file.parent.name)
         warmed.set()
 
-    def land(gen, name: str, count: int) -> float:
-        events = gen.events(count // 2, count - count // 2)
-        for feed in ("quotes", "orders"):
-            lines = [line for f, _, line in events if f == feed]
-            write_atomically(landing / feed, name, dirty(feed, lines) if dirty else lines)
-        return time.time()  # a file pair counts from its landing
+    producer = Producer(
+        Feed(tuple(symbols), rate, warmup, rate_seconds, landing=str(landing), bad_every=bad_every), landed
+    )
 
     def feed() -> None:
-        gen = Generator(symbols, seed=rate, profile="wallaroo", wide_share=0.05, start=datetime.now(UTC))
         # Not measured: the query's start (table creation, first batch, JIT), then the warm-up.
-        land(gen, "warm-start.jsonl", 100)
         if not warmed.wait(timeout=300):
+            producer.stop()
             stop.set()
             return
-        feed_ticks(
-            lambda name, count: land(gen, name, count),
-            lambda n: f"lat-{n:06d}.jsonl",
-            rate,
-            warmup,
-            rate_seconds,
-            landed,
-        )
-        # Let the last files through: up to 8 s, less once both files of every pair are (as bench_kafka's drain).
-        ends = time.monotonic() + 8
-        while time.monotonic() < ends and not all(len(feeds_through.get(name, ())) == 2 for name in landed):
-            time.sleep(0.2)
-        stop.set()
+        producer.measure()
+        try:
+            producer.join()
+        finally:
+            # Let the last files through: up to 8 s, less once both files of every pair are (as bench_kafka's drain).
+            ends = time.monotonic() + 8
+            while time.monotonic() < ends and not all(len(feeds_through.get(name, ())) == 2 for name in landed):
+                time.sleep(0.2)
+            stop.set()
 
     (landing / "quotes").mkdir(parents=True, exist_ok=True)
     (landing / "orders").mkdir(parents=True, exist_ok=True)
     say(f"latency: {rate:,} events/s for {rate_seconds:.0f}s after a {warmup:.0f}s warm-up")
+    producer.start()
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
     with batch_times(spark) as listener:
@@ -145,6 +110,7 @@ def file_latency(
             spark, landing, lake, symbols, available_now=False, on_batch=on_batch, stop=stop, on_query=listener.take
         )
         feeder.join()
+        producer.check()
         figures, latencies, behind = latency_figures(landed, done)
         figures["split_ms"] = split_figures(landed, done, batch_of, listener, batches)
     figures["batch_seconds"] = run_batch_times(batch_of, landed, batches)
