@@ -130,3 +130,20 @@ def test_session_settings_are_restored_even_when_the_body_fails(spark):
             raise RuntimeError("the batch failed")
     assert session.conf.get("spark.sql.shuffle.partitions") == "3", "the earlier value, not Spark's default"
     assert session.conf.get(USER_METADATA, None) is None, "unset again"
+
+
+def test_a_local_checkpoint_is_written_through_filesystem_and_one_on_s3_left_to_spark(spark, tmp_path):
+    from market_spread.runtime.storage import location
+    from market_spread.stream.query import CHECKPOINT_WRITER, LOCAL_CHECKPOINT_WRITER, use_checkpoint_writer
+
+    try:
+        use_checkpoint_writer(spark, location(tmp_path / "checkpoint"))
+        assert spark.conf.get(CHECKPOINT_WRITER) == LOCAL_CHECKPOINT_WRITER
+        # The class is Spark's own: a JVM look-up of the name finds it.
+        assert spark.sparkContext._jvm.java.lang.Class.forName(LOCAL_CHECKPOINT_WRITER).getSimpleName() == (
+            "FileSystemBasedCheckpointFileManager"
+        )
+        use_checkpoint_writer(spark, location("s3a://lake/_checkpoints/stream"))
+        assert spark.conf.get(CHECKPOINT_WRITER, None) is None
+    finally:
+        spark.conf.unset(CHECKPOINT_WRITER)

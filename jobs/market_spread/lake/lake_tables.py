@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -36,6 +36,11 @@ DEFAULT_STREAM_ID = "market-spread"
 Guard = Callable[[], None] | None
 
 
+def records_changes(table: Any) -> bool:
+    """Whether the delta-rs table has Change Data Feed on (its commits must say what changed)."""
+    return str(table.metadata().configuration.get("delta.enableChangeDataFeed", "false")).lower() == "true"
+
+
 class LakeTables:
     """The Delta tables of one lake that one stream commits to and reads."""
 
@@ -44,6 +49,17 @@ class LakeTables:
         self.upkeep = Upkeep()
         self._kept: dict[str, KeptTable] = {}
         self._lock = threading.Lock()
+        self._writers: ThreadPoolExecutor | None = None
+
+    @property
+    def write_pool(self) -> ThreadPoolExecutor:
+        """The threads the stream's batches write these tables on, side by side (lake.writes.run_all)."""
+        with self._lock:
+            if self._writers is None:
+                from market_spread.lake.writes import write_pool
+
+                self._writers = write_pool()
+            return self._writers
 
     def mark(self, batch_id: int) -> BatchMark:
         return BatchMark(self.stream_id, batch_id)
@@ -93,15 +109,38 @@ class LakeTables:
         return rows.num_rows
 
     def merge(
-        self, name: str, source: pa.Table, batch_id: int, condition: str, spark_condition: str, guard: Guard = None
+        self,
+        name: str,
+        source: pa.Table,
+        batch_id: int,
+        condition: str,
+        spark_condition: str,
+        guard: Guard = None,
+        replace: Callable[[pa.Table], pa.Table] | None = None,
     ) -> None:
         """Upsert `source` (the table's columns, one row per key `symbol`) in one MERGE marked with the
         batch: a stored row is updated where `condition` (DataFusion SQL over `s.` source and `t.`
         target; `spark_condition` the same in Spark SQL) holds, a new key inserted. delta-rs's MERGE,
-        so a table with Change Data Feed records the updates; Spark's for a table delta-rs cannot write."""
+        so a table with Change Data Feed records the updates; Spark's for a table delta-rs cannot write.
+
+        `replace` (stored rows -> the table's new rows, the same upsert computed in Arrow): where the
+        table records no changes, its rows are overwritten with it in one commit instead, which
+        costs a fraction of the MERGE (docs/performance.md, row 'the state overwritten, not merged').
+        Decided at each try, on the table as it stands then (a user may enable Change Data Feed)."""
+        from deltalake import write_deltalake
+
         mark, kept = self.mark(batch_id), self.kept(name)
 
         def merge(table: Any) -> None:
+            if replace is not None and not records_changes(table):
+                write_deltalake(
+                    table,
+                    replace(table.to_pyarrow_table()),
+                    mode="overwrite",
+                    commit_properties=mark.commit_properties(),
+                    post_commithook_properties=no_hooks(),
+                )
+                return
             (
                 table.merge(
                     source,

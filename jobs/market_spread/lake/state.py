@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from market_spread.domain import columns
 from market_spread.domain.rules import quote_key_greater_sql, quote_key_sql
 from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
@@ -173,13 +174,15 @@ def merge_state(tables: LakeTables, newest: DataFrame | pa.Table, batch_id: int,
     updated_at = datetime.now(UTC)
     spark_condition = f"{quote_key_sql('s.')} > {quote_key_sql('t.')}"
     if isinstance(newest, pa.Table) and delta_rs.enabled():
+        rows = state_rows(newest, updated_at, batch_id)
         tables.merge(
             "symbol_state",
-            state_rows(newest, updated_at, batch_id),
+            rows,
             batch_id,
             quote_key_greater_sql(),
             spark_condition,
             guard,
+            replace=lambda stored: upserted(stored, rows),
         )
         return
     if isinstance(newest, pa.Table):
@@ -191,6 +194,17 @@ def merge_state(tables: LakeTables, newest: DataFrame | pa.Table, batch_id: int,
         F.lit(batch_id).cast("bigint").alias("batch_id"),
     )
     tables.spark_merge("symbol_state", newest, batch_id, spark_condition, guard)
+
+
+def upserted(stored: pa.Table, rows: pa.Table) -> pa.Table:
+    """The state after the MERGE of `rows` into `stored` (both one row per symbol), in Arrow: a
+    stored row is replaced only by a higher quote key (the MERGE's condition, rules.quote_key), a new
+    symbol added. The order is domain.columns.newest's; the stored rows come after the new ones and
+    its sort is stable, so an exact tie keeps the stored row, as the MERGE's strict `>` does."""
+    both = pa.concat_tables([rows, stored.select(rows.schema.names).cast(rows.schema)])
+    names = both.schema.names
+    keyed = both.rename_columns(["time" if n == "quote_time" else n for n in names])
+    return columns.newest(keyed).rename_columns(names)
 
 
 def state_rows(newest: pa.Table, updated_at: datetime, batch_id: int) -> pa.Table:

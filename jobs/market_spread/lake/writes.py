@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
@@ -46,8 +46,9 @@ def append(df: DataFrame, path: str, mark: "BatchMark | None" = None) -> None:
 _PHASES = {"symbol_state": "merge", "state_mirror": "state_mirror"}
 
 
-def run_all(writes: Mapping[str, Callable[[], object]], phases_ms: dict[str, int]) -> None:
-    """Run the writes concurrently; re-raise the first failure after all have finished."""
+def run_all(writes: Mapping[str, Callable[[], object]], phases_ms: dict[str, int], pool: Executor) -> None:
+    """Run the writes concurrently on `pool` (kept by the stream: starting threads for each batch
+    cost the batch more than its smaller writes); re-raise the first failure after all have finished."""
     if not writes:
         return
 
@@ -57,8 +58,13 @@ def run_all(writes: Mapping[str, Callable[[], object]], phases_ms: dict[str, int
         # Each write's own time (they overlap: "write" is the wall time of all of them).
         phases_ms[_PHASES.get(name, f"append_{name}")] = ms_since(start)
 
-    workers = settings.value("MARKET_SPREAD_WRITE_THREADS")
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(writes))), thread_name_prefix="delta-write") as pool:
-        futures = [pool.submit(timed, name) for name in writes]
+    futures = [pool.submit(timed, name) for name in writes]
+    wait(futures)
     for future in futures:
         future.result()
+
+
+def write_pool() -> ThreadPoolExecutor:
+    """The threads a stream's batches run their table writes on (MARKET_SPREAD_WRITE_THREADS)."""
+    workers = max(1, settings.value("MARKET_SPREAD_WRITE_THREADS"))
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delta-write")

@@ -178,7 +178,7 @@ def run_writes(
         tasks["state_mirror"] = advance_state_mirror
     # Different tables: side by side, since a small commit is mostly waiting (and delta-rs lets go
     # of the interpreter while it works). Each commit carries the batch's mark (lake.commits).
-    run_all(tasks, result.phases_ms)
+    run_all(tasks, result.phases_ms, batch.tables.write_pool)
     for table in writes:
         batch.committed[table] = batch.batch_id
     return list(writes)

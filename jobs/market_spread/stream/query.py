@@ -105,8 +105,28 @@ def start_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None
     )
     from market_spread.runtime.spark import session_settings
 
+    use_checkpoint_writer(spark, spec.checkpoint_path)
     with session_settings(spark, trigger_conf(spec)):  # read when the query starts
         return Started(writer.start(), busy, processor)
+
+
+# Spark's setting naming how the checkpoint's logs (offsets, commits, the file sources' logs) are written.
+CHECKPOINT_WRITER = "spark.sql.streaming.checkpointFileManagerClass"
+LOCAL_CHECKPOINT_WRITER = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+
+
+def use_checkpoint_writer(spark: SparkSession, checkpoint: Location) -> None:
+    """On a local disk, the checkpoint's log files are written through Hadoop's FileSystem instead of
+    Spark's default FileContext: without Hadoop's native library the FileContext's rename starts a
+    `readlink` process for each file, four files a batch (measured: docs/performance.md, row 'the
+    checkpoint's files written through FileSystem'). Both write a temporary file and rename it;
+    the FileContext's rename alone refuses an existing target atomically, which matters only with
+    two writers of one checkpoint, which the lake's lock rules out. Left to Spark elsewhere (S3).
+    Set for the session, not around the start: the query's thread opens the sources' logs after it."""
+    if isinstance(location(checkpoint), S3Path):
+        spark.conf.unset(CHECKPOINT_WRITER)
+    else:
+        spark.conf.set(CHECKPOINT_WRITER, LOCAL_CHECKPOINT_WRITER)
 
 
 # Spark's own setting (internal, 10 ms by default): how long the engine sleeps after finding no
