@@ -2,7 +2,7 @@
 
 Generating a tick's events in Python and handing them over (files written, or records produced to
 Kafka) takes the interpreter for a while at each tick (docs/performance.md, row 'the latency runs'
-producer in its own process'). In the stream's own process that time was taken from the batches it
+producer in a process of its own'). In the stream's own process that time was taken from the batches it
 measures, which a producer elsewhere does not do. So the ticks are made and sent by a spawned
 process; the stream's process learns of each through a queue: its name, when it was handed over and,
 for Kafka, the offsets it ended at.

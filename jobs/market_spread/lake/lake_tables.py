@@ -125,7 +125,7 @@ class LakeTables:
 
         `replace` (stored rows -> the table's new rows, the same upsert computed in Arrow): where the
         table records no changes, its rows are overwritten with it in one commit instead, which
-        costs a fraction of the MERGE (docs/performance.md, row 'the state overwritten, not merged').
+        costs a fraction of the MERGE (docs/performance.md, row '`symbol_state` without Change Data Feed overwritten').
         Decided at each try, on the table as it stands then (a user may enable Change Data Feed)."""
         from deltalake import write_deltalake
 

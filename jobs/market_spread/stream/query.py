@@ -119,7 +119,7 @@ def use_checkpoint_writer(spark: SparkSession, checkpoint: Location) -> None:
     """On a local disk, the checkpoint's log files are written through Hadoop's FileSystem instead of
     Spark's default FileContext: without Hadoop's native library the FileContext's rename starts a
     `readlink` process for each file, four files a batch (measured: docs/performance.md, row 'the
-    checkpoint's files written through FileSystem'). Both write a temporary file and rename it;
+    checkpoint's files on a local disk written through Hadoop's FileSystem'). Both write a temporary file and rename it;
     the FileContext's rename alone refuses an existing target atomically, which matters only with
     two writers of one checkpoint, which the lake's lock rules out. Left to Spark elsewhere (S3).
     Set for the session, not around the start: the query's thread opens the sources' logs after it."""
