@@ -449,3 +449,79 @@ def test_the_bench_kafka_row_measures_records_to_committed_alerts(spark, tmp_pat
     row = result["200"]
     assert row["ticks"] >= 8 and row["ticks_behind"] == 0, row
     assert 0 < row["p50"] <= row["p99"] and len(row["cdf_ms"]) == row["ticks"]
+
+
+def test_a_kafka_batch_read_on_the_driver_gives_the_rows_of_sparks_job(spark, broker, tmp_path):
+    """stream.kafka_read: the records of each batch's offset ranges, read by one kept consumer,
+    are the rows Spark's job gives (a tombstone's null value and a 2 MB value included); a record
+    that is not UTF-8 leaves the batch to Spark; a batch over the limit is not read."""
+    from confluent_kafka import Producer
+
+    from market_spread.stream.kafka_read import KafkaReader, offset_ranges
+    from market_spread.stream.kafka_source import read_feeds
+
+    settings = settings_for(broker, topics())
+    KafkaSink(broker.bootstrap, settings.quotes_topic, settings.orders_topic)  # the topics, 4 partitions each
+    raw = Producer({"bootstrap.servers": broker.bootstrap, "message.max.bytes": 8 * 1024 * 1024})
+    for i in range(40):
+        raw.produce(settings.quotes_topic, value=quote("AAPL", T.format(i % 50), "1.00", "1.01").encode(), key=str(i))
+        raw.produce(settings.orders_topic, value=order(f"o{i}", "AAPL", T.format(i % 50)).encode(), key=str(i))
+    raw.produce(settings.orders_topic, value=None, key=b"tombstone")
+    raw.produce(settings.orders_topic, value=BIG.encode(), key=b"big")
+    assert raw.flush(60) == 0
+    reader, seen = KafkaReader(settings), []
+
+    def compare(batch_df, batch_id):
+        by_spark = batch_df.select("stream", "value", "source_file").toArrow()
+        ranges = offset_ranges(batch_df)
+        assert ranges and sum(r.records for r in ranges) == by_spark.num_rows
+        assert reader.read(batch_df, by_spark.num_rows - 1) is None, "over the limit: not read"
+        by_driver = reader.read(batch_df, by_spark.num_rows)
+        assert by_driver is not None
+        assert sorted(by_driver.to_pylist(), key=str) == sorted(by_spark.to_pylist(), key=str)
+        seen.append(by_driver.num_rows)
+
+    query = (
+        read_feeds(spark, settings)
+        .writeStream.foreachBatch(compare)
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    assert sum(seen) == 82
+    raw.produce(settings.quotes_topic, value=b"\xff\xfe not UTF-8", key=b"x")
+    assert raw.flush(60) == 0
+    outcomes = []
+    query = (
+        read_feeds(spark, settings)
+        .writeStream.foreachBatch(lambda df, _: outcomes.append(reader.read(df, 100)))
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    assert outcomes == [None], "a record that is not UTF-8: Spark's job reads the batch"
+    reader.close()
+
+
+def test_a_kafka_batch_read_on_the_driver_saves_sparks_read_job(spark, broker, tmp_path, monkeypatch):
+    """With its records read on the driver (stream.kafka_read), a clean Kafka batch runs fewer Spark
+    jobs than with MARKET_SPREAD_KAFKA_ON_DRIVER off, where a Spark job brings the records over;
+    the alerts are the same."""
+    settings = settings_for(broker, topics())
+    sink = KafkaSink(broker.bootstrap, settings.quotes_topic, settings.orders_topic)
+    events = Generator(SYMBOLS[:5], seed=11, wide_share=0.4).events(300, 300)
+    for feed in ("quotes", "orders"):
+        sink(feed, "one", [line for f, _, line in events if f == feed])
+    results: dict[str, list] = {"on": [], "off": []}
+    for switch in ("on", "off"):
+        monkeypatch.setenv("MARKET_SPREAD_KAFKA_ON_DRIVER", switch)
+        spec = StreamSpec(lake=tmp_path / switch, symbols=SYMBOLS, source=feed_source(settings))
+        assert run_query(spark, spec, on_batch=results[switch].append) == 0
+    (on,), (off,) = results["on"], results["off"]
+    # Off, the first batch of a process goes to Spark's plan (its size unknown); on, its offset
+    # ranges give its size, and it stays on the driver.
+    assert on.on_driver and not off.on_driver and on.alerts == off.alerts > 0
+    assert on.spark_jobs < off.spark_jobs, (on.spark_jobs, off.spark_jobs)
+    assert rows(spark, tmp_path / "on", "alerts") == rows(spark, tmp_path / "off", "alerts")

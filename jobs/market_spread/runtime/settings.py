@@ -366,6 +366,15 @@ declare(
     ("stream",),
     shown_default="on",
 )
+declare(
+    P + "KAFKA_ON_DRIVER",
+    boolean,
+    True,
+    "Read a small Kafka batch's records on the driver with one kept consumer, from the offset ranges "
+    "Spark's plan names (off: a Spark job reads them).",
+    ("stream",),
+    shown_default="on",
+)
 declare(P + "WRITE_THREADS", whole(1), 4, "Table writes of one batch run at once.", ("stream",), to_jobs=True)
 declare(
     P + "STATE_MIRROR_ROWS",

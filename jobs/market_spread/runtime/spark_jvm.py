@@ -60,3 +60,27 @@ def local_relation(df: DataFrame, max_rows: int) -> DataFrame | None:
     if rows.size() > max_rows:
         return None
     return DataFrame(df.sparkSession._jsparkSession.createDataFrame(rows, jdf.schema()), df.sparkSession)
+
+
+def leaf_partitions(df: DataFrame) -> list[tuple[str, str]] | None:
+    """For each leaf RDD of the plan foreachBatch hands over (a batch's sources), its class's simple
+    name and its partitions as Scala prints them (a data source V2 partition: its input partitions),
+    one per line; None when `df`'s plan has no RDD
+    of its own (not a foreachBatch batch)."""
+    plan = logical_plan(df)
+    if plan.getClass().getSimpleName() != "LogicalRDD":
+        return None
+    leaves, rdds = [], [plan.rdd()]
+    while rdds:
+        rdd = rdds.pop()
+        deps = rdd.dependencies()
+        if deps.isEmpty():
+            kind = rdd.getClass().getSimpleName()
+            # A data source V2 partition prints as an object; what it reads is in its input partitions.
+            parts = [p.inputPartitions() if kind == "DataSourceRDD" else p for p in rdd.partitions()]
+            leaves.append((kind, "\n".join(str(p.toString()) for p in parts)))
+            continue
+        it = deps.iterator()
+        while it.hasNext():
+            rdds.append(it.next().rdd())
+    return leaves

@@ -41,6 +41,7 @@ from market_spread.lake.lake_tables import DEFAULT_STREAM_ID, LakeTables
 from market_spread.lake.state import merge_state, newest_of_rows, newest_per_symbol
 from market_spread.lake.state_mirror import StateMirror
 from market_spread.lake.writes import append, ms_since
+from market_spread.runtime import settings as runtime_settings
 from market_spread.runtime import spark as runtime_spark
 from market_spread.runtime.spark import SMALL_BATCH_LINES, kept_for_batch, sized_for, spark_jobs_so_far
 from market_spread.runtime.storage import Location
@@ -56,6 +57,7 @@ from market_spread.stream.batch_run import (
 )
 from market_spread.stream.check import check_orders
 from market_spread.stream.checkpoint_files import query_id
+from market_spread.stream.kafka_read import KafkaReader
 from market_spread.stream.summary import BatchSummary, summarize
 from market_spread.transforms import parsing
 
@@ -79,6 +81,7 @@ class BatchProcessor:
     compactor: Compactor | None = None  # compacts the append-only tables every N commits (lake.compaction)
     last_lines: int | None = None  # input lines of the batch before (None: none yet in this process)
     warm: driver_spark.Warm | None = None  # Spark's parse of a driver batch's uncertain lines, warmed at start
+    kafka: KafkaReader | None = None  # a Kafka stream's batches' records, read on the driver
     # Set once a batch's error was said in one line (stream.query): the query's failure is not said again.
     error_said: threading.Event = field(default_factory=threading.Event)
 
@@ -94,6 +97,9 @@ class BatchProcessor:
                 print(f"market-spread stream: after the last batch: {done}", flush=True)
         if self.tables is not None:
             self.tables.settle()
+        if self.kafka is not None:
+            self.kafka.close()
+            self.kafka = None
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         spark = batch_df.sparkSession
@@ -110,6 +116,12 @@ class BatchProcessor:
             self.compactor = Compactor(self.tables)
         if self.warm is None and driver_batch.limit_lines(spark) and delta_rs.enabled():
             self.warm = driver_spark.Warm(spark, self.settings.symbols)
+        if (
+            self.kafka is None
+            and self.settings.kafka is not None
+            and runtime_settings.value("MARKET_SPREAD_KAFKA_ON_DRIVER")
+        ):
+            self.kafka = KafkaReader(self.settings.kafka)
         try:
             result = process_batch(
                 batch_df,
@@ -122,6 +134,7 @@ class BatchProcessor:
                 lines_before=self.last_lines,
                 tables=self.tables,
                 warm=self.warm,
+                kafka=self.kafka,
             )
         except BaseException:
             # Some writes may be in and the copy ahead of the table: read both from the lake again.
@@ -156,6 +169,7 @@ def process_batch(
     lines_before: int | None = None,
     tables: LakeTables | None = None,
     warm: driver_spark.Warm | None = None,
+    kafka: KafkaReader | None = None,
 ) -> BatchResult:
     """Process one micro-batch. `committed` (table -> last batch written) is updated in place;
     None reads it from the lake (a one-off call, e.g. in tests). `state` likewise. `expect_small`:
@@ -182,12 +196,13 @@ def process_batch(
         jobs0=spark_jobs_so_far(spark),
         started_at=datetime.now(UTC),
         warm=warm,
+        kafka=kafka,
     )
     scope = ExitStack()  # the parsed batch's cache and the size-dependent settings, until the batch ends
     try:
         if (
             state.ready()
-            and driver_batch.likely_small(batch_df, lines_before)
+            and driver_batch.likely_small(batch_df, lines_before, kafka is not None)
             and driver_batch.driver_steps(batch, batch_df, compactor)
         ):
             return batch.result

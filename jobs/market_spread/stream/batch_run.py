@@ -61,6 +61,7 @@ class BatchSettings:
     thresholds: Thresholds
     # Raises when the stream may no longer commit (its lease lost): called right before each commit.
     before_commit: Callable[[], None] | None = None
+    kafka: Any = None  # stream.kafka_source.KafkaSettings of a Kafka stream (its batches read on the driver)
 
     @cached_property
     def universe(self) -> frozenset[str]:
@@ -86,6 +87,7 @@ class BatchRun:
     jobs0: int | None  # Spark jobs run before the batch
     started_at: datetime
     warm: Any = None  # stream.driver_spark.Warm: the parse of uncertain lines, warmed at the start
+    kafka: Any = None  # stream.kafka_read.KafkaReader: a Kafka batch's records read on the driver
 
     def describe(self, phase: str) -> None:
         """Name the phase in the Spark UI (a job description is per thread)."""

@@ -12,7 +12,7 @@ goes to Spark whole, which alone decides quarantine reasons), the candidates of 
 of stream.check (the batch's quotes, the driver's copy of symbol_state, history for late orders) and
 the choice among them is transforms.asof's. Which batches: while the batch before had fewer than
 MARKET_SPREAD_DRIVER_BATCH_LINES lines, or, for the first one of a process, when the files it reads
-are small enough (a Kafka batch's size is not known before it is read: Spark takes it).
+(or the Kafka records its offset ranges hold, when they are read on the driver) are few enough.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from market_spread.lake.compaction import Compactor
 from market_spread.lake.state import NEWEST_COLUMNS, merge_state
 from market_spread.lake.writes import ms_since
 from market_spread.runtime import settings
-from market_spread.stream import driver_columns, driver_read, driver_rows, driver_spark
+from market_spread.stream import driver_columns, driver_read, driver_rows, driver_spark, kafka_read
 from market_spread.stream.batch_run import BatchRun, finish, run_writes
 
 SCHEMAS = {t: delta_rs.arrow_schema(lake_mod.SCHEMAS[t]) for t in ("quotes", "alerts", "quarantine")}
@@ -55,13 +55,17 @@ def limit_lines(spark: SparkSession | None = None) -> int:
     return _ANY_SIZE if local else CLUSTER_BATCH_LINES
 
 
-def likely_small(batch_df: DataFrame, lines_before: int | None) -> bool:
-    """Whether to try the batch on the driver: by the batch before, else by the files' size."""
+def likely_small(batch_df: DataFrame, lines_before: int | None, kafka: bool = False) -> bool:
+    """Whether to try the batch on the driver: by the batch before, else by the files' size or (a
+    Kafka stream whose records are read on the driver) the records its offset ranges hold."""
     limit = limit_lines(batch_df.sparkSession)
     if limit == 0 or not delta_rs.enabled():
         return False
     if lines_before is not None:
         return lines_before < limit
+    if kafka:
+        ranges = kafka_read.offset_ranges(batch_df)
+        return ranges is not None and sum(r.records for r in ranges) < limit
     size = driver_read.plan_bytes(batch_df)
     return size is not None and size < limit * driver_read._BYTES_PER_LINE
 
@@ -71,7 +75,9 @@ def driver_steps(batch: BatchRun, batch_df: DataFrame, compactor: Compactor | No
     its lines are not UTF-8 or too many are outside the product's own layout: Spark then takes the
     batch (the attempt's time counts in its parse, which is timed from the batch's start)."""
     batch.describe("read lines")
-    read = driver_read.read_batch(batch_df, _universe(batch.settings.universe), limit_lines(batch_df.sparkSession))
+    read = driver_read.read_batch(
+        batch_df, _universe(batch.settings.universe), limit_lines(batch_df.sparkSession), batch.kafka
+    )
     collected = ms_since(batch.t0)
     t1 = time.perf_counter()
     if read is None:

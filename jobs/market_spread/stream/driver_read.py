@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame
 from market_spread.runtime import spark_jvm
 from market_spread.runtime.storage import S3Path, location
 from market_spread.stream import driver_columns, driver_json
+from market_spread.stream.kafka_read import KafkaReader
 
 _BYTES_PER_LINE = 256  # a landing line is about 120-180 bytes: the bound errs towards Spark
 
@@ -40,13 +41,18 @@ def read_batch(
     batch_df: DataFrame,
     universe: pa.Array | None,
     limit: int,
+    kafka: KafkaReader | None = None,
 ) -> tuple[list[driver_columns.ColumnBatch], pa.Table] | None:
     """The batch on the driver: large landing files read whole by Arrow's JSON reader where they
     are certainly Spark's reading (with a `universe`), and the other lines (stream, value,
-    source_file); None when the batch has more than twice `limit` lines after all (Spark then takes it)."""
+    source_file); a Kafka batch's records by `kafka` (stream.kafka_read); None when the batch has
+    more than twice `limit` lines after all (Spark then takes it)."""
     limit = 2 * limit
     files = landing_files(batch_df, limit * _BYTES_PER_LINE)
     read = _read_files(files, universe) if files else None
+    if read is None and kafka is not None and not files:
+        records = kafka.read(batch_df, limit)
+        read = None if records is None else ([], records)
     if read is None:
         read = [], batch_df.select("stream", "value", "source_file").toArrow()
     parts, lines = read

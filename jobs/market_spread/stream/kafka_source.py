@@ -206,6 +206,7 @@ def feed_source(settings: KafkaSettings) -> Callable:
         return read_feeds(spark, settings)
 
     source.label = settings.label  # type: ignore[attr-defined]
+    source.kafka = settings  # type: ignore[attr-defined]  # its batches are read on the driver (stream.kafka_read)
     return source
 
 

@@ -193,7 +193,9 @@ def _guarded_processor(
     from market_spread.stream.source_log import trim_interval
 
     processor = BatchProcessor(
-        BatchSettings(str(spec.lake), spec.symbols, spec.thresholds, spec.before_commit),
+        BatchSettings(
+            str(spec.lake), spec.symbols, spec.thresholds, spec.before_commit, getattr(spec.source, "kafka", None)
+        ),
         on_batch or _print_progress,
         checkpoint=spec.checkpoint_path,
     )
