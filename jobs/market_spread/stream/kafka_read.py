@@ -65,7 +65,9 @@ def offset_ranges(batch_df: DataFrame) -> list[OffsetRange] | None:
 
 
 class KafkaReader:
-    """Reads batches' offset ranges with one consumer, kept for the stream's life (`close`)."""
+    """Reads batches' offset ranges with one consumer, kept for the stream's life (`close`),
+    assigned the batch's partitions for its read only: kept assigned, it fetched every
+    fetch.max.wait.ms between batches, and the broker answered, on the stream's cores."""
 
     def __init__(self, settings: KafkaSettings) -> None:
         self.settings = settings
@@ -122,7 +124,10 @@ class KafkaReader:
         expected = {key: r.start for key, r in left.items()}
         deadline = time.monotonic() + READ_SECONDS
         while left and time.monotonic() < deadline:
-            for msg in consumer.consume(num_messages=10_000, timeout=0.1):
+            # consume() returns once it has this many records, or at its timeout: ask for exactly
+            # what the ranges still lack, so that it does not wait out the timeout for more.
+            missing = sum(left[k].end - expected[k] for k in left)
+            for msg in consumer.consume(num_messages=min(missing, 10_000), timeout=0.1):
                 if msg.error() is not None:
                     return False
                 key = (msg.topic(), msg.partition())
