@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
+import time
 
 import pytest
 
 from market_spread.runtime.jvm_archive import archive_path
-from market_spread.runtime.spark import session_jars
+from market_spread.runtime.spark import batch_jobs, in_background, session_jars, spark_jobs_so_far
 from tests.helpers.cli import market_spread
 
 
@@ -147,3 +149,21 @@ def test_a_local_checkpoint_is_written_through_filesystem_and_one_on_s3_left_to_
         assert spark.conf.get(CHECKPOINT_WRITER, None) is None
     finally:
         spark.conf.unset(CHECKPOINT_WRITER)
+
+
+def test_a_batch_counts_its_own_spark_jobs_not_the_background_ones(spark):
+    first = spark_jobs_so_far(spark)
+    background = threading.Thread(target=lambda: (in_background(spark), spark.range(10).collect()))
+    background.start()
+    background.join()
+    before_own = spark_jobs_so_far(spark)
+    spark.range(5).collect()  # this thread's jobs stay outside the group
+    last = spark_jobs_so_far(spark)
+    own = last - before_own
+    assert before_own > first and own > 0
+    # The group's jobs reach the status tracker through the listener bus, a moment after they start.
+    deadline = time.monotonic() + 30
+    while batch_jobs(spark, first, last) != own and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert batch_jobs(spark, first, last) == own
+    assert batch_jobs(spark, None, last) is None

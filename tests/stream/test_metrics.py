@@ -131,8 +131,15 @@ def test_the_endpoint_counts_what_batch_metrics_holds(tmp_path: Path) -> None:
             60,
         )
         assert scrape(port)["market_spread_input_waiting_seconds"] == 0
+        # The record is rewritten after each sample (every 5 s), so it may lag the endpoint by one.
+        _wait(
+            "the page's latency: the same 4 files",
+            lambda: sum(minute[1] for minute in read_health(lake).get("minutes", [])) == 4,
+            proc,
+            log,
+            30,
+        )
         health = read_health(lake)
-        assert sum(minute[1] for minute in health["minutes"]) == 4  # the page's latency: the same 4 files
         assert health["metrics_endpoint"] == f"http://127.0.0.1:{port}/metrics"
         assert health["last_batch"]["batch_id"] == max(r["batch_id"] for r in batch_rows(lake))
     finally:

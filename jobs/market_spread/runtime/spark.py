@@ -310,9 +310,30 @@ def kept_for_batch(df: DataFrame) -> Iterator[DataFrame]:
         spark_jvm.release_checkpoint(spark, kept)
 
 
+# The job group of the Spark jobs the stream runs beside its batches (driver_spark's warm-up): a
+# batch's job count leaves them out (batch_jobs).
+BACKGROUND_JOBS = "market-spread-background"
+
+
 def spark_jobs_so_far(spark: SparkSession) -> int | None:
     """Jobs submitted so far in this driver (job ids are allocated in sequence), if reachable."""
     try:
         return spark_jvm.next_job_id(spark)
     except Exception:  # noqa: BLE001 - a diagnostic only: never fail a batch over it
         return None
+
+
+def in_background(spark: SparkSession) -> None:
+    """Put this thread's Spark jobs in the background group (PySpark pins a thread's properties)."""
+    spark.sparkContext.setJobGroup(BACKGROUND_JOBS, "market-spread: work beside the batches", False)
+
+
+def batch_jobs(spark: SparkSession, first: int | None, last: int | None) -> int | None:
+    """The jobs with ids in [first, last) that are not background ones; None where not known."""
+    if first is None or last is None:
+        return None
+    try:
+        beside = spark.sparkContext.statusTracker().getJobIdsForGroup(BACKGROUND_JOBS)
+    except Exception:  # noqa: BLE001 - a diagnostic only: never fail a batch over it
+        return None
+    return last - first - sum(1 for job in beside if first <= job < last)

@@ -22,7 +22,7 @@ from market_spread.lake.compaction import Compaction, Compactor
 from market_spread.lake.lake_tables import LakeTables
 from market_spread.lake.state_mirror import StateMirror
 from market_spread.lake.writes import append, literal_row, ms_since, run_all
-from market_spread.runtime.spark import spark_jobs_so_far
+from market_spread.runtime.spark import batch_jobs, spark_jobs_so_far
 
 
 @dataclass
@@ -101,11 +101,9 @@ def commit_metrics(batch: BatchRun, driver_commits: bool) -> None:
     """Commit the batch_metrics row last: a metrics row means every other write of the batch is in."""
     result, batch_id = batch.result, batch.batch_id
     result.seconds = time.perf_counter() - batch.t0
-    jobs1 = spark_jobs_so_far(batch.spark)
+    jobs = batch_jobs(batch.spark, batch.jobs0, spark_jobs_so_far(batch.spark))
     # A metrics commit through Spark runs a job of its own: counted too, one more.
-    result.spark_jobs = (
-        None if batch.jobs0 is None or jobs1 is None else jobs1 - batch.jobs0 + (0 if driver_commits else 1)
-    )
+    result.spark_jobs = None if jobs is None else jobs + (0 if driver_commits else 1)
     values = (
         batch_id,
         batch.started_at,

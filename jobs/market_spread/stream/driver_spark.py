@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
+from market_spread.runtime.spark import in_background
 from market_spread.stream.driver_columns import ORDER_TYPES, QUOTE_TYPES, ColumnBatch
 from market_spread.stream.driver_rows import QUARANTINE
 from market_spread.transforms import parsing
@@ -69,6 +70,7 @@ class Warm:
 
     def _run(self, spark: SparkSession, symbols: list[str]) -> None:
         try:
+            in_background(spark)  # not counted as a job of the batch it overlaps
             parse(spark, _WARM_LINES, symbols)
         except Exception:  # noqa: BLE001 - a failed warm-up costs only its time: the real parse says what fails
             pass
