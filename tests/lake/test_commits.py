@@ -12,7 +12,6 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.commits import ConstraintViolated
 from market_spread.lake.lake_tables import LakeTables
@@ -20,8 +19,8 @@ from market_spread.lake.state import merge_state
 from market_spread.lake.writes import append
 from market_spread.runtime.storage import location
 
-QUOTES = delta_rs.arrow_schema(lake_mod.SCHEMAS["quotes"])
-ALERTS = delta_rs.arrow_schema(lake_mod.SCHEMAS["alerts"])
+QUOTES = lake_mod.arrow_schema("quotes")
+ALERTS = lake_mod.arrow_schema("alerts")
 STREAM = "6f1c5e1a-stream"
 # Sub-millisecond times and 18-digit decimals: statistics must bound them exactly, not round them in.
 ROWS = [

@@ -255,3 +255,29 @@ def test_no_measurements_in_docstrings():
                 doc = ast.get_docstring(node) or ""
                 found += [f"{path.relative_to(PACKAGE)}: {m.group(0)!r}" for m in MEASURED.finditer(doc)]
     assert not found, "\n".join(found)
+
+
+# A Spark DDL column list ("name TYPE, name TYPE"): a table's columns spelled outside its declaration.
+DDL_COLUMNS = re.compile(
+    r"\b\w+ (STRING|BIGINT|BOOLEAN|TIMESTAMP|DATE|DECIMAL\(\d+,\s*\d+\))( NOT NULL)?\s*,\s*"
+    r"\w+ (STRING|BIGINT|BOOLEAN|TIMESTAMP|DATE|DECIMAL)\b"
+)
+
+
+def test_tables_are_declared_once_with_arrow_schemas():
+    """Every table's columns are a `lake.tables.Table` declaration (an Arrow schema); Spark's DDL is
+    derived from it, so no module of the package spells a column list of its own."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and DDL_COLUMNS.search(node.value):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {node.value[:60]!r}")
+    assert not found, "\n".join(found)
+    tables = (PACKAGE / "lake" / "tables.py").read_text(encoding="utf-8")
+    assert "DECLARED: dict[str, Table]" in tables and "SCHEMAS: dict[str, str] = {name: table.ddl" in tables
+
+
+def test_a_ddl_column_list_is_what_the_scan_finds():
+    assert DDL_COLUMNS.search("symbol STRING NOT NULL, bid DECIMAL(18,8)")
+    assert DDL_COLUMNS.search("a BIGINT, b TIMESTAMP")
+    assert not DDL_COLUMNS.search("CAST('1' AS DECIMAL(18,8)) AS max_spread")

@@ -37,8 +37,9 @@ from market_spread.runtime import settings
 # compaction short (measured: docs/performance.md, row 'the stream compacts its append-only
 # tables').
 TARGET_BYTES = 8 << 20
-# Tables that only ever receive appends: compaction cannot conflict with anything in them.
-APPEND_ONLY = ("quarantine", "quotes", "alerts", "batch_metrics")
+# Tables that only ever receive appends (declared `compacted`): compaction cannot conflict with
+# anything in them.
+APPEND_ONLY = tuple(name for name, table in lake_mod.DECLARED.items() if table.compacted)
 
 
 def every_from_env() -> int:

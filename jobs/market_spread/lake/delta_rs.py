@@ -1,5 +1,5 @@
-"""Arrow rows for the driver's delta-rs commits (lake.lake_tables): the tables' Arrow schemas and a
-Spark DataFrame's rows brought to the driver in them.
+"""Arrow rows for the driver's delta-rs commits (lake.lake_tables): a Spark DataFrame's rows
+brought to the driver in a table's Arrow schema (lake.tables.DECLARED).
 
 Why commit from the driver: a Spark MERGE of a few thousand rows costs Delta a snapshot of the
 table's new version, then analysis, a touched-files job and a rewrite job, all on the batch's
@@ -12,20 +12,11 @@ through Spark again.
 
 from __future__ import annotations
 
-import re
-
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
+from market_spread.lake import tables as lake_mod
 from market_spread.runtime import settings
-
-_TYPES = {
-    "STRING": pa.string(),
-    "BIGINT": pa.int64(),
-    "BOOLEAN": pa.bool_(),
-    "DATE": pa.date32(),
-    "TIMESTAMP": pa.timestamp("us", tz="UTC"),
-}
 
 
 def enabled() -> bool:
@@ -33,18 +24,7 @@ def enabled() -> bool:
     return settings.value("MARKET_SPREAD_DRIVER_COMMITS")  # SettingError unless on or off (or true/false...)
 
 
-def arrow_schema(schema_sql: str) -> pa.Schema:
-    """The Arrow schema of a table's SQL schema (lake.tables.SCHEMAS)."""
-    fields = []
-    for column in re.split(r",(?![^()]*\))", schema_sql):  # not the comma inside DECIMAL(18,8)
-        name, kind = column.strip().split(" ", 1)
-        kind = kind.replace(" NOT NULL", "").strip().upper()
-        decimal = re.fullmatch(r"DECIMAL\((\d+),\s*(\d+)\)", kind)
-        fields.append(pa.field(name, pa.decimal128(int(decimal[1]), int(decimal[2])) if decimal else _TYPES[kind]))
-    return pa.schema(fields)
-
-
-def arrow_rows(schema_sql: str, frame: DataFrame) -> pa.Table:
-    """A DataFrame's rows on the driver as Arrow, in the table schema `schema_sql` (one Spark job)."""
-    schema = arrow_schema(schema_sql)
+def arrow_rows(table: str, frame: DataFrame) -> pa.Table:
+    """A DataFrame's rows on the driver as Arrow, in the rows' schema of `table` (one Spark job)."""
+    schema = lake_mod.arrow_schema(table)
     return frame.select(*schema.names).toArrow().cast(schema)

@@ -20,9 +20,7 @@ from market_spread.runtime import spark_jvm
 from market_spread.transforms.asof import STATE_QUOTE_COLUMNS
 
 # The state table's own types, for its quote columns (the driver's copy, lake.state_mirror, uses them too).
-ARROW_SCHEMA = pa.schema(
-    [delta_rs.arrow_schema(lake_mod.SCHEMAS["symbol_state"]).field(c) for c in STATE_QUOTE_COLUMNS]
-)
+ARROW_SCHEMA = pa.schema([lake_mod.arrow_schema("symbol_state").field(c) for c in STATE_QUOTE_COLUMNS])
 
 
 def read_state_quotes(spark: SparkSession, lake: str) -> DataFrame:
@@ -209,7 +207,7 @@ def upserted(stored: pa.Table, rows: pa.Table) -> pa.Table:
 
 def state_rows(newest: pa.Table, updated_at: datetime, batch_id: int) -> pa.Table:
     """symbol_state rows: the batch's newest quotes (`newest_per_symbol` in Arrow), stamped."""
-    schema = delta_rs.arrow_schema(lake_mod.SCHEMAS["symbol_state"])
+    schema = lake_mod.arrow_schema("symbol_state")
     n = newest.num_rows
     stamped = newest.select([c for c in schema.names if c in newest.column_names])
     stamped = stamped.append_column("updated_at", pa.array([updated_at] * n, type=schema.field("updated_at").type))

@@ -3,42 +3,164 @@
 from __future__ import annotations
 
 import json
-import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from pyspark.sql import SparkSession
+import pyarrow as pa
 
 from market_spread.runtime.storage import Location, location
 
-# Column order is the schema's order. Extra columns beyond the contract are documented in docs/contract.md.
-SCHEMAS: dict[str, str] = {
-    "symbol_state": (
-        "symbol STRING NOT NULL, bid DECIMAL(18,8), offer DECIMAL(18,8), quote_time TIMESTAMP, "
-        "seq BIGINT, should_reject_trades BOOLEAN, updated_at TIMESTAMP, batch_id BIGINT"
-    ),
-    "alerts": (
-        "order_id STRING, account BIGINT, symbol STRING, side STRING, qty DECIMAL(18,8), "
-        "price DECIMAL(18,8), order_time TIMESTAMP, reason STRING, bid DECIMAL(18,8), "
-        "offer DECIMAL(18,8), quote_time TIMESTAMP, detected_at TIMESTAMP, batch_id BIGINT, "
-        "order_seq BIGINT, quote_seq BIGINT"
-    ),
-    "quotes": (
-        "symbol STRING, bid DECIMAL(18,8), offer DECIMAL(18,8), quote_time TIMESTAMP, seq BIGINT, "
-        "batch_id BIGINT, should_reject_trades BOOLEAN, quote_date DATE"
-    ),
-    "quarantine": (
-        "stream STRING, raw STRING, reason STRING, source_file STRING, detected_at TIMESTAMP, batch_id BIGINT"
-    ),
-    "batch_metrics": (
-        "batch_id BIGINT, started_at TIMESTAMP, finished_at TIMESTAMP, quotes BIGINT, orders BIGINT, "
-        "alerts BIGINT, quarantined BIGINT, input_lines BIGINT, late_symbols BIGINT, "
-        "parse_ms BIGINT, check_ms BIGINT, write_ms BIGINT, merge_ms BIGINT, spark_jobs BIGINT"
-    ),
-}
-# Columns added after a table's first release: ensure_tables adds them to older lakes.
-ADDED_COLUMNS: dict[str, dict[str, str]] = {"batch_metrics": {"spark_jobs": "BIGINT"}}
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
+DECIMAL = pa.decimal128(18, 8)  # prices and quantities: exact to the contract's 8 places
+TIME = pa.timestamp("us", tz="UTC")
+_SQL_TYPES = {
+    pa.string(): "STRING",
+    pa.int64(): "BIGINT",
+    pa.bool_(): "BOOLEAN",
+    pa.date32(): "DATE",
+    TIME: "TIMESTAMP",
+}
+
+
+def _sql_type(kind: pa.DataType) -> str:
+    if pa.types.is_decimal(kind):
+        return f"DECIMAL({kind.precision},{kind.scale})"
+    return _SQL_TYPES[kind]
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table of the lake, declared once: its Spark DDL, its Arrow rows, its properties and the
+    stream's upkeep of it are all read from here."""
+
+    name: str
+    schema: pa.Schema  # column order is the table's; a field with nullable=False is NOT NULL
+    partitions: tuple[str, ...] = ()
+    checkpoint_interval: int = 10
+    compacted: bool = True  # the stream compacts its small files (lake.compaction): append-only tables
+    added: tuple[str, ...] = ()  # columns added after the first release: ensure_tables adds them to older lakes
+
+    def columns(self) -> list[tuple[str, str]]:
+        """(name, Spark SQL type) of each column, in order."""
+        return [(f.name, _sql_type(f.type)) for f in self.schema]
+
+    def added_columns(self) -> dict[str, str]:
+        """The columns added after the first release, name -> Spark SQL type."""
+        return {name: kind for name, kind in self.columns() if name in self.added}
+
+    @property
+    def ddl(self) -> str:
+        """The Spark DDL of the columns (CREATE TABLE's column list)."""
+        return ", ".join(f"{f.name} {_sql_type(f.type)}{'' if f.nullable else ' NOT NULL'}" for f in self.schema)
+
+    @property
+    def arrow(self) -> pa.Schema:
+        """The Arrow schema rows are written in (every column nullable, as delta-rs reads them back)."""
+        return pa.schema([f.with_nullable(True) for f in self.schema])
+
+
+def schema(*columns: tuple[str, pa.DataType] | tuple[str, pa.DataType, bool]) -> pa.Schema:
+    """An Arrow schema of (name, type) or (name, type, nullable) columns."""
+    return pa.schema([pa.field(*c) for c in columns])
+
+
+# Each table checkpoints at its own interval. A checkpoint costs its table a state reconstruction,
+# a checksum validation and a Parquet write, and the stream commits to every table in every batch:
+# with one interval for all, every tenth batch wrote four checkpoints at once, the latency's worst
+# case (docs/performance.md, row 'checkpoint intervals 10-13'). Intervals of 10 to 13 spread them
+# over different batches; all stay far below the 400 commits after which Delta forces a checksum
+# validation before a commit (`versionChecksum.forcedValidationInterval`).
 # The quote history is partitioned by day so that checks of late orders read only the days they need.
-PARTITIONS: dict[str, list[str]] = {"quotes": ["quote_date"]}
+# Columns beyond the contract are documented in docs/contract.md.
+DECLARED: dict[str, Table] = {
+    t.name: t
+    for t in (
+        Table(
+            "symbol_state",
+            schema(
+                ("symbol", pa.string(), False),
+                ("bid", DECIMAL),
+                ("offer", DECIMAL),
+                ("quote_time", TIME),
+                ("seq", pa.int64()),
+                ("should_reject_trades", pa.bool_()),
+                ("updated_at", TIME),
+                ("batch_id", pa.int64()),
+            ),
+            checkpoint_interval=12,
+            compacted=False,  # rewritten whole or MERGEd each batch: no small files pile up
+        ),
+        Table(
+            "alerts",
+            schema(
+                ("order_id", pa.string()),
+                ("account", pa.int64()),
+                ("symbol", pa.string()),
+                ("side", pa.string()),
+                ("qty", DECIMAL),
+                ("price", DECIMAL),
+                ("order_time", TIME),
+                ("reason", pa.string()),
+                ("bid", DECIMAL),
+                ("offer", DECIMAL),
+                ("quote_time", TIME),
+                ("detected_at", TIME),
+                ("batch_id", pa.int64()),
+                ("order_seq", pa.int64()),
+                ("quote_seq", pa.int64()),
+            ),
+            checkpoint_interval=11,
+        ),
+        Table(
+            "quotes",
+            schema(
+                ("symbol", pa.string()),
+                ("bid", DECIMAL),
+                ("offer", DECIMAL),
+                ("quote_time", TIME),
+                ("seq", pa.int64()),
+                ("batch_id", pa.int64()),
+                ("should_reject_trades", pa.bool_()),
+                ("quote_date", pa.date32()),
+            ),
+            partitions=("quote_date",),
+        ),
+        Table(
+            "quarantine",
+            schema(
+                ("stream", pa.string()),
+                ("raw", pa.string()),
+                ("reason", pa.string()),
+                ("source_file", pa.string()),
+                ("detected_at", TIME),
+                ("batch_id", pa.int64()),
+            ),
+        ),
+        Table(
+            "batch_metrics",
+            schema(
+                ("batch_id", pa.int64()),
+                ("started_at", TIME),
+                ("finished_at", TIME),
+                *[(c, pa.int64()) for c in ("quotes", "orders", "alerts", "quarantined", "input_lines")],
+                ("late_symbols", pa.int64()),
+                *[(c, pa.int64()) for c in ("parse_ms", "check_ms", "write_ms", "merge_ms", "spark_jobs")],
+            ),
+            checkpoint_interval=13,
+            added=("spark_jobs",),
+        ),
+    )
+}
+# Spark's DDL of each table (derived from DECLARED).
+SCHEMAS: dict[str, str] = {name: table.ddl for name, table in DECLARED.items()}
+
+
+def arrow_schema(table: str) -> pa.Schema:
+    """The Arrow schema of the rows written to `table`."""
+    return DECLARED[table].arrow
+
 
 # Written to every table. No deletion vectors, no column mapping: delta-rs must read the tables.
 # Bounded growth at one commit a second: commit files older than 30 minutes go at the next
@@ -50,8 +172,8 @@ PARTITIONS: dict[str, list[str]] = {"quotes": ["quote_date"]}
 # newest batch once the version is gone: quality/slices.py).
 # Delta requires the deleted-file retention to be no longer than the log's; VACUUM keeps its own
 # `--retain-hours` (7 days) for the data files.
-# A checkpoint every 10 commits (Delta's default, stated so that it cannot drift; per table, see
-# CHECKPOINT_INTERVALS) keeps the log replay of a snapshot short.
+# A checkpoint every 10 commits (Delta's default, stated so that it cannot drift; each table's own:
+# Table.checkpoint_interval) keeps the log replay of a snapshot short.
 TABLE_PROPERTIES = {
     "delta.enableDeletionVectors": "false",
     "delta.logRetentionDuration": "interval 30 minutes",
@@ -60,41 +182,34 @@ TABLE_PROPERTIES = {
     "delta.checkpointInterval": "10",
 }
 
-# Each table checkpoints at its own interval. A checkpoint costs its table a state reconstruction,
-# a checksum validation and a Parquet write, and the stream commits to every table in every batch:
-# with one interval for all, every tenth batch wrote four checkpoints at once, the latency's worst
-# case (measured: docs/performance.md, row 'checkpoint intervals 10-13'). Intervals of 10 to 13
-# spread them over different batches (two fall together at most every 60 batches). All stay far
-# below the 400 commits after which Delta forces a checksum validation before a commit
-# (`versionChecksum.forcedValidationInterval`).
-CHECKPOINT_INTERVALS = {"quotes": 10, "alerts": 11, "symbol_state": 12, "batch_metrics": 13}
-
 
 def stats_columns(name: str) -> list[str]:
     """The columns whose statistics (min, max, nulls) each data file records: all but the decimals,
-    the booleans (Delta keeps none for them), the partition columns and the raw quarantined lines. delta-rs writes a decimal's bounds through a
-    binary float (1234567890.12345678 became 1234567890.1234567, below the value it bounds), so any
-    reader that skips files by them could miss rows: an equality on an 18-digit price found nothing."""
-    columns = [c.strip().split(" ", 1) for c in re.split(r",(?![^()]*\))", SCHEMAS[name])]
+    the booleans (Delta keeps none for them), the partition columns and the raw quarantined lines.
+    delta-rs writes a decimal's bounds through a binary float (1234567890.12345678 became
+    1234567890.1234567, below the value it bounds), so any reader that skips files by them could
+    miss rows: an equality on an 18-digit price found nothing."""
+    table = DECLARED[name]
     return [
-        c
-        for c, kind in columns
-        if not kind.upper().startswith(("DECIMAL", "BOOLEAN")) and c not in PARTITIONS.get(name, ()) and c != "raw"
+        f.name
+        for f in table.schema
+        if not (pa.types.is_decimal(f.type) or pa.types.is_boolean(f.type))
+        and f.name not in table.partitions
+        and f.name != "raw"
     ]
 
 
 def table_properties(name: str) -> dict[str, str]:
     """The properties written to table `name` (TABLE_PROPERTIES with its checkpoint interval and
     statistics columns)."""
-    interval = CHECKPOINT_INTERVALS.get(name, int(TABLE_PROPERTIES["delta.checkpointInterval"]))
     return {
         **TABLE_PROPERTIES,
-        "delta.checkpointInterval": str(interval),
+        "delta.checkpointInterval": str(DECLARED[name].checkpoint_interval),
         "delta.dataSkippingStatsColumns": ",".join(stats_columns(name)),
     }
 
 
-TABLES = tuple(SCHEMAS)
+TABLES = tuple(DECLARED)
 CHECKPOINT_SUBDIR = "_checkpoints/stream"
 
 
@@ -123,14 +238,15 @@ def ensure_tables(spark: SparkSession, lake: str | Location) -> None:
 
     def create(name: str) -> None:
         props = ", ".join(f"'{k}' = '{v}'" for k, v in table_properties(name).items())
-        partition = f"PARTITIONED BY ({', '.join(PARTITIONS[name])})" if name in PARTITIONS else ""
+        table = DECLARED[name]
+        partition = f"PARTITIONED BY ({', '.join(table.partitions)})" if table.partitions else ""
         spark.sql(
-            f"CREATE TABLE IF NOT EXISTS delta.`{table_path(lake, name)}` ({SCHEMAS[name]}) USING DELTA {partition} "
+            f"CREATE TABLE IF NOT EXISTS delta.`{table_path(lake, name)}` ({table.ddl}) USING DELTA {partition} "
             f"TBLPROPERTIES ({props})"
         )
 
     missing = []
-    for name in SCHEMAS:
+    for name in DECLARED:
         path = table_path(lake, name)
         if is_delta_table(path):
             _upgrade(spark, name, path)
@@ -170,7 +286,7 @@ def _upgrade(spark: SparkSession, name: str, path: str) -> None:
         )
     have, columns = view
     # Columns first: the statistics columns a property names must exist.
-    add_missing_columns(spark, path, columns, ADDED_COLUMNS.get(name, {}))
+    add_missing_columns(spark, path, columns, DECLARED[name].added_columns())
     missing = {k: v for k, v in table_properties(name).items() if have.get(k) != v}
     if missing:
         props = ", ".join(f"'{k}' = '{v}'" for k, v in missing.items())

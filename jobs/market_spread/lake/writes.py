@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from market_spread.lake import tables as lake_mod
 from market_spread.runtime import settings
 
 if TYPE_CHECKING:
@@ -24,11 +25,11 @@ def ms_since(start: float) -> int:
     return int((time.perf_counter() - start) * 1000)
 
 
-def literal_row(spark: SparkSession, schema: str, values: tuple) -> DataFrame:
-    """A one-row DataFrame of literals. Unlike createDataFrame of Python rows, it needs no Python
-    worker on the executors: they stay JVM-only."""
-    fields = [f.strip().split(" ", 1) for f in schema.split(",")]
-    return spark.range(1).select(*[F.lit(v).cast(t).alias(n) for (n, t), v in zip(fields, values)])
+def literal_row(spark: SparkSession, table: str, values: dict[str, Any]) -> DataFrame:
+    """A one-row DataFrame of `table`'s columns from their values by name, as literals. Unlike
+    createDataFrame of Python rows, it needs no Python worker on the executors: they stay JVM-only."""
+    columns = lake_mod.DECLARED[table].columns()
+    return spark.range(1).select(*[F.lit(values[n]).cast(t).alias(n) for n, t in columns])
 
 
 def append(df: DataFrame, path: str, mark: "BatchMark | None" = None) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
 from market_spread.lake import tables as lake_mod
 
 if TYPE_CHECKING:
@@ -14,14 +16,24 @@ if TYPE_CHECKING:
     from market_spread.runtime.storage import Location
 
 RESULTS_TABLE = "quality_results"
-RESULTS_SCHEMA = (
-    "run_id STRING, suite STRING, expectation STRING, critical BOOLEAN, success BOOLEAN, "
-    "unexpected_count BIGINT, from_version BIGINT, to_version BIGINT, validated_at TIMESTAMP, "
-    "rows_validated BIGINT, run_passed BOOLEAN, observed STRING, "
-    "max_spread DECIMAL(18,8), max_spread_ratio DECIMAL(18,8), to_batch BIGINT, batches STRING"
+RESULTS = lake_mod.Table(
+    RESULTS_TABLE,
+    lake_mod.schema(
+        *[(c, pa.string()) for c in ("run_id", "suite", "expectation")],
+        *[(c, pa.bool_()) for c in ("critical", "success")],
+        *[(c, pa.int64()) for c in ("unexpected_count", "from_version", "to_version")],
+        ("validated_at", lake_mod.TIME),
+        ("rows_validated", pa.int64()),
+        ("run_passed", pa.bool_()),
+        ("observed", pa.string()),
+        *[(c, lake_mod.DECIMAL) for c in ("max_spread", "max_spread_ratio")],
+        ("to_batch", pa.int64()),
+        ("batches", pa.string()),
+    ),
+    compacted=False,  # written by the quality run, not the stream
+    added=("to_batch", "batches"),  # ensure_results_table adds them to older tables
 )
-# Columns added after the table's first release: ensure_results_table adds them to older tables.
-ADDED_RESULTS_COLUMNS = {"to_batch": "BIGINT", "batches": "STRING"}
+RESULTS_SCHEMA = RESULTS.ddl
 
 Ranges = list[tuple[int | None, int]]  # inclusive, sorted, disjoint; None: from the first batch
 
@@ -37,7 +49,7 @@ def ensure_results_table(spark: SparkSession, lake: str | Location) -> str:
 
     known = properties_and_columns(path)
     columns = known[1] if known is not None else spark.read.format("delta").load(path).columns
-    lake_mod.add_missing_columns(spark, path, columns, ADDED_RESULTS_COLUMNS)
+    lake_mod.add_missing_columns(spark, path, columns, RESULTS.added_columns())
     return path
 
 

@@ -35,7 +35,6 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from market_spread.lake import delta_rs
-from market_spread.lake import tables as lake_mod
 from market_spread.lake.compaction import Compactor
 from market_spread.lake.lake_tables import DEFAULT_STREAM_ID, LakeTables
 from market_spread.lake.state import merge_state, newest_of_rows, newest_per_symbol
@@ -298,7 +297,7 @@ def _planned_writes(
 
     def append_to(table: str, frame: DataFrame, rows: Callable[[], pa.Table] | None = None) -> None:
         if p.quarantine_on_driver if table == "quarantine" else p.on_driver:
-            rows_now = rows() if rows else delta_rs.arrow_rows(lake_mod.SCHEMAS[table], frame)
+            rows_now = rows() if rows else delta_rs.arrow_rows(table, frame)
             appended[table] = batch.tables.append(table, rows_now, batch_id, batch.settings.before_commit)
         else:
             batch.settings.guard()
@@ -328,7 +327,7 @@ def _planned_writes(
             F.to_date("quote_time").alias("quote_date"),
         )
         # On the driver, the history rows also give the newest quote per symbol (no job of its own).
-        history_rows = once(lambda: delta_rs.arrow_rows(lake_mod.SCHEMAS["quotes"], history)) if p.on_driver else None
+        history_rows = once(lambda: delta_rs.arrow_rows("quotes", history)) if p.on_driver else None
         writes["quotes"] = lambda: append_to("quotes", history, history_rows)
         newest = once(lambda: newest_quotes(quotes, p.summary.newest, batch.state.enabled, history_rows))
         writes["symbol_state"] = lambda: merge_state(batch.tables, newest(), batch_id, batch.settings.before_commit)

@@ -16,7 +16,6 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from market_spread.domain.rules import Thresholds
-from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.compaction import Compaction, Compactor
 from market_spread.lake.lake_tables import LakeTables
@@ -104,43 +103,45 @@ def commit_metrics(batch: BatchRun, driver_commits: bool) -> None:
     jobs = batch_jobs(batch.spark, batch.jobs0, spark_jobs_so_far(batch.spark))
     # A metrics commit through Spark runs a job of its own: counted too, one more.
     result.spark_jobs = None if jobs is None else jobs + (0 if driver_commits else 1)
-    values = (
-        batch_id,
-        batch.started_at,
-        datetime.now(UTC),
-        result.quotes,
-        result.orders,
-        result.alerts,
-        result.quarantined,
-        result.input_lines,
-        result.late_symbols,
-        result.phases_ms["parse"],
-        result.phases_ms["check"],
-        result.phases_ms["write"],
-        result.phases_ms["merge"],
-        result.spark_jobs,
-    )
+    values = {
+        "batch_id": batch_id,
+        "started_at": batch.started_at,
+        "finished_at": datetime.now(UTC),
+        "quotes": result.quotes,
+        "orders": result.orders,
+        "alerts": result.alerts,
+        "quarantined": result.quarantined,
+        "input_lines": result.input_lines,
+        "late_symbols": result.late_symbols,
+        **{f"{phase}_ms": result.phases_ms[phase] for phase in ("parse", "check", "write", "merge")},
+        "spark_jobs": result.spark_jobs,
+    }
     t3 = time.perf_counter()
     batch.describe("write batch_metrics")
     if batch.committed.get("batch_metrics", -1) < batch_id:
-        schema = lake_mod.SCHEMAS["batch_metrics"]
         # One row of Python values: far cheaper with delta-rs than through Spark (measured:
         # docs/performance.md, row 'commits from the driver with delta-rs').
         if driver_commits:
-            batch.tables.append("batch_metrics", one_row(schema, values), batch_id, batch.settings.before_commit)
+            batch.tables.append(
+                "batch_metrics", one_row("batch_metrics", values), batch_id, batch.settings.before_commit
+            )
         else:
             batch.settings.guard()
-            append(literal_row(batch.spark, schema, values), batch.path("batch_metrics"), batch.tables.mark(batch_id))
+            append(
+                literal_row(batch.spark, "batch_metrics", values),
+                batch.path("batch_metrics"),
+                batch.tables.mark(batch_id),
+            )
         batch.committed["batch_metrics"] = batch_id
     else:
         result.skipped.append("batch_metrics")
     result.phases_ms["commit_metrics"] = ms_since(t3)
 
 
-def one_row(schema_sql: str, values: tuple) -> pa.Table:
-    """One row of Python values (in the schema's order) as an Arrow table of the SQL schema."""
-    schema = delta_rs.arrow_schema(schema_sql)
-    return pa.Table.from_arrays([pa.array([v], type=f.type) for v, f in zip(values, schema)], schema=schema)
+def one_row(table: str, values: dict[str, Any]) -> pa.Table:
+    """One row of `table` from its values by column name, as Arrow (KeyError: a column without one)."""
+    schema = lake_mod.arrow_schema(table)
+    return pa.Table.from_arrays([pa.array([values[f.name]], type=f.type) for f in schema], schema=schema)
 
 
 def run_writes(

@@ -35,7 +35,7 @@ from market_spread.runtime import settings
 from market_spread.stream import driver_columns, driver_read, driver_rows, driver_spark, kafka_read
 from market_spread.stream.batch_run import BatchRun, finish, run_writes
 
-SCHEMAS = {t: delta_rs.arrow_schema(lake_mod.SCHEMAS[t]) for t in ("quotes", "alerts", "quarantine")}
+SCHEMAS = {t: lake_mod.arrow_schema(t) for t in ("quotes", "alerts", "quarantine")}
 # Line by line in Python a batch's cost grows with its lines: past this many, Spark's plan is faster
 # (measured: docs/performance.md, row 'driver batches in Arrow's kernels').
 ROWS_MAX_LINES = 50_000
