@@ -151,7 +151,8 @@ def main() -> int:
     args = parse_args()
     from market_spread.feeds.generate import Generator, write_backlog
     from market_spread.runtime.spark import build_session
-    from market_spread.stream.query import StreamSpec, start_query, supervise
+    from market_spread.stream.query import start_query, supervise
+    from market_spread.stream.spec import StreamSpec
 
     symbols = [f"S{i:05d}" for i in range(args.symbols)]
     work = Path(args.work or tempfile.mkdtemp(prefix="profile-"))
@@ -166,7 +167,9 @@ def main() -> int:
     profiler = Profiler(spark, args.jobs)
     start = time.perf_counter()
     query, busy, _ = start_query(
-        spark, StreamSpec(lake=lake, symbols=symbols, landing=landing, max_files_per_batch=1), profiler
+        spark,
+        StreamSpec(lake=lake, symbols=symbols, landing=landing, max_files_per_batch=1, available_now=True),
+        profiler,
     )
     supervise(query, busy, threading.Event())
     print_summary(profiler.rows, time.perf_counter() - start, query)

@@ -9,7 +9,8 @@ from pathlib import Path
 from market_spread.domain.rules import Thresholds
 from market_spread.lake import tables as lake_mod
 from market_spread.runtime.storage import location
-from market_spread.stream.query import StreamSpec, run_query
+from market_spread.stream.query import run_query
+from market_spread.stream.spec import StreamSpec
 from tests.helpers.symbols import SYMBOLS
 
 # Columns that differ from run to run however the data was cut: left out when lakes are compared.
@@ -24,6 +25,7 @@ def stream(spark, landing: Path, lake: Path, symbols=SYMBOLS, max_spread="0.05",
         symbols=list(symbols),
         landing=location(landing),
         thresholds=Thresholds(Decimal(max_spread), Decimal(max_spread_ratio)),
+        available_now=True,
     )
     return run_query(spark, spec)
 

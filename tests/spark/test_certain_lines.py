@@ -129,7 +129,8 @@ def test_landing_files_read_on_the_driver_give_the_lines_sparks_text_source_give
     import pyarrow as pa
 
     from market_spread.stream import driver_columns, driver_read, driver_rows
-    from market_spread.stream.query import StreamSpec, _landing_feeds
+    from market_spread.stream.query import _landing_feeds
+    from market_spread.stream.spec import StreamSpec
 
     landing = tmp_path / "landing"
     for feed in ("quotes", "orders"):

@@ -50,21 +50,23 @@ def test_a_local_relation_keeps_the_rows_and_refuses_too_many(spark):
     assert spark_jvm.local_relation(df, max_rows=4) is None
 
 
-def test_leaf_partitions_name_a_foreach_batch_batchs_sources(spark, tmp_path):
-    """The file source's batch: one FileScanRDD leaf (the Kafka source's DataSourceRDD and its offset
-    ranges: tests/stream/test_kafka.py); a DataFrame that is not a batch's: None."""
+def test_batch_leaves_name_a_foreach_batch_batchs_sources(spark, tmp_path):
+    """The file source's batch: one FileScanRDD leaf with the file it reads whole (the Kafka
+    source's DataSourceRDD and its offset ranges: tests/stream/test_kafka.py); a DataFrame that is
+    not a batch's: None."""
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.txt").write_text("x\n")
-    assert spark_jvm.leaf_partitions(spark.range(3)) is None
+    assert spark_jvm.batch_leaves(spark.range(3)) is None
     seen = []
     query = (
         spark.readStream.format("text")
         .load(str(tmp_path / "in"))
-        .writeStream.foreachBatch(lambda df, _: seen.append(spark_jvm.leaf_partitions(df)))
+        .writeStream.foreachBatch(lambda df, _: seen.append(spark_jvm.batch_leaves(df)))
         .option("checkpointLocation", str(tmp_path / "cp"))
         .trigger(availableNow=True)
         .start()
     )
     query.awaitTermination()
-    assert [[kind for kind, _ in leaves] for leaves in seen] == [["FileScanRDD"]]
-    assert seen[0][0][1].startswith("FilePartition(0,")
+    assert [[leaf.kind for leaf in leaves] for leaves in seen] == [["FileScanRDD"]]
+    ((path, read, size),) = seen[0][0].files
+    assert path.endswith("/in/a.txt") and read == size == 2

@@ -11,7 +11,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from market_spread.stream.query import StreamSpec, start_query
+from market_spread.stream.query import start_query
+from market_spread.stream.spec import StreamSpec
 from tests.helpers.lake import rows
 from tests.helpers.landing import land
 from tests.helpers.records import order, quote

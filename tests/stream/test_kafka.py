@@ -25,8 +25,9 @@ import pytest
 from market_spread.feeds.broker import BrokerProcess
 from market_spread.feeds.generate import Generator, write_backlog
 from market_spread.feeds.producer import KafkaSink
-from market_spread.stream.kafka_source import KafkaSettings, feed_source
-from market_spread.stream.query import StreamSpec, run_query
+from market_spread.stream.kafka_source import KafkaSettings
+from market_spread.stream.query import run_query
+from market_spread.stream.spec import StreamSpec
 from market_spread_tools.bench_kafka import broker_available
 from tests.helpers.campaign import FULL, Job, diff_rows, duplicates_by_key, kill_when_new_file, make_source
 from tests.helpers.cli import market_spread
@@ -62,7 +63,7 @@ def settings_for(broker: BrokerProcess, base: KafkaSettings) -> KafkaSettings:
 
 
 def kstream(spark, settings: KafkaSettings, lake: Path, symbols=SYMBOLS) -> int:
-    return run_query(spark, StreamSpec(lake=lake, symbols=list(symbols), source=feed_source(settings)))
+    return run_query(spark, StreamSpec(lake=lake, symbols=list(symbols), kafka=settings, available_now=True))
 
 
 # The scenarios of test_pipeline.py on distinct symbols, as runs of landing "files" in landing order.
@@ -521,7 +522,7 @@ def test_a_kafka_batch_read_on_the_driver_saves_sparks_read_job(spark, broker, t
     results: dict[str, list] = {"on": [], "off": []}
     for switch in ("on", "off"):
         monkeypatch.setenv("MARKET_SPREAD_KAFKA_ON_DRIVER", switch)
-        spec = StreamSpec(lake=tmp_path / switch, symbols=SYMBOLS, source=feed_source(settings))
+        spec = StreamSpec(lake=tmp_path / switch, symbols=SYMBOLS, kafka=settings, available_now=True)
         assert run_query(spark, spec, on_batch=results[switch].append) == 0
     (on,), (off,) = results["on"], results["off"]
     # Off, the first batch of a process goes to Spark's plan (its size unknown); on, its offset

@@ -14,6 +14,7 @@ from market_spread.feeds.generate import Generator, write_backlog
 from market_spread.lake.state import merge_state
 from market_spread.runtime import spark as spark_mod
 from market_spread.stream import batch as pipeline
+from market_spread.stream.spec import StreamSpec
 from tests.helpers.lake import (
     alerts_by_order,
     assert_same_tables,
@@ -28,8 +29,8 @@ from tests.helpers.records import BAD_ORDERS, BAD_QUOTES, T, at, order, quote
 from tests.helpers.symbols import SYMBOLS
 
 
-def _settings(lake: Path) -> pipeline.BatchSettings:
-    return pipeline.BatchSettings(str(lake), list(SYMBOLS), Thresholds(D("0.05"), D("0.05")))
+def _settings(lake: Path) -> StreamSpec:
+    return StreamSpec(lake=lake, symbols=list(SYMBOLS), thresholds=Thresholds(D("0.05"), D("0.05")))
 
 
 def ts(text: str) -> dt.datetime:
@@ -411,7 +412,8 @@ def test_a_relative_lake_path_creates_the_tables_where_the_user_is(spark, tmp_pa
 def test_archive_moves_processed_landing_files_out_and_changes_no_answer(spark, tmp_path):
     """--archive (cleanSource=archive): files leave the landing folder once their batch is committed,
     so its listing stays small over days; the tables are those of a run without it."""
-    from market_spread.stream.query import StreamSpec, run_query
+    from market_spread.stream.query import run_query
+    from market_spread.stream.spec import StreamSpec
 
     plain, archived = tmp_path / "plain", tmp_path / "archived"
     gen = Generator(SYMBOLS, seed=13, wide_share=0.4)
@@ -423,7 +425,13 @@ def test_archive_moves_processed_landing_files_out_and_changes_no_answer(spark, 
                 land(root / "landing", feed, [l for f, _, l in events if f == feed], name=f"pair-{i}.jsonl")
         assert stream(spark, plain / "landing", plain / "lake") == 0
         # Spark archives a batch's files when it commits them, as the next batch is planned.
-        spec = StreamSpec(lake=lake, symbols=list(SYMBOLS), landing=archived / "landing", archive=archived / "archive")
+        spec = StreamSpec(
+            lake=lake,
+            symbols=list(SYMBOLS),
+            landing=archived / "landing",
+            archive=archived / "archive",
+            available_now=True,
+        )
         assert run_query(spark, spec) == 0
     moved = sorted(str(p.relative_to(archived / "archive")) for p in (archived / "archive").rglob("*.jsonl"))
     assert [m for m in moved if m.endswith("pair-0.jsonl")], f"the first pair is archived: {moved}"
@@ -438,7 +446,8 @@ def test_archived_files_leave_the_source_log_at_a_restart_and_in_a_long_run(spar
     No file is read twice and the tables are those of a plain run over the same files."""
     import json
 
-    from market_spread.stream.query import StreamSpec, run_query
+    from market_spread.stream.query import run_query
+    from market_spread.stream.spec import StreamSpec
 
     plain, archived = tmp_path / "plain", tmp_path / "archived"
     gen = Generator(SYMBOLS, seed=17, wide_share=0.4)
@@ -462,6 +471,7 @@ def test_archived_files_leave_the_source_log_at_a_restart_and_in_a_long_run(spar
         landing=archived / "landing",
         archive=archived / "archive",
         max_files_per_batch=1,
+        available_now=True,
     )
 
     def logged_files() -> list[str]:
@@ -595,7 +605,8 @@ def test_a_stream_compacting_every_two_commits_gives_the_same_tables(spark, tmp_
     # lake.compaction inside the stream: fewer files, the same rows, every batch still counted.
     from market_spread.lake import compaction
     from market_spread.lake import tables as lake_mod
-    from market_spread.stream.query import StreamSpec, run_query
+    from market_spread.stream.query import run_query
+    from market_spread.stream.spec import StreamSpec
 
     one = tmp_path / "one"
     _generated(one / "landing", files=1)
@@ -609,6 +620,7 @@ def test_a_stream_compacting_every_two_commits_gives_the_same_tables(spark, tmp_
         landing=many / "landing",
         max_files_per_batch=1,
         thresholds=Thresholds(D("0.05"), D("0.05")),
+        available_now=True,
     )
     assert run_query(spark, spec) == 0
     out = capsys.readouterr().out

@@ -11,7 +11,8 @@ from market_spread.feeds.generate import Generator, write_backlog
 from market_spread.stream import batch as pipeline
 from market_spread.stream import checkpoint_layout as layout
 from market_spread.stream import driver_batch
-from market_spread.stream.query import StreamSpec, start_query
+from market_spread.stream.query import start_query
+from market_spread.stream.spec import StreamSpec
 from tests.helpers.lake import comparable_tables, metrics_totals, rows, stream
 from tests.helpers.landing import land, land_pair
 from tests.helpers.records import order, quote

@@ -281,3 +281,45 @@ def test_a_ddl_column_list_is_what_the_scan_finds():
     assert DDL_COLUMNS.search("symbol STRING NOT NULL, bid DECIMAL(18,8)")
     assert DDL_COLUMNS.search("a BIGINT, b TIMESTAMP")
     assert not DDL_COLUMNS.search("CAST('1' AS DECIMAL(18,8)) AS max_spread")
+
+
+STREAM_FOLDERS = ("stream", "lake", "transforms")  # what a running stream executes, batch after batch
+
+
+def test_the_streams_code_keeps_no_process_caches_in_module_globals():
+    """What a stream keeps between batches is held by objects the stream owns (its spec, its tables,
+    its reader, its batch processor), never by a module: no functools caches, no module-level dict
+    or list filled at run time."""
+    found = []
+    for folder in STREAM_FOLDERS:
+        for path in sorted((PACKAGE / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    names = [ast.unparse(d).split("(")[0] for d in node.decorator_list]
+                    found += [f"{path.relative_to(PACKAGE)}:{node.lineno}: @{n}" for n in names if _module_cache(n)]
+            found += [
+                f"{path.relative_to(PACKAGE)}:{node.lineno}: an empty module-level container"
+                for node in tree.body  # module level only
+                if _empty_container(node)
+            ]
+    assert not found, "\n".join(found)
+
+
+def _module_cache(decorator: str) -> bool:
+    """functools' caches live as long as the module; a cached_property lives with its object."""
+    return decorator.rsplit(".", 1)[-1] in ("lru_cache", "cache")
+
+
+def _empty_container(node: ast.stmt) -> bool:
+    value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+    return (isinstance(value, ast.Dict) and not value.keys) or (isinstance(value, ast.List) and not value.elts)
+
+
+def test_the_cache_scan_finds_a_cache_and_a_module_level_dict():
+    tree = ast.parse("import functools\n_SEEN: dict = {}\n@functools.lru_cache(maxsize=1)\ndef f(): pass\n")
+    assert [_empty_container(n) for n in tree.body] == [False, True, False]
+    function = tree.body[2]
+    assert isinstance(function, ast.FunctionDef)
+    assert _module_cache(ast.unparse(function.decorator_list[0]).split("(")[0])
+    assert not _module_cache("cached_property") and _module_cache("cache")

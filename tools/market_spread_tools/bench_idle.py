@@ -132,7 +132,7 @@ def _warm_lines(symbols: list[str]) -> dict[str, list[str]]:
 
 
 def files_idle(spark, work: Path, seconds: float, symbols: list[str]) -> dict:
-    from market_spread.stream.query import StreamSpec
+    from market_spread.stream.spec import StreamSpec
 
     landing = work / "idle" / "landing"
     # No interval: the product's default trigger is what is measured.
@@ -147,16 +147,14 @@ def files_idle(spark, work: Path, seconds: float, symbols: list[str]) -> dict:
 
 def kafka_idle(spark, work: Path, seconds: float, symbols: list[str]) -> dict:
     from market_spread.feeds.producer import KafkaSink
-    from market_spread.stream.kafka_source import KafkaSettings, feed_source
-    from market_spread.stream.query import StreamSpec
+    from market_spread.stream.kafka_source import KafkaSettings
+    from market_spread.stream.spec import StreamSpec
     from market_spread_tools.bench_kafka import running_broker
 
     with running_broker(work / "idle-kafka") as broker:
         settings = KafkaSettings(broker.bootstrap, "quotes-idle", "orders-idle")
         sink = KafkaSink(broker.bootstrap, settings.quotes_topic, settings.orders_topic)
-        spec = StreamSpec(
-            lake=work / "idle-kafka" / "lake", symbols=symbols, available_now=False, source=feed_source(settings)
-        )
+        spec = StreamSpec(lake=work / "idle-kafka" / "lake", symbols=symbols, available_now=False, kafka=settings)
 
         def warm() -> None:
             for feed, lines in _warm_lines(symbols).items():

@@ -23,7 +23,7 @@ from pathlib import Path
 from market_spread.errors import UsageError
 from market_spread.feeds.broker import BrokerProcess, broker_jars
 from market_spread.feeds.producer import DEFAULT_PARTITIONS, ensure_topics
-from market_spread.stream.kafka_source import KafkaSettings, feed_source, kafka_jars
+from market_spread.stream.kafka_source import KafkaSettings, kafka_jars
 from market_spread_tools.bench_feeder import Feed, Producer
 from market_spread_tools.bench_latency import latency_figures, warmup_seconds
 from market_spread_tools.bench_phases import (
@@ -114,7 +114,8 @@ def _one_rate(
     bad_every: int | None = None,
     name: str = "",
 ) -> dict:
-    from market_spread.stream.query import StreamSpec, start_query, supervise
+    from market_spread.stream.query import start_query, supervise
+    from market_spread.stream.spec import StreamSpec
 
     settings = KafkaSettings(bootstrap, f"quotes-{rate}{name}", f"orders-{rate}{name}")
     ensure_topics(bootstrap, [settings.quotes_topic, settings.orders_topic], DEFAULT_PARTITIONS)
@@ -141,7 +142,7 @@ def _one_rate(
         lake=work / f"kafka-lat{rate}{name}" / "lake",
         symbols=symbols,
         available_now=False,
-        source=feed_source(settings),
+        kafka=settings,
     )
     with batch_times(spark) as listener:
         query, busy, _ = start_query(spark, spec, ticks.on_batch)

@@ -29,6 +29,8 @@ from market_spread.lake.commits import (
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+    from market_spread.runtime.storage import Location
+
 # The stream id of batches processed outside a streaming query (tests, tools); a query's own id is
 # read from its checkpoint (stream.query).
 DEFAULT_STREAM_ID = "market-spread"
@@ -44,7 +46,9 @@ def records_changes(table: Any) -> bool:
 class LakeTables:
     """The Delta tables of one lake that one stream commits to and reads."""
 
-    def __init__(self, lake: str, stream_id: str = DEFAULT_STREAM_ID, spark: "SparkSession | None" = None) -> None:
+    def __init__(
+        self, lake: str | Location, stream_id: str = DEFAULT_STREAM_ID, spark: "SparkSession | None" = None
+    ) -> None:
         self.lake, self.stream_id, self.spark = str(lake), stream_id, spark
         self.upkeep = Upkeep()
         self._kept: dict[str, KeptTable] = {}

@@ -5,6 +5,7 @@ it was checked with (CHECKED_WITH)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported by modules the command line loads before any Spark: pyspark only when called
@@ -62,12 +63,27 @@ def local_relation(df: DataFrame, max_rows: int) -> DataFrame | None:
     return DataFrame(df.sparkSession._jsparkSession.createDataFrame(rows, jdf.schema()), df.sparkSession)
 
 
-def leaf_partitions(df: DataFrame) -> list[tuple[str, str]] | None:
-    """For each leaf RDD of the plan foreachBatch hands over (a batch's sources), its class's simple
-    name and its partitions as Scala prints them (a data source V2 partition: its input partitions),
-    one per line; None when `df`'s plan has no RDD
-    of its own (not a foreachBatch batch)."""
-    plan = logical_plan(df)
+@dataclass(frozen=True)
+class Leaf:
+    """One source RDD of a batch's plan: its class's simple name, and what it reads."""
+
+    kind: str
+    # A data source V2 RDD (DataSourceRDD): its input partitions as Scala prints them, one per line.
+    partitions: str = ""
+    # A file scan (FileScanRDD): (path, bytes read, file size) of each split it reads.
+    files: tuple[tuple[str, int, int], ...] = ()
+
+
+def batch_leaves(df: DataFrame) -> list[Leaf] | None:
+    """The leaf RDDs (a batch's sources) of the plan foreachBatch hands over, walked once; None
+    when `df`'s plan has no RDD of its own (not a foreachBatch batch) or cannot be walked."""
+    try:
+        return _walk(logical_plan(df))
+    except Exception:  # noqa: BLE001 - a plan of another shape: the caller lets Spark read the batch
+        return None
+
+
+def _walk(plan: Any) -> list[Leaf] | None:
     if plan.getClass().getSimpleName() != "LogicalRDD":
         return None
     leaves, rdds = [], [plan.rdd()]
@@ -75,12 +91,24 @@ def leaf_partitions(df: DataFrame) -> list[tuple[str, str]] | None:
         rdd = rdds.pop()
         deps = rdd.dependencies()
         if deps.isEmpty():
-            kind = rdd.getClass().getSimpleName()
-            # A data source V2 partition prints as an object; what it reads is in its input partitions.
-            parts = [p.inputPartitions() if kind == "DataSourceRDD" else p for p in rdd.partitions()]
-            leaves.append((kind, "\n".join(str(p.toString()) for p in parts)))
+            leaves.append(_leaf(rdd))
             continue
-        it = deps.iterator()
-        while it.hasNext():
-            rdds.append(it.next().rdd())
+        rdds.extend(dep.rdd() for dep in _scala_list(deps))
     return leaves
+
+
+def _leaf(rdd: Any) -> Leaf:
+    kind = rdd.getClass().getSimpleName()
+    if kind == "FileScanRDD":
+        splits = [f for part in _scala_list(rdd.filePartitions()) for f in part.files()]
+        return Leaf(kind, files=tuple((f.filePath().toPath().toString(), f.length(), f.fileSize()) for f in splits))
+    if kind == "DataSourceRDD":  # a V2 partition prints as an object; what it reads is in its input partitions
+        return Leaf(kind, partitions="\n".join(str(p.inputPartitions().toString()) for p in rdd.partitions()))
+    return Leaf(kind)
+
+
+def _scala_list(seq: Any) -> list[Any]:
+    it, out = seq.iterator(), []
+    while it.hasNext():
+        out.append(it.next())
+    return out

@@ -48,7 +48,6 @@ from market_spread.stream import driver_batch, driver_spark
 from market_spread.stream.batch_run import (
     BatchResult,
     BatchRun,
-    BatchSettings,
     compact_quietly,
     compaction_failed,
     finish,
@@ -56,20 +55,21 @@ from market_spread.stream.batch_run import (
 )
 from market_spread.stream.check import check_orders
 from market_spread.stream.checkpoint_files import query_id
+from market_spread.stream.driver_read import DriverReader
 from market_spread.stream.kafka_read import KafkaReader
+from market_spread.stream.spec import StreamSpec
 from market_spread.stream.summary import BatchSummary, summarize
 from market_spread.transforms import parsing
 
-# BatchResult and BatchSettings are defined with the steps' shared state (stream.batch_run); callers
-# take them from here.
-__all__ = ["BatchProcessor", "BatchResult", "BatchSettings", "compact_quietly", "process_batch"]
+# BatchResult is defined with the steps' shared state (stream.batch_run); callers take it from here.
+__all__ = ["BatchProcessor", "BatchResult", "compact_quietly", "process_batch"]
 
 
 @dataclass
 class BatchProcessor:
     """The foreachBatch function of the stream (callable as `processor(batch_df, batch_id)`)."""
 
-    settings: BatchSettings
+    settings: StreamSpec
     on_batch: Callable[[BatchResult], None] = print
     # Where the query keeps its id: the stream's id in every Delta commit it makes (lake.commits).
     checkpoint: Location | None = None
@@ -80,7 +80,8 @@ class BatchProcessor:
     compactor: Compactor | None = None  # compacts the append-only tables every N commits (lake.compaction)
     last_lines: int | None = None  # input lines of the batch before (None: none yet in this process)
     warm: driver_spark.Warm | None = None  # Spark's parse of a driver batch's uncertain lines, warmed at start
-    kafka: KafkaReader | None = None  # a Kafka stream's batches' records, read on the driver
+    reader: DriverReader | None = None  # what reads its batches on the driver (threads, a Kafka consumer)
+    universe: DataFrame | None = None  # the symbols as a table in this session (transforms.parsing)
     # Set once a batch's error was said in one line (stream.query): the query's failure is not said again.
     error_said: threading.Event = field(default_factory=threading.Event)
 
@@ -96,9 +97,9 @@ class BatchProcessor:
                 print(f"market-spread stream: after the last batch: {done}", flush=True)
         if self.tables is not None:
             self.tables.settle()
-        if self.kafka is not None:
-            self.kafka.close()
-            self.kafka = None
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         spark = batch_df.sparkSession
@@ -113,14 +114,12 @@ class BatchProcessor:
             self.state = StateMirror(self.tables)
         if self.compactor is None:
             self.compactor = Compactor(self.tables)
+        if self.universe is None:
+            self.universe = parsing.universe_table(spark, self.settings.symbols)
         if self.warm is None and driver_batch.limit_lines(spark) and delta_rs.enabled():
-            self.warm = driver_spark.Warm(spark, self.settings.symbols)
-        if (
-            self.kafka is None
-            and self.settings.kafka is not None
-            and runtime_settings.value("MARKET_SPREAD_KAFKA_ON_DRIVER")
-        ):
-            self.kafka = KafkaReader(self.settings.kafka)
+            self.warm = driver_spark.Warm(spark, self.universe)
+        if self.reader is None:
+            self.reader = DriverReader(_kafka_reader(self.settings))
         try:
             result = process_batch(
                 batch_df,
@@ -133,7 +132,8 @@ class BatchProcessor:
                 lines_before=self.last_lines,
                 tables=self.tables,
                 warm=self.warm,
-                kafka=self.kafka,
+                reader=self.reader,
+                universe=self.universe,
             )
         except BaseException:
             # Some writes may be in and the copy ahead of the table: read both from the lake again.
@@ -142,6 +142,13 @@ class BatchProcessor:
             raise
         self.last_lines = result.input_lines
         self.on_batch(result)
+
+
+def _kafka_reader(spec: StreamSpec) -> KafkaReader | None:
+    """A Kafka stream's consumer for its batches' records (MARKET_SPREAD_KAFKA_ON_DRIVER), else None."""
+    if spec.kafka is None or not runtime_settings.value("MARKET_SPREAD_KAFKA_ON_DRIVER"):
+        return None
+    return KafkaReader(spec.kafka)
 
 
 @dataclass
@@ -160,7 +167,7 @@ class _Parsed:
 def process_batch(
     batch_df: DataFrame,
     batch_id: int,
-    settings: BatchSettings,
+    settings: StreamSpec,
     committed: dict[str, int] | None = None,
     state: StateMirror | None = None,
     expect_small: bool = False,
@@ -168,7 +175,8 @@ def process_batch(
     lines_before: int | None = None,
     tables: LakeTables | None = None,
     warm: driver_spark.Warm | None = None,
-    kafka: KafkaReader | None = None,
+    reader: DriverReader | None = None,
+    universe: DataFrame | None = None,
 ) -> BatchResult:
     """Process one micro-batch. `committed` (table -> last batch written) is updated in place;
     None reads it from the lake (a one-off call, e.g. in tests). `state` likewise. `expect_small`:
@@ -195,13 +203,14 @@ def process_batch(
         jobs0=spark_jobs_so_far(spark),
         started_at=datetime.now(UTC),
         warm=warm,
-        kafka=kafka,
+        reader=reader,
+        known=universe,
     )
     scope = ExitStack()  # the parsed batch's cache and the size-dependent settings, until the batch ends
     try:
         if (
             state.ready()
-            and driver_batch.likely_small(batch_df, lines_before, kafka is not None)
+            and driver_batch.likely_small(batch_df, lines_before, reader is not None and reader.kafka is not None)
             and driver_batch.driver_steps(batch, batch_df, compactor)
         ):
             return batch.result
@@ -222,7 +231,7 @@ def _parse_step(batch: BatchRun, lines: DataFrame, scope: ExitStack, expect_smal
     """Parse and sum up the batch in one job, then plan the rest knowing its size."""
     spark, settings, result = batch.spark, batch.settings, batch.result
     # Everything below reads the parsed batch several times: parse each input line once.
-    parsed = scope.enter_context(kept_for_batch(parsing.parse_lines(lines, settings.symbols)))
+    parsed = scope.enter_context(kept_for_batch(parsing.parse_lines(lines, batch.universe)))
     # One job: parses and caches the batch, counts it and sums it up per symbol (stream.summary).
     summary = summarize(parsed, settings.thresholds, per_symbol=batch.state.enabled and expect_small)
     counts = summary.counts

@@ -1,5 +1,5 @@
-"""What one micro-batch (stream.batch, stream.driver_batch) carries from step to step: the settings
-every batch of the stream shares, the run's own bookkeeping, its result; and the steps both ways of
+"""What one micro-batch (stream.batch, stream.driver_batch) carries from step to step: the stream's
+spec (stream.query.StreamSpec), the run's own bookkeeping, its result; and the steps both ways of
 checking a batch end with: the writes side by side, the batch_metrics row, compaction."""
 
 from __future__ import annotations
@@ -9,19 +9,23 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
-from market_spread.domain.rules import Thresholds
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.compaction import Compaction, Compactor
 from market_spread.lake.lake_tables import LakeTables
 from market_spread.lake.state_mirror import StateMirror
 from market_spread.lake.writes import append, literal_row, ms_since, run_all
 from market_spread.runtime.spark import batch_jobs, spark_jobs_so_far
+from market_spread.stream.spec import StreamSpec
+from market_spread.transforms import parsing
+
+if TYPE_CHECKING:
+    from market_spread.stream.driver_read import DriverReader
+    from market_spread.stream.driver_spark import Warm
 
 
 @dataclass
@@ -51,33 +55,13 @@ class BatchResult:
         )
 
 
-@dataclass(frozen=True)
-class BatchSettings:
-    """What every batch of one stream shares: where it writes, the symbol universe, the reject rule."""
-
-    lake: str
-    symbols: list[str]  # the universe
-    thresholds: Thresholds
-    # Raises when the stream may no longer commit (its lease lost): called right before each commit.
-    before_commit: Callable[[], None] | None = None
-    kafka: Any = None  # stream.kafka_source.KafkaSettings of a Kafka stream (its batches read on the driver)
-
-    @cached_property
-    def universe(self) -> frozenset[str]:
-        return frozenset(self.symbols)
-
-    def guard(self) -> None:
-        if self.before_commit is not None:
-            self.before_commit()
-
-
 @dataclass
 class BatchRun:
     """What the steps of one batch share: its session and id, the stream's marks and state, its result."""
 
     spark: SparkSession
     batch_id: int
-    settings: BatchSettings
+    settings: StreamSpec  # the stream's one spec (stream.query)
     committed: dict[str, int]  # table -> last batch written (updated in place)
     state: StateMirror
     tables: LakeTables  # the lake's tables as the stream keeps them: its commits go through them
@@ -85,8 +69,14 @@ class BatchRun:
     t0: float  # time.perf_counter() at the start: the batch's own time
     jobs0: int | None  # Spark jobs run before the batch
     started_at: datetime
-    warm: Any = None  # stream.driver_spark.Warm: the parse of uncertain lines, warmed at the start
-    kafka: Any = None  # stream.kafka_read.KafkaReader: a Kafka batch's records read on the driver
+    warm: Warm | None = None  # the parse of uncertain lines, warmed at the start
+    reader: DriverReader | None = None  # the stream's reader of batches on the driver (None: one-off, serial)
+    known: DataFrame | None = None  # the symbols as a table (transforms.parsing.universe_table), kept by the stream
+
+    @property
+    def universe(self) -> parsing.Universe:
+        """What a parse checks symbols against: the stream's table of them, else the list."""
+        return self.known if self.known is not None else self.settings.symbols
 
     def describe(self, phase: str) -> None:
         """Name the phase in the Spark UI (a job description is per thread)."""

@@ -15,11 +15,11 @@ from market_spread.lake.state_mirror import MIRROR_MAX_ROWS, StateMirror
 from market_spread.transforms.asof import STATE_QUOTE_COLUMNS, asof_alerts
 
 if TYPE_CHECKING:
-    from market_spread.stream.batch import BatchSettings
+    from market_spread.stream.spec import StreamSpec
 
 
 def check_orders(
-    settings: BatchSettings,
+    settings: StreamSpec,
     state: StateMirror,
     quotes: DataFrame,
     orders: DataFrame,

@@ -20,7 +20,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from functools import lru_cache
 from typing import cast
 
 import pyarrow as pa
@@ -76,7 +75,7 @@ def driver_steps(batch: BatchRun, batch_df: DataFrame, compactor: Compactor | No
     batch (the attempt's time counts in its parse, which is timed from the batch's start)."""
     batch.describe("read lines")
     read = driver_read.read_batch(
-        batch_df, _universe(batch.settings.universe), limit_lines(batch_df.sparkSession), batch.kafka
+        batch_df, batch.settings.universe_array, limit_lines(batch_df.sparkSession), batch.reader
     )
     collected = ms_since(batch.t0)
     t1 = time.perf_counter()
@@ -95,7 +94,7 @@ def parse_lines(batch: BatchRun, lines: pa.Table) -> tuple[driver_columns.Column
     source_file): lines in the product's own layout through Arrow's kernels (stream.driver_columns),
     the others one by one (stream.driver_rows), the few neither is certain of through Spark's
     parse of those lines alone (stream.driver_spark). None: Spark's plan takes the batch."""
-    split = driver_columns.split(lines, _universe(batch.settings.universe))
+    split = driver_columns.split(lines, batch.settings.universe_array)
     if split is None:
         return None
     columns, rest = split
@@ -111,15 +110,10 @@ def parse_lines(batch: BatchRun, lines: pa.Table) -> tuple[driver_columns.Column
         if batch.warm is not None:
             batch.warm.wait()
         batch.describe("parse uncertain lines")
-        by_spark, spark_bad = driver_spark.parse(batch.spark, sorted_lines.uncertain, batch.settings.symbols)
+        by_spark, spark_bad = driver_spark.parse(batch.spark, sorted_lines.uncertain, batch.universe)
         parts.append(by_spark)
         bad.append(spark_bad)
     return driver_columns.concat(parts), pa.concat_tables(bad)
-
-
-@lru_cache(maxsize=4)
-def _universe(universe: frozenset[str]) -> pa.Array:
-    return pa.array(sorted(universe), pa.string())
 
 
 def _counted(

@@ -1,13 +1,14 @@
 """A driver batch's input, read on the driver: its landing files straight from their folder or
 bucket (the files its Spark plan names, without running it), large ones parsed whole by Arrow's
-JSON reader (stream.driver_json), the other lines as Spark's text source splits them; Kafka records
-brought over in one Spark job."""
+JSON reader (stream.driver_json), the other lines as Spark's text source splits them; a Kafka
+batch's records by the stream's consumer (stream.kafka_read), else brought over in one Spark job.
+What a stream keeps for this between batches is its DriverReader."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
-from typing import cast
+from typing import Any, cast
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -18,6 +19,29 @@ from market_spread.stream import driver_columns, driver_json
 from market_spread.stream.kafka_read import KafkaReader
 
 _BYTES_PER_LINE = 256  # a landing line is about 120-180 bytes: the bound errs towards Spark
+
+
+class DriverReader:
+    """What one stream keeps for reading its batches on the driver: threads for landing objects on
+    S3 and for large files' parse, and a Kafka stream's consumer. `close` at the stream's end."""
+
+    def __init__(self, kafka: KafkaReader | None = None, threads: bool = True) -> None:
+        self.kafka = kafka
+        self.pool = ThreadPoolExecutor(max_workers=7, thread_name_prefix="landing-get") if threads else None
+
+    def map(self, work: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
+        return self.pool.map(work, items) if self.pool is not None else map(work, items)
+
+    def close(self) -> None:
+        if self.kafka is not None:
+            self.kafka.close()
+            self.kafka = None
+        if self.pool is not None:
+            self.pool.shutdown(wait=False)
+            self.pool = None
+
+
+_SERIAL = DriverReader(threads=False)  # one-off reads (tests, tools): no threads, no consumer
 
 
 def plan_bytes(batch_df: DataFrame) -> int | None:
@@ -41,17 +65,19 @@ def read_batch(
     batch_df: DataFrame,
     universe: pa.Array | None,
     limit: int,
-    kafka: KafkaReader | None = None,
+    reader: DriverReader | None = None,
 ) -> tuple[list[driver_columns.ColumnBatch], pa.Table] | None:
     """The batch on the driver: large landing files read whole by Arrow's JSON reader where they
     are certainly Spark's reading (with a `universe`), and the other lines (stream, value,
-    source_file); a Kafka batch's records by `kafka` (stream.kafka_read); None when the batch has
-    more than twice `limit` lines after all (Spark then takes it)."""
+    source_file); a Kafka batch's records by the `reader`'s consumer (stream.kafka_read); None when
+    the batch has more than twice `limit` lines after all (Spark then takes it)."""
+    reader = reader or _SERIAL
     limit = 2 * limit
-    files = landing_files(batch_df, limit * _BYTES_PER_LINE)
-    read = _read_files(files, universe) if files else None
-    if read is None and kafka is not None and not files:
-        records = kafka.read(batch_df, limit)
+    leaves = spark_jvm.batch_leaves(batch_df)  # the plan walked once for both kinds of source
+    files = _whole_files(leaves, limit * _BYTES_PER_LINE)
+    read = _read_files(files, universe, reader) if files else None
+    if read is None and reader.kafka is not None and not files and leaves is not None:
+        records = reader.kafka.read(batch_df, limit, leaves)
         read = None if records is None else ([], records)
     if read is None:
         read = [], batch_df.select("stream", "value", "source_file").toArrow()
@@ -66,44 +92,26 @@ def landing_files(batch_df: DataFrame, max_bytes: int) -> list[str] | None:
     larger than `max_bytes` together). Reading them here saves the batch a Spark job, which was the
     largest phase of a driver batch (measured: docs/performance.md, row 'a driver batch reads its
     landing files itself')."""
-    try:
-        return _whole_files(spark_jvm.logical_plan(batch_df), max_bytes)
-    except Exception:  # noqa: BLE001 - a plan of another shape (not foreachBatch's): Spark reads it
-        return None
+    return _whole_files(spark_jvm.batch_leaves(batch_df), max_bytes)
 
 
-def _whole_files(plan, max_bytes: int) -> list[str] | None:
+def _whole_files(leaves: list[spark_jvm.Leaf] | None, max_bytes: int) -> list[str] | None:
+    """The files of file scans that read each of them whole, within `max_bytes`; None otherwise."""
+    if not leaves or any(leaf.kind != "FileScanRDD" for leaf in leaves):
+        return None  # another source, or not a batch's plan
     covered: dict[str, list[int]] = {}
-    rdds = [plan.rdd()]
-    while rdds:
-        rdd = rdds.pop()
-        deps = rdd.dependencies()
-        if deps.isEmpty():
-            if rdd.getClass().getSimpleName() != "FileScanRDD":
-                return None  # another source
-            for partition in _scala_list(rdd.filePartitions()):
-                for f in partition.files():
-                    seen = covered.setdefault(f.filePath().toPath().toString(), [0, f.fileSize()])
-                    seen[0] += f.length()
-            continue
-        rdds.extend(d.rdd() for d in _scala_list(deps))
+    for path, length, size in (split for leaf in leaves for split in leaf.files):
+        covered.setdefault(path, [0, size])[0] += length
     if any(read != size for read, size in covered.values()) or sum(s for _, s in covered.values()) > max_bytes:
         return None
     return sorted(covered)
-
-
-def _scala_list(seq) -> list:
-    it, out = seq.iterator(), []
-    while it.hasNext():
-        out.append(it.next())
-    return out
 
 
 def _file_lines(files: list[str]) -> pa.Table | None:
     """The lines of landing files as Spark's text source splits them (at \n, \r\n or \r), the feed
     from each file's folder; None when a file is not UTF-8 or cannot be read here (Spark's collect
     then reads the batch)."""
-    read = _read_files(files, None)
+    read = _read_files(files, None, _SERIAL)
     return None if read is None else read[1]
 
 
@@ -113,20 +121,20 @@ JSON_FILE_BYTES = 256 << 10
 
 
 def _read_files(
-    files: list[str], universe: pa.Array | None
+    files: list[str], universe: pa.Array | None, reader: DriverReader
 ) -> tuple[list[driver_columns.ColumnBatch], pa.Table] | None:
     """The files' rows that Arrow's JSON reader takes whole (with a `universe`; stream.driver_json),
     and every other line (stream, value, source_file); None when a file is not UTF-8 or cannot be
     read here."""
     places = [location(name.removeprefix("file:") if name.startswith("file:") else name) for name in files]
-    read = _contents(places)
+    read = _contents(places, reader)
     if any(isinstance(data, Exception) for data in read):
         return None
     contents = cast(list[bytes], read)
     feeds = [place.parent.name for place in places]
     # Large files side by side: Arrow's reader lets go of the interpreter, and a file is one block.
     big = [i for i, data in enumerate(contents) if universe is not None and len(data) >= JSON_FILE_BYTES]
-    fast = dict(zip(big, _get_pool().map(lambda i: driver_json.parse_file(feeds[i], contents[i], universe), big)))
+    fast = dict(zip(big, reader.map(lambda i: driver_json.parse_file(feeds[i], contents[i], universe), big)))
     parts, streams, values, sources = [], [], [], []
     for i, (name, feed, data) in enumerate(zip(files, feeds, contents)):
         got = fast.get(i)
@@ -160,7 +168,7 @@ def _split_lines(data: bytes) -> list[str] | None:
         return None
 
 
-def _contents(places: list) -> list[bytes | Exception]:
+def _contents(places: list, reader: DriverReader) -> list[bytes | Exception]:
     """Each file's bytes (or why it could not be read); objects on S3 fetched side by side, the
     first in this thread and the others on kept threads (a GET is a round trip to the server; a
     pool made for each batch cost more than it saved, and a local read is not worth a thread;
@@ -174,10 +182,5 @@ def _contents(places: list) -> list[bytes | Exception]:
 
     if len(places) < 2 or not any(isinstance(p, S3Path) for p in places):
         return [read(p) for p in places]
-    others = [_get_pool().submit(read, p) for p in places[1:]]
-    return [read(places[0]), *(f.result() for f in others)]
-
-
-@lru_cache(maxsize=1)
-def _get_pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=7, thread_name_prefix="landing-get")
+    others = reader.map(read, places[1:])  # submitted now; the first read here meanwhile
+    return [read(places[0]), *others]

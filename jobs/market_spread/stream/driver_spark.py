@@ -33,7 +33,7 @@ _WARM_LINES = pa.table(
 )
 
 
-def parse(spark: SparkSession, lines: pa.Table, symbols: list[str]) -> tuple[ColumnBatch, pa.Table]:
+def parse(spark: SparkSession, lines: pa.Table, symbols: parsing.Universe) -> tuple[ColumnBatch, pa.Table]:
     """`lines` (stream, value, source_file) through Spark's parse: the valid ones as columns, the
     others as quarantine rows (stream, raw, reason, source_file) with Spark's reasons."""
     frame = spark.createDataFrame(
@@ -63,12 +63,12 @@ def _columns(rows: pa.Table, types: dict[str, pa.DataType]) -> pa.Table:
 class Warm:
     """The warm-up of `parse`, once per stream, on a thread of its own; `wait` before the first use."""
 
-    def __init__(self, spark: SparkSession, symbols: list[str]) -> None:
+    def __init__(self, spark: SparkSession, symbols: parsing.Universe) -> None:
         self._done = threading.Event()
         thread = threading.Thread(target=self._run, args=(spark, symbols), name="warm-spark-parse", daemon=True)
         thread.start()
 
-    def _run(self, spark: SparkSession, symbols: list[str]) -> None:
+    def _run(self, spark: SparkSession, symbols: parsing.Universe) -> None:
         try:
             in_background(spark)  # not counted as a job of the batch it overlaps
             parse(spark, _WARM_LINES, symbols)

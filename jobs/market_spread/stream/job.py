@@ -1,16 +1,14 @@
 """`market-spread stream`: the continuous job over both feeds (contract sections 2 and 5).
 
-The command line builds a StreamJobSpec and calls run_stream(spec); its exit codes are the
+The command line builds the stream's StreamSpec (stream.query) and calls run_stream(spec); its exit codes are the
 stream contract's (runtime.stream_contract)."""
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
-from market_spread.domain.rules import DEFAULT_THRESHOLDS, Thresholds
-from market_spread.domain.symbols import load_symbols
 from market_spread.errors import UsageError
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.deltalog import latest_version
@@ -23,40 +21,13 @@ from market_spread.stream import catch_up
 from market_spread.stream.checkpoint_files import offset_files
 from market_spread.stream.checkpoint_layout import CheckpointLayoutError, prepare
 from market_spread.stream.health_sampler import Observer
-from market_spread.stream.kafka_source import (
-    KafkaSettings,
-    check_kafka,
-    checkpoint_source_error,
-    feed_source,
-    session_conf,
-)
+from market_spread.stream.kafka_source import check_kafka, checkpoint_source_error, session_conf
 from market_spread.stream.progress import ProgressSummary
-from market_spread.stream.query import StreamSpec, landing_backlog_bytes, run_query
+from market_spread.stream.query import landing_backlog_bytes, run_query
 from market_spread.stream.source_log import trim_interval
+from market_spread.stream.spec import StreamSpec
 
 PROG = "market-spread stream"
-
-
-@dataclass(frozen=True)
-class StreamJobSpec:
-    """One run of the stream job: the command's options, typed (None: the option was not given)."""
-
-    lake: Location  # a local folder or an S3 prefix (runtime.storage.location), as are the other places
-    symbols: Path  # the symbol universe's file
-    landing: Location | None = None  # the landing folder; required unless `kafka` is given
-    checkpoint: Location | None = None  # default: LAKE/_checkpoints/stream
-    available_now: bool = False  # process what is there, then exit 0
-    interval: float | None = None  # seconds between the starts of micro-batches (default 0: as soon as input waits)
-    max_files_per_batch: int | None = None
-    archive: Location | None = None
-    master: str | None = None  # Spark master URL
-    progress_every: int = 1  # one summary line per N batches
-    thresholds: Thresholds = DEFAULT_THRESHOLDS
-    kafka: KafkaSettings | None = None  # read Kafka topics instead of the landing folder
-
-    @property
-    def source(self) -> str:
-        return "files" if self.kafka is None else "kafka"
 
 
 def checkpoint_has_progress(checkpoint: Location) -> bool:
@@ -70,14 +41,14 @@ def lake_has_batches(lake: Location) -> bool:
     return any((latest_version(lake / name) or 0) > 0 for name in lake_mod.TABLES)
 
 
-def check_spec(spec: StreamJobSpec) -> None:
+def check_spec(spec: StreamSpec) -> None:
     """UsageError for options that cannot run, before anything is touched."""
     if spec.kafka is None and spec.landing is None:
         raise UsageError("--landing is required (or --source kafka with --bootstrap-servers)")
     landing = spec.landing  # set for a file stream (above)
     if spec.kafka is None and landing is not None and not is_s3(landing) and landing.exists() and not landing.is_dir():
         raise UsageError(f"--landing is not a folder: {spec.landing}")
-    if spec.interval is not None and spec.interval < 0:
+    if spec.interval < 0:
         raise UsageError("--interval must be >= 0 seconds")
     if spec.max_files_per_batch is not None and spec.max_files_per_batch < 1:
         raise UsageError("--max-files-per-batch must be at least 1")
@@ -90,13 +61,12 @@ def check_spec(spec: StreamJobSpec) -> None:
             raise UsageError(str(exc)) from None
 
 
-def run_stream(spec: StreamJobSpec) -> int:
+def run_stream(spec: StreamSpec) -> int:
     """Run the stream under the lake's writer lock; the exit code (0, 1, EXIT_LAKE_BUSY, EXIT_REFUSED).
     UsageError for options that cannot run."""
     check_spec(spec)
-    symbols = load_symbols(spec.symbols)
     lake = spec.lake
-    checkpoint = spec.checkpoint or lake / lake_mod.CHECKPOINT_SUBDIR
+    checkpoint = spec.checkpoint_path
     lock = writer_lock(lake)  # start_query creates the feed folders
     try:
         lock.acquire()
@@ -109,12 +79,12 @@ def run_stream(spec: StreamJobSpec) -> int:
             code, message = refused
             print(f"{PROG}: error: {message}", file=sys.stderr)
             return code
-        return _run_stream(spec, checkpoint, symbols, lock)
+        return _run_stream(spec, checkpoint, lock)
     finally:
         lock.release()
 
 
-def start_refusal(spec: StreamJobSpec, checkpoint: Location) -> tuple[int, str] | None:
+def start_refusal(spec: StreamSpec, checkpoint: Location) -> tuple[int, str] | None:
     """(exit code, reason) when the stream must not start on this checkpoint and lake, else None.
     Prepares a file stream's checkpoint layout on the way (it may move the source log)."""
     mismatch = checkpoint_source_error(checkpoint, spec.source)
@@ -140,7 +110,7 @@ def start_refusal(spec: StreamJobSpec, checkpoint: Location) -> tuple[int, str] 
     return None
 
 
-def _files_per_batch(spec: StreamJobSpec, landing: Location) -> int | None:
+def _files_per_batch(spec: StreamSpec, landing: Location) -> int | None:
     """--max-files-per-batch, or for an --available-now run over a large backlog of file pairs that
     landed in turn, the pairs a batch that keep every answer (stream.catch_up)."""
     if spec.max_files_per_batch is not None or spec.kafka is not None or not spec.available_now:
@@ -151,12 +121,12 @@ def _files_per_batch(spec: StreamJobSpec, landing: Location) -> int | None:
     return pairs
 
 
-def _run_stream(spec: StreamJobSpec, checkpoint: Location, symbols: list[str], lock: WriterLock | LeaseLock) -> int:
-    source = extra_conf = None
+def _run_stream(spec: StreamSpec, checkpoint: Location, lock: WriterLock | LeaseLock) -> int:
+    extra_conf = None
     landing = spec.landing or Path(".")
     if spec.kafka is not None:
         try:
-            source, extra_conf = feed_source(spec.kafka), session_conf()
+            extra_conf = session_conf()
         except UsageError as exc:  # the connector's JARs are missing: a set-up fault, exit 1 as before
             print(f"{PROG}: error: {exc}", file=sys.stderr)
             return 1
@@ -169,17 +139,11 @@ def _run_stream(spec: StreamJobSpec, checkpoint: Location, symbols: list[str], l
     summary = ProgressSummary(spec.progress_every) if spec.progress_every > 1 else None
     # Prometheus metrics and the health record the Stream page reads (stream.health_sampler).
     observer = Observer.for_stream(spec.lake, checkpoint, spec.landing, spec.archive, spec.kafka, summary)
-    query = StreamSpec(
-        lake=spec.lake,
-        symbols=symbols,
+    query = replace(
+        spec,
         landing=landing,
         checkpoint=checkpoint,
-        available_now=spec.available_now,
-        interval=spec.interval or 0.0,
         max_files_per_batch=_files_per_batch(spec, landing),
-        archive=spec.archive,
-        source=source,
-        thresholds=spec.thresholds,
         before_commit=lock.check,
     )
     try:

@@ -47,16 +47,14 @@ class OffsetRange:
         return self.end - self.start
 
 
-def offset_ranges(batch_df: DataFrame) -> list[OffsetRange] | None:
-    """The Kafka offset ranges a foreachBatch batch reads; None for any other source or shape."""
-    try:
-        leaves = spark_jvm.leaf_partitions(batch_df)
-    except Exception:  # noqa: BLE001 - a plan of another shape: Spark reads the batch
-        return None
-    if not leaves or any(kind != "DataSourceRDD" for kind, _ in leaves):
+def offset_ranges(batch_df: DataFrame, leaves: list[spark_jvm.Leaf] | None = None) -> list[OffsetRange] | None:
+    """The Kafka offset ranges a foreachBatch batch reads (from its `leaves`, when the caller has
+    them); None for any other source or shape."""
+    leaves = spark_jvm.batch_leaves(batch_df) if leaves is None else leaves
+    if not leaves or any(leaf.kind != "DataSourceRDD" for leaf in leaves):
         return None
     ranges = []
-    for _, text in leaves:
+    for text in (leaf.partitions for leaf in leaves):
         found = _RANGE.findall(text)
         if len(found) != text.count(_PARTITION):
             return None  # a partition printed otherwise than expected
@@ -91,10 +89,11 @@ class KafkaReader:
             )
         return self._consumer
 
-    def read(self, batch_df: DataFrame, limit: int) -> pa.Table | None:
+    def read(self, batch_df: DataFrame, limit: int, leaves: list[spark_jvm.Leaf] | None = None) -> pa.Table | None:
         """The batch's records as rows (stream, value, source_file); None: Spark reads it (another
-        source, more than `limit` records, or anything read_ranges cannot take)."""
-        ranges = offset_ranges(batch_df)
+        source, more than `limit` records, or anything read_ranges cannot take). `leaves`: the
+        batch's plan_leaves, when the caller has them."""
+        ranges = offset_ranges(batch_df, leaves)
         if ranges is None or sum(r.records for r in ranges) > limit:
             return None
         return self.read_ranges([r for r in ranges if r.records > 0])

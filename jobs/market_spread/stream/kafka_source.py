@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from market_spread.errors import UsageError
@@ -197,17 +196,6 @@ def read_feeds(spark, settings: KafkaSettings):
             "source_file"
         ),
     )
-
-
-def feed_source(settings: KafkaSettings) -> Callable:
-    """The `source` callable `streaming.start_query` takes: spark -> DataFrame; with a label."""
-
-    def source(spark):
-        return read_feeds(spark, settings)
-
-    source.label = settings.label  # type: ignore[attr-defined]
-    source.kafka = settings  # type: ignore[attr-defined]  # its batches are read on the driver (stream.kafka_read)
-    return source
 
 
 def check_kafka(settings: KafkaSettings, timeout: float = 30.0) -> str | None:

@@ -10,13 +10,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from market_spread.domain.rules import DEFAULT_THRESHOLDS, Thresholds
 from market_spread.errors import DISK_FULL, MarketSpreadError
 from market_spread.lake import tables as lake_mod
 from market_spread.runtime.storage import Location, S3Path, location
+from market_spread.stream.kafka_source import read_feeds
+from market_spread.stream.spec import StreamSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -54,32 +54,6 @@ def _read_by_source(name: str) -> bool:
     return fnmatch.fnmatchcase(name, LANDED) and not name.startswith((".", "_"))
 
 
-@dataclass(frozen=True)
-class StreamSpec:
-    """One stream's settings: its input, its lake and checkpoint, the reject thresholds, the trigger."""
-
-    lake: Location
-    symbols: list[str]
-    landing: Location | None = None  # the landing folder (quotes/, orders/), unless `source` is given
-    checkpoint: Location | None = None  # default: LAKE/_checkpoints/stream
-    thresholds: Thresholds = DEFAULT_THRESHOLDS
-    available_now: bool = True  # process what is there, then stop; else run continuously
-    # Seconds between the starts of two batches; 0: a batch as soon as input waits (trigger_conf).
-    interval: float = 0.0
-    max_files_per_batch: int | None = None
-    archive: Location | None = None  # move landing files here once their batch is committed
-    # A callable spark -> streaming DataFrame of (stream, value, source_file) replacing the landing
-    # folder (kafka_source.feed_source).
-    source: Callable | None = None
-    # Called before each batch's commits: raises when this stream may no longer write the lake
-    # (its lease on object storage lost: lake.lock).
-    before_commit: Callable[[], None] | None = None
-
-    @property
-    def checkpoint_path(self) -> Location:
-        return self.checkpoint if self.checkpoint is not None else location(self.lake) / lake_mod.CHECKPOINT_SUBDIR
-
-
 class Started(NamedTuple):
     """A started query, the flag set while a batch runs, and the batch processor (its lake's tables)."""
 
@@ -95,7 +69,7 @@ def start_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None
     archiving = _prepare(spark, spec)
     busy = threading.Event()
     guarded, processor = _guarded_processor(spec, on_batch, busy, archiving)
-    feeds = _landing_feeds(spark, spec, archiving) if spec.source is None else spec.source(spark)
+    feeds = _landing_feeds(spark, spec, archiving) if spec.kafka is None else read_feeds(spark, spec.kafka)
     writer = feeds.writeStream.foreachBatch(guarded)
     writer = writer.option("checkpointLocation", str(spec.checkpoint_path))
     writer = (
@@ -165,16 +139,16 @@ def _prepare(spark: SparkSession, spec: StreamSpec) -> bool:
     Returns whether landing files are archived once read."""
     from market_spread.stream import checkpoint_layout
 
-    landing, source = spec.landing, spec.source
-    for name in FEEDS if source is None else ():
+    landing, files = spec.landing, spec.kafka is None
+    for name in FEEDS if files else ():
         assert landing is not None  # a file stream reads a landing folder (stream.job.check_spec)
         (landing / name).mkdir(parents=True, exist_ok=True)
     lake_mod.ensure_tables(spark, spec.lake)
-    if source is None:
+    if files:
         moved = checkpoint_layout.prepare(spec.checkpoint_path)
         if moved:
             print(f"market-spread stream: {moved}", flush=True)
-    archiving = source is None and spec.archive is not None
+    archiving = files and spec.archive is not None
     if archiving:
         trim_archived_entries(spec.checkpoint_path)
     return archiving
@@ -189,16 +163,10 @@ def _guarded_processor(
 ) -> tuple[Callable[[DataFrame, int], None], BatchProcessor]:
     """The foreachBatch function: the batch processor, flagged busy while it runs (so a stop waits
     for it), trimming the source log every N batches when files are archived."""
-    from market_spread.stream.batch import BatchProcessor, BatchSettings
+    from market_spread.stream.batch import BatchProcessor
     from market_spread.stream.source_log import trim_interval
 
-    processor = BatchProcessor(
-        BatchSettings(
-            str(spec.lake), spec.symbols, spec.thresholds, spec.before_commit, getattr(spec.source, "kafka", None)
-        ),
-        on_batch or _print_progress,
-        checkpoint=spec.checkpoint_path,
-    )
+    processor = BatchProcessor(spec, on_batch or _print_progress, checkpoint=spec.checkpoint_path)
     trim_every = trim_interval() if archiving else 0
 
     def guarded(batch_df: DataFrame, batch_id: int) -> None:
@@ -278,8 +246,7 @@ def run_query(
     previous = {s: signal.signal(s, request_stop) for s in (signal.SIGINT, signal.SIGTERM)} if handle_signals else {}
     mode = trigger_label(spec)
     print(
-        f"market-spread stream: {getattr(spec.source, 'label', spec.landing)} -> {spec.lake} ({mode}, "
-        f"checkpoint {spec.checkpoint_path})",
+        f"market-spread stream: {spec.input_label} -> {spec.lake} ({mode}, checkpoint {spec.checkpoint_path})",
         flush=True,
     )
     from pyspark.errors import StreamingQueryException

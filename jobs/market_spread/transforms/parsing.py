@@ -111,25 +111,21 @@ def _fast_valid(fields: tuple[Field, ...]) -> str:
     return " AND ".join(checks)
 
 
-_UNIVERSES: dict[tuple[int, tuple[str, ...]], DataFrame] = {}
-
-
-def _universe(spark, symbols: list[str]) -> DataFrame:
-    """The symbol universe as a one-column table, built once per session and list.
+def universe_table(spark, symbols: list[str]) -> DataFrame:
+    """The symbol universe as a one-column table (`_universe_symbol`); a stream builds it once and
+    passes it to every parse.
 
     One string literal split and exploded in the JVM: cheap to analyse, and unlike
     `createDataFrame` over Python rows it starts no Python worker on the executors."""
-    key = (id(spark), tuple(symbols))
-    if key not in _UNIVERSES:
-        if len(_UNIVERSES) > 8:
-            _UNIVERSES.clear()
-        # A symbol never holds a newline: the symbol file is read line by line.
-        joined = F.lit("\n".join(sorted(set(symbols))))
-        _UNIVERSES[key] = spark.range(1).select(F.explode(F.split(joined, "\n")).alias("_universe_symbol"))
-    return _UNIVERSES[key]
+    # A symbol never holds a newline: the symbol file is read line by line.
+    joined = F.lit("\n".join(sorted(set(symbols))))
+    return spark.range(1).select(F.explode(F.split(joined, "\n")).alias("_universe_symbol"))
 
 
-def parse_feed(lines: DataFrame, stream: str, symbols: list[str]) -> DataFrame:
+Universe = list[str] | DataFrame  # the symbols, or their universe_table
+
+
+def parse_feed(lines: DataFrame, stream: str, symbols: Universe) -> DataFrame:
     """Parse one feed's lines (`line`, `source_file`) into the common shape of `COMMON_COLUMNS`.
 
     `reason` is NULL for a valid line. The symbol check is a broadcast hash join with the universe
@@ -145,7 +141,7 @@ def parse_feed(lines: DataFrame, stream: str, symbols: list[str]) -> DataFrame:
         "THEN try_cast(j.transact_time AS TIMESTAMP) END"
     )
     parsed = parsed.withColumn("event_time", time_col)
-    known = _universe(lines.sparkSession, symbols)
+    known = symbols if isinstance(symbols, DataFrame) else universe_table(lines.sparkSession, symbols)
     parsed = parsed.join(F.broadcast(known), F.col("j.symbol") == known["_universe_symbol"], "left")
     # NULL for a missing symbol, as an IN would give: the field checks name that problem.
     parsed = parsed.withColumn(
@@ -206,7 +202,7 @@ COMMON_COLUMNS = (
 )
 
 
-def parse_lines(lines: DataFrame, symbols: list[str]) -> DataFrame:
+def parse_lines(lines: DataFrame, symbols: Universe) -> DataFrame:
     """Both feeds of a batch (`stream`, `line`, `source_file`) parsed into the common shape."""
     return parse_feed(lines.where("stream = 'quotes'"), "quotes", symbols).unionByName(
         parse_feed(lines.where("stream = 'orders'"), "orders", symbols)

@@ -54,7 +54,9 @@ opt = options("stream")
 @kafka.source("stream")
 def command(**params) -> int:
     # Imported here: the stream job loads pyspark, which `market-spread --help` must not wait for.
-    from market_spread.stream.job import StreamJobSpec, run_stream
+    from market_spread.domain.symbols import load_symbols
+    from market_spread.stream.job import run_stream
+    from market_spread.stream.spec import StreamSpec
 
     kafka = kafka_settings(
         params["source"],
@@ -65,13 +67,13 @@ def command(**params) -> int:
         params["max_records_per_batch"],
     )
     code = run_stream(
-        StreamJobSpec(
+        StreamSpec(
             lake=required_place(params["lake"], "--lake"),
-            symbols=Path(params["symbols"]),
+            symbols=load_symbols(Path(params["symbols"])),
             landing=place(params["landing"]),
             checkpoint=place(params["checkpoint"]),
             available_now=params["available_now"],
-            interval=params["interval"],
+            interval=params["interval"] or 0.0,
             max_files_per_batch=params["max_files_per_batch"],
             archive=place(params["archive"]),
             master=params["master"],

@@ -1,0 +1,70 @@
+"""A stream's one spec (StreamSpec): built by the `stream` command (or a test, or a bench tool) and
+read by the job, the query and every batch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from market_spread.domain.rules import DEFAULT_THRESHOLDS, Thresholds
+from market_spread.lake import tables as lake_mod
+from market_spread.runtime.storage import Location, location
+from market_spread.stream.kafka_source import KafkaSettings
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """One stream, from the command's options to every batch: its input (a landing folder or Kafka
+    topics), its lake and checkpoint, the symbol universe and reject thresholds, the trigger, the
+    Spark master. Built once by the command; stream.job only fills in what it resolves (the
+    checkpoint's default, the batch size of a catch-up run, the lock's guard) with `replace`."""
+
+    lake: Location
+    symbols: list[str]  # the universe (domain.symbols.load_symbols)
+    landing: Location | None = None  # the landing folder (quotes/, orders/), unless `kafka` is given
+    checkpoint: Location | None = None  # default: LAKE/_checkpoints/stream
+    thresholds: Thresholds = DEFAULT_THRESHOLDS
+    available_now: bool = False  # process what is there, then stop; else run continuously
+    # Seconds between the starts of two batches; 0: a batch as soon as input waits (trigger_conf).
+    interval: float = 0.0
+    max_files_per_batch: int | None = None
+    archive: Location | None = None  # move landing files here once their batch is committed
+    kafka: KafkaSettings | None = None  # read these Kafka topics instead of the landing folder
+    master: str | None = None  # Spark master URL (default: local)
+    progress_every: int = 1  # one summary line per N batches
+    # Called before each batch's commits: raises when this stream may no longer write the lake
+    # (its lease on object storage lost: lake.lock).
+    before_commit: Callable[[], None] | None = None
+
+    @property
+    def checkpoint_path(self) -> Location:
+        return self.checkpoint if self.checkpoint is not None else location(self.lake) / lake_mod.CHECKPOINT_SUBDIR
+
+    @property
+    def source(self) -> str:
+        return "files" if self.kafka is None else "kafka"
+
+    @property
+    def input_label(self) -> str:
+        return str(self.landing) if self.kafka is None else self.kafka.label
+
+    @cached_property
+    def universe(self) -> frozenset[str]:
+        return frozenset(self.symbols)
+
+    @cached_property
+    def universe_array(self) -> pa.Array:
+        """The universe, sorted, as the Arrow array the driver's parse looks symbols up in."""
+        import pyarrow as pa
+
+        return pa.array(sorted(self.universe), pa.string())
+
+    def guard(self) -> None:
+        """Raise when the stream may no longer commit (before_commit)."""
+        if self.before_commit is not None:
+            self.before_commit()
