@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from market_spread.domain.rules import Thresholds
 
 PRICE = pa.decimal128(18, 8)
+TIME = pa.timestamp("us", tz="UTC")  # a time as the lake stores it (Delta's TIMESTAMP)
 
 
 def rejects(bid: pa.Array, offer: pa.Array, thresholds: Thresholds) -> pa.Array:

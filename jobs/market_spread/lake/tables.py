@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from market_spread.domain.columns import PRICE, TIME
 from market_spread.runtime.storage import Location, location
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-DECIMAL = pa.decimal128(18, 8)  # prices and quantities: exact to the contract's 8 places
-TIME = pa.timestamp("us", tz="UTC")
 _SQL_TYPES = {
     pa.string(): "STRING",
     pa.int64(): "BIGINT",
@@ -81,8 +80,8 @@ DECLARED: dict[str, Table] = {
             "symbol_state",
             schema(
                 ("symbol", pa.string(), False),
-                ("bid", DECIMAL),
-                ("offer", DECIMAL),
+                ("bid", PRICE),
+                ("offer", PRICE),
                 ("quote_time", TIME),
                 ("seq", pa.int64()),
                 ("should_reject_trades", pa.bool_()),
@@ -99,12 +98,12 @@ DECLARED: dict[str, Table] = {
                 ("account", pa.int64()),
                 ("symbol", pa.string()),
                 ("side", pa.string()),
-                ("qty", DECIMAL),
-                ("price", DECIMAL),
+                ("qty", PRICE),
+                ("price", PRICE),
                 ("order_time", TIME),
                 ("reason", pa.string()),
-                ("bid", DECIMAL),
-                ("offer", DECIMAL),
+                ("bid", PRICE),
+                ("offer", PRICE),
                 ("quote_time", TIME),
                 ("detected_at", TIME),
                 ("batch_id", pa.int64()),
@@ -117,8 +116,8 @@ DECLARED: dict[str, Table] = {
             "quotes",
             schema(
                 ("symbol", pa.string()),
-                ("bid", DECIMAL),
-                ("offer", DECIMAL),
+                ("bid", PRICE),
+                ("offer", PRICE),
                 ("quote_time", TIME),
                 ("seq", pa.int64()),
                 ("batch_id", pa.int64()),

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from market_spread.domain.columns import PRICE, TIME
 from market_spread.lake import tables as lake_mod
 
 if TYPE_CHECKING:
@@ -22,11 +23,11 @@ RESULTS = lake_mod.Table(
         *[(c, pa.string()) for c in ("run_id", "suite", "expectation")],
         *[(c, pa.bool_()) for c in ("critical", "success")],
         *[(c, pa.int64()) for c in ("unexpected_count", "from_version", "to_version")],
-        ("validated_at", lake_mod.TIME),
+        ("validated_at", TIME),
         ("rows_validated", pa.int64()),
         ("run_passed", pa.bool_()),
         ("observed", pa.string()),
-        *[(c, lake_mod.DECIMAL) for c in ("max_spread", "max_spread_ratio")],
+        *[(c, PRICE) for c in ("max_spread", "max_spread_ratio")],
         ("to_batch", pa.int64()),
         ("batches", pa.string()),
     ),

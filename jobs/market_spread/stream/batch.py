@@ -81,7 +81,7 @@ class BatchProcessor:
     last_lines: int | None = None  # input lines of the batch before (None: none yet in this process)
     warm: driver_spark.Warm | None = None  # Spark's parse of a driver batch's uncertain lines, warmed at start
     reader: DriverReader | None = None  # what reads its batches on the driver (threads, a Kafka consumer)
-    universe: DataFrame | None = None  # the symbols as a table in this session (transforms.parsing)
+    universe_table: DataFrame | None = None  # the symbols as a table in this session (transforms.parsing)
     # Set once a batch's error was said in one line (stream.query): the query's failure is not said again.
     error_said: threading.Event = field(default_factory=threading.Event)
 
@@ -114,10 +114,10 @@ class BatchProcessor:
             self.state = StateMirror(self.tables)
         if self.compactor is None:
             self.compactor = Compactor(self.tables)
-        if self.universe is None:
-            self.universe = parsing.universe_table(spark, self.settings.symbols)
+        if self.universe_table is None:
+            self.universe_table = parsing.universe_table(spark, self.settings.symbols)
         if self.warm is None and driver_batch.limit_lines(spark) and delta_rs.enabled():
-            self.warm = driver_spark.Warm(spark, self.universe)
+            self.warm = driver_spark.Warm(spark, self.universe_table)
         if self.reader is None:
             self.reader = DriverReader(_kafka_reader(self.settings))
         try:
@@ -133,7 +133,7 @@ class BatchProcessor:
                 tables=self.tables,
                 warm=self.warm,
                 reader=self.reader,
-                universe=self.universe,
+                universe_table=self.universe_table,
             )
         except BaseException:
             # Some writes may be in and the copy ahead of the table: read both from the lake again.
@@ -176,7 +176,7 @@ def process_batch(
     tables: LakeTables | None = None,
     warm: driver_spark.Warm | None = None,
     reader: DriverReader | None = None,
-    universe: DataFrame | None = None,
+    universe_table: DataFrame | None = None,
 ) -> BatchResult:
     """Process one micro-batch. `committed` (table -> last batch written) is updated in place;
     None reads it from the lake (a one-off call, e.g. in tests). `state` likewise. `expect_small`:
@@ -184,7 +184,8 @@ def process_batch(
     `compactor`: after the batch's last commit, compact a table that has had enough commits.
     `lines_before`: the input lines of the batch before (None: none yet), to choose where a batch
     is checked (stream.driver_batch). `tables`: the lake's tables as the stream keeps them (None: a
-    one-off set, with the default stream id)."""
+    one-off set, with the default stream id). `warm`, `reader`, `universe_table`: what the stream
+    keeps between batches (BatchProcessor); None in a one-off call (read serially, symbols as a list)."""
     spark = batch_df.sparkSession
     tables = tables or LakeTables(settings.lake, DEFAULT_STREAM_ID, spark)
     if committed is None:
@@ -204,7 +205,7 @@ def process_batch(
         started_at=datetime.now(UTC),
         warm=warm,
         reader=reader,
-        known=universe,
+        universe_table=universe_table,
     )
     scope = ExitStack()  # the parsed batch's cache and the size-dependent settings, until the batch ends
     try:

@@ -1,5 +1,5 @@
 """What one micro-batch (stream.batch, stream.driver_batch) carries from step to step: the stream's
-spec (stream.query.StreamSpec), the run's own bookkeeping, its result; and the steps both ways of
+spec (stream.spec.StreamSpec), the run's own bookkeeping, its result; and the steps both ways of
 checking a batch end with: the writes side by side, the batch_metrics row, compaction."""
 
 from __future__ import annotations
@@ -71,12 +71,12 @@ class BatchRun:
     started_at: datetime
     warm: Warm | None = None  # the parse of uncertain lines, warmed at the start
     reader: DriverReader | None = None  # the stream's reader of batches on the driver (None: one-off, serial)
-    known: DataFrame | None = None  # the symbols as a table (transforms.parsing.universe_table), kept by the stream
+    universe_table: DataFrame | None = None  # the symbols as a table (transforms.parsing), kept by the stream
 
     @property
     def universe(self) -> parsing.Universe:
         """What a parse checks symbols against: the stream's table of them, else the list."""
-        return self.known if self.known is not None else self.settings.symbols
+        return self.universe_table if self.universe_table is not None else self.settings.symbols
 
     def describe(self, phase: str) -> None:
         """Name the phase in the Spark UI (a job description is per thread)."""

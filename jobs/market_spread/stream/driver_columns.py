@@ -26,13 +26,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from market_spread.domain.columns import PRICE, as_of, newest, rejects, sort_by_key  # noqa: F401 - the driver's check
+from market_spread.domain.columns import PRICE, TIME, as_of, newest, rejects, sort_by_key  # noqa: F401 - the driver's check
 from market_spread.domain.rules import Thresholds
 from market_spread.lake.lake_tables import LakeTables
 from market_spread.lake.state import late_history_rows
 from market_spread.lake.state_mirror import StateMirror
 
-_TIME = pa.timestamp("us", tz="UTC")
 _DAY_US = 86_400_000_000
 
 _TEXT = r'"[\x20\x21\x23-\x5b\x5d-\x7e]+"'  # printable ASCII, no quote, no backslash: no escapes
@@ -174,7 +173,7 @@ def _positive(price: pa.Array) -> pa.Array:
 
 
 def _micros(fields: pa.StructArray) -> pa.Array:
-    return pc.cast(_cast(fields.field("time"), _TIME), pa.int64())
+    return pc.cast(_cast(fields.field("time"), TIME), pa.int64())
 
 
 def _seq(fields: pa.StructArray) -> pa.Array:
@@ -247,7 +246,7 @@ def quote_days(micros: pa.Array) -> pa.Array:
 
 
 def timestamps(micros: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return pc.cast(micros, pa.int64()).cast(_TIME)
+    return pc.cast(micros, pa.int64()).cast(TIME)
 
 
 def alerts(

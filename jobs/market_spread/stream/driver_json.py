@@ -20,10 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from market_spread.domain.columns import PRICE
+from market_spread.domain.columns import PRICE, TIME
 from market_spread.stream.driver_columns import _TIME_TEXT, _cast
 
-_TIME = pa.timestamp("us", tz="UTC")
 _SCHEMAS = {
     "quotes": pa.schema(
         [("symbol", pa.string()), ("transact_time", pa.string()), ("bid", PRICE), ("offer", PRICE), ("seq", pa.int64())]
@@ -97,7 +96,7 @@ def _typed(feed: str, rows: pa.Table, universe: pa.Array) -> tuple[pa.Table, pa.
     time_text = rows["transact_time"]
     well_formed = pc.fill_null(pc.match_substring_regex(time_text, _TIME_PATTERN), False)
     # Only the well-formed times are cast; one that names no instant (February 30th) comes out null.
-    time = pc.cast(_cast(pc.if_else(well_formed, time_text, pa.scalar(None, pa.string())), _TIME), pa.int64())
+    time = pc.cast(_cast(pc.if_else(well_formed, time_text, pa.scalar(None, pa.string())), TIME), pa.int64())
     checks = [pc.is_valid(time), pc.is_in(rows["symbol"], value_set=universe)]
     for price in ("bid", "offer") if feed == "quotes" else ("qty", "price"):
         checks += [pc.greater(rows[price], pa.scalar(Decimal(0), PRICE)), pc.less_equal(rows[price], _PRICE_MAX)]

@@ -1,7 +1,7 @@
 """`market-spread stream`: the continuous job over both feeds (contract sections 2 and 5).
 
-The command line builds the stream's StreamSpec (stream.query) and calls run_stream(spec); its exit codes are the
-stream contract's (runtime.stream_contract)."""
+The command line builds the stream's StreamSpec (stream.spec) and calls run_stream(spec); its exit
+codes are the stream contract's (runtime.stream_contract)."""
 
 from __future__ import annotations
 
@@ -138,7 +138,6 @@ def _run_stream(spec: StreamSpec, checkpoint: Location, lock: WriterLock | Lease
     lock.record(jvm_pid=spark_jvm.driver_pid(spark))
     summary = ProgressSummary(spec.progress_every) if spec.progress_every > 1 else None
     # Prometheus metrics and the health record the Stream page reads (stream.health_sampler).
-    observer = Observer.for_stream(spec.lake, checkpoint, spec.landing, spec.archive, spec.kafka, summary)
     query = replace(
         spec,
         landing=landing,
@@ -146,6 +145,7 @@ def _run_stream(spec: StreamSpec, checkpoint: Location, lock: WriterLock | Lease
         max_files_per_batch=_files_per_batch(spec, landing),
         before_commit=lock.check,
     )
+    observer = Observer.for_stream(query, summary)
     try:
         return run_query(spark, query, on_batch=observer, handle_signals=True)
     finally:

@@ -92,7 +92,7 @@ class KafkaReader:
     def read(self, batch_df: DataFrame, limit: int, leaves: list[spark_jvm.Leaf] | None = None) -> pa.Table | None:
         """The batch's records as rows (stream, value, source_file); None: Spark reads it (another
         source, more than `limit` records, or anything read_ranges cannot take). `leaves`: the
-        batch's plan_leaves, when the caller has them."""
+        batch's spark_jvm.batch_leaves, when the caller has them."""
         ranges = offset_ranges(batch_df, leaves)
         if ranges is None or sum(r.records for r in ranges) > limit:
             return None
