@@ -167,3 +167,4 @@ def test_a_batch_counts_its_own_spark_jobs_not_the_background_ones(spark):
         time.sleep(0.1)
     assert batch_jobs(spark, first, last) == own
     assert batch_jobs(spark, None, last) is None
+    assert batch_jobs(spark, last, last) == 0  # no job: the tracker is not asked

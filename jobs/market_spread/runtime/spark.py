@@ -332,6 +332,8 @@ def batch_jobs(spark: SparkSession, first: int | None, last: int | None) -> int 
     """The jobs with ids in [first, last) that are not background ones; None where not known."""
     if first is None or last is None:
         return None
+    if last == first:  # no job at all (a driver batch): nothing to ask the status tracker
+        return 0
     try:
         beside = spark.sparkContext.statusTracker().getJobIdsForGroup(BACKGROUND_JOBS)
     except Exception:  # noqa: BLE001 - a diagnostic only: never fail a batch over it
