@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 import threading
@@ -11,6 +12,7 @@ import pytest
 
 from market_spread.runtime.jvm_archive import archive_path
 from market_spread.runtime.spark import batch_jobs, in_background, session_jars, spark_jobs_so_far
+from market_spread.stream.query import LOCAL_CHECKPOINT_WRITER
 from tests.helpers.cli import market_spread
 
 
@@ -149,6 +151,23 @@ def test_a_local_checkpoint_is_written_through_filesystem_and_one_on_s3_left_to_
         assert spark.conf.get(CHECKPOINT_WRITER, None) is None
     finally:
         spark.conf.unset(CHECKPOINT_WRITER)
+
+
+def test_spark_writes_local_files_without_checksum_files(spark, tmp_path):
+    """A `.crc` beside each file (and a `chmod` process for each of the two) is what the checksummed
+    local file system costs: the checkpoint's logs through Spark's writer and a data file alike."""
+    jvm = spark.sparkContext._jvm
+    conf = spark._jsparkSession.sessionState().newHadoopConf()
+    log = jvm.org.apache.hadoop.fs.Path(str(tmp_path / "checkpoint" / "offsets" / "0"))
+    manager = functools.reduce(getattr, LOCAL_CHECKPOINT_WRITER.split("."), jvm)(log.getParent(), conf)  # the stream's writer on a local disk
+    manager.mkdirs(log.getParent())
+    out = manager.createAtomic(log, True)
+    out.write(bytearray(b"v1\n{}\n"))
+    out.close()
+    spark.range(3).write.parquet(str(tmp_path / "data"))
+    written = [p.name for p in tmp_path.rglob("*") if p.is_file()]
+    assert "0" in written and any(name.endswith(".parquet") for name in written)
+    assert not [name for name in written if name.endswith(".crc")], written
 
 
 def test_a_batch_counts_its_own_spark_jobs_not_the_background_ones(spark):

@@ -241,9 +241,9 @@ declare(
     P + "LOCAL_CHECKSUMS",
     boolean,
     False,
-    "Hadoop's checksum files (`.NAME.crc`) beside the streaming "
-    "checkpoint's files on a local disk: fs.AbstractFileSystem.file.impl is the checksummed LocalFs when on, the "
-    "raw RawLocalFs when off (Spark's other local files keep theirs).",
+    "Hadoop's checksum files (`.NAME.crc`) beside the files Spark writes on a local disk (the "
+    "streaming checkpoint's, Spark's Delta writes): Hadoop's checksummed local file system when on; its raw "
+    "one when off, with S3A's uploads buffered on the heap (its disk buffer needs the checksummed one).",
     (SPARK,),
     to_jobs=True,
     shown_default="off",

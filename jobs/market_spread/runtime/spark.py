@@ -124,14 +124,22 @@ def core_conf(shuffle_partitions: int) -> dict[str, str]:
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": "8",
         "spark.ui.enabled": _switch("MARKET_SPREAD_SPARK_UI"),
         "spark.sql.streaming.fileSource.cleaner.numThreads": "1",
-        # Hadoop's checksummed local FileContext writes, renames and deletes a `.crc` beside every
-        # checkpoint log file: at 10,000 events/s half of Spark's own time per batch (docs/performance.md).
-        **(
-            {}
-            if value("MARKET_SPREAD_LOCAL_CHECKSUMS")
-            else {"spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs"}
-        ),
+        **({} if value("MARKET_SPREAD_LOCAL_CHECKSUMS") else RAW_LOCAL_FILES),
     }
+
+
+# Spark's local files through Hadoop's raw local file system. The checksummed one writes a `.crc`
+# beside every file and, without Hadoop's native library, starts a `chmod` process for each of the
+# two: the checkpoint's four log files a batch cost 8 processes, about 55 ms of a 350 ms trigger at
+# 10,000 events/s (measured: docs/performance.md, row 'Spark's local files through Hadoop's raw').
+# S3A's default upload buffer (`disk`) needs the checksummed class (it casts to it), so uploads are
+# buffered on the heap, at most two blocks ahead per file.
+RAW_LOCAL_FILES = {
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
+    "spark.hadoop.fs.s3a.fast.upload.buffer": "array",
+    "spark.hadoop.fs.s3a.fast.upload.active.blocks": "2",
+}
 
 
 def delta_conf(jars: list[str], shuffle_partitions: int) -> dict[str, str]:
