@@ -159,7 +159,8 @@ def test_spark_writes_local_files_without_checksum_files(spark, tmp_path):
     jvm = spark.sparkContext._jvm
     conf = spark._jsparkSession.sessionState().newHadoopConf()
     log = jvm.org.apache.hadoop.fs.Path(str(tmp_path / "checkpoint" / "offsets" / "0"))
-    manager = functools.reduce(getattr, LOCAL_CHECKPOINT_WRITER.split("."), jvm)(log.getParent(), conf)  # the stream's writer on a local disk
+    writer = functools.reduce(getattr, LOCAL_CHECKPOINT_WRITER.split("."), jvm)  # the stream's, on a local disk
+    manager = writer(log.getParent(), conf)
     manager.mkdirs(log.getParent())
     out = manager.createAtomic(log, True)
     out.write(bytearray(b"v1\n{}\n"))
