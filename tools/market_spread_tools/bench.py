@@ -12,12 +12,14 @@ Measures on this machine, in one run:
 - the median 2,000-event batch, p99 at 1,000 events/s and the backlog's throughput on the local S3
   server (`market-spread object-store`, started for the run) beside local disk (part `s3`);
 - latency and the cost of a batch with quarantined lines, with bad lines among the feed's (part `dirty`);
-- the CPU an idle stream takes, from files and from Kafka (part `idle`).
+- the CPU an idle stream takes, from files and from Kafka (part `idle`);
+- the backlog, and the batch size from which Spark's executors beat the driver's path, on a
+  2-worker local Spark cluster, with the peak memory of driver, daemons and executors (part `cluster`).
 The latency and idle runs start the stream with the product's defaults (its default trigger).
 Writes latest.json, PNG plots and summary.md into bench/results/quick or bench/results/full (--out).
 
 This module runs the parts and writes the files; the work is in bench_plans (how much),
-bench_measure, bench_latency, bench_kafka, bench_phases, bench_idle and bench_storage (measuring),
+bench_measure, bench_latency, bench_kafka, bench_phases, bench_idle, bench_storage and bench_cluster (measuring),
 bench_plots and bench_report.
 """
 
@@ -30,6 +32,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from market_spread.feeds.generate import Generator, write_backlog
 from market_spread_tools.bench_dirty import dirty_feeds
 from market_spread_tools.bench_idle import idle_cost
 from market_spread_tools.bench_kafka import broker_available, kafka_latency
@@ -93,8 +96,26 @@ def measure(
             results["storage_skipped"] = s3_skipped
         else:
             results["storage"] = storage_comparison(spark, work, plan)
+    if "cluster" in parts:
+        results["cluster"] = cluster(work, plan, results.get("throughput"))
     results["peak_memory_mb"] = peak_memory_mb(spark)
     return results
+
+
+def cluster(work: Path, plan: Plan, tp: dict | None) -> dict:
+    """The cluster part over the throughput part's backlog (written here when that part did not run)."""
+    from market_spread_tools.bench_cluster import cluster_part
+
+    symbols = bench_symbols(3_000)
+    landing = work / "tp" / "landing"
+    if tp is None:
+        say(f"cluster: generating the backlog, {plan.events:,} events in {plan.files} file pairs")
+        gen = Generator(symbols, seed=42, profile="wallaroo", wide_share=0.05)
+        write_backlog(landing, gen, plan.events // 2, plan.events - plan.events // 2, plan.files, "bench")
+    out = cluster_part(work, landing, symbols, plan.files_per_batch)
+    if tp is not None:
+        out["backlog"]["alerts_agree"] = out["backlog"]["alerts"] == tp["alerts"]
+    return out
 
 
 def reproduce_command(quick: bool, growth_batches: int | None, only: str | None = None) -> str:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -16,25 +17,22 @@ import psutil
 from market_spread_tools.bench_measure import say
 
 
-def run_measured(argv: list[str], timeout: float = 3600) -> tuple[subprocess.CompletedProcess, float, float]:
+def run_measured(
+    argv: list[str],
+    timeout: float = 3600,
+    env: dict[str, str] | None = None,
+    also: Callable[[], list[int]] = lambda: [],
+) -> tuple[subprocess.CompletedProcess, float, float]:
     """Run `argv`; (its result, wall seconds, peak memory of its process tree in MB: proportional
-    set sizes summed, sampled every 0.2 s)."""
+    set sizes summed, sampled every 0.2 s). `also`: further processes whose trees count with it
+    (a cluster's daemons, whose children are the run's executors)."""
     began = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     peak, done = [0], threading.Event()
 
     def sample() -> None:
         while not done.wait(0.2):
-            total = 0
-            try:
-                root = psutil.Process(proc.pid)
-                for p in [root, *root.children(recursive=True)]:
-                    try:
-                        total += p.memory_full_info().pss
-                    except psutil.Error:
-                        pass
-            except psutil.Error:
-                continue
+            total = sum(_tree_pss([proc.pid, *also()]))
             peak[0] = max(peak[0], total)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -49,6 +47,23 @@ def run_measured(argv: list[str], timeout: float = 3600) -> tuple[subprocess.Com
         time.perf_counter() - began,
         round(peak[0] / 2**20, 1),
     )
+
+
+def _tree_pss(roots: list[int]) -> list[int]:
+    """The proportional set size of each live process in the trees of `roots`."""
+    sizes = []
+    for pid in roots:
+        try:
+            root = psutil.Process(pid)
+            members = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            continue
+        for p in members:
+            try:
+                sizes.append(p.memory_full_info().pss)
+            except psutil.Error:
+                pass
+    return sizes
 
 
 def polars_baseline(landing: Path) -> dict:

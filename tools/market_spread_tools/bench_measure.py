@@ -209,8 +209,18 @@ def throughput(spark, work: Path, plan: Plan) -> dict:
     }
 
 
-def stream_command(work: Path, landing: Path, symbols: list[str], files_per_batch: int | None) -> dict:
-    """Throughput as users run it: `market-spread stream --available-now` in a process of its own.
+def stream_command(
+    work: Path,
+    landing: Path,
+    symbols: list[str],
+    files_per_batch: int | None,
+    master: str | None = None,
+    env: dict[str, str] | None = None,
+    also=lambda: [],
+    label: str = "throughput",
+) -> dict:
+    """Throughput as users run it: `market-spread stream --available-now` in a process of its own
+    (on `master` when given, with `env`; `also`: run_measured's further processes).
 
     Its JVM is cold. The JVM's start is left out: the time is that of its batches, from the
     batch_metrics table it wrote (started_at to finished_at of each batch, summed)."""
@@ -235,19 +245,25 @@ def stream_command(work: Path, landing: Path, symbols: list[str], files_per_batc
     ]
     if files_per_batch:
         argv += ["--max-files-per-batch", str(files_per_batch)]
-    say("throughput: the stream command in a process of its own")
+    if master:
+        argv += ["--master", master]
+    say(f"{label}: the stream command in a process of its own" + (f" on {master}" if master else ""))
     from market_spread_tools.bench_backlog import run_measured
 
-    done, wall, peak_mb = run_measured(argv)
+    done, wall, peak_mb = run_measured(argv, env=env, also=also)
     if done.returncode != 0:
         raise RuntimeError(f"stream command failed ({done.returncode}): {done.stderr[-2000:]}")
     metrics = DeltaTable(str(lake / "batch_metrics")).to_pyarrow_table().to_pylist()
     events = sum(m["input_lines"] for m in metrics)
     batch_s = sum((m["finished_at"] - m["started_at"]).total_seconds() for m in metrics)
     slowest = max(((m["finished_at"] - m["started_at"]).total_seconds() for m in metrics), default=0.0)
+    times = [(m["finished_at"] - m["started_at"]).total_seconds() for m in metrics]
     out = {
         "events": events,
         "batches": len(metrics),
+        "median_batch_seconds": round(statistics.median(times), 3) if times else None,
+        # Spark jobs a batch ran (median): none or a few on the driver's path, more through Spark's plan.
+        "spark_jobs_per_batch": statistics.median([m["spark_jobs"] or 0 for m in metrics]) if metrics else None,
         "batch_seconds": round(batch_s, 2),
         "slowest_batch_seconds": round(slowest, 2),
         "wall_seconds": round(wall, 2),
@@ -256,7 +272,7 @@ def stream_command(work: Path, landing: Path, symbols: list[str], files_per_batc
         "events_per_s": round(events / batch_s) if batch_s else None,
     }
     say(
-        f"throughput: stream command: {events:,} events in {len(metrics)} batches, {batch_s:.1f}s of batches "
+        f"{label}: stream command: {events:,} events in {len(metrics)} batches, {batch_s:.1f}s of batches "
         f"({wall:.1f}s with the JVM's start; slowest batch {slowest:.1f}s; peak {peak_mb:,.0f} MB) = "
         f"{out['events_per_s']:,} events/s"
     )

@@ -12,7 +12,8 @@ from market_spread.errors import UsageError
 # s3: the median 2,000-event batch, p99 at 1,000 events/s and the backlog's throughput on the
 # local S3 server beside local disk (bench_storage). idle: the CPU an idle stream takes (bench_idle).
 # dirty: latency and batch cost with bad lines among the feed's (bench_dirty).
-PARTS = ("throughput", "latency", "growth", "symbols", "kafka", "dirty", "idle", "s3")
+# cluster: the backlog and the driver/executors crossover on a 2-worker local cluster (bench_cluster).
+PARTS = ("throughput", "latency", "growth", "symbols", "kafka", "dirty", "idle", "s3", "cluster")
 
 
 @dataclass(frozen=True)

@@ -317,6 +317,42 @@ def dirty_lines(dirty: dict | None) -> list[str]:
     return lines + [""]
 
 
+def cluster_lines(c: dict | None) -> list[str]:
+    """The cluster part: the backlog on the 2-worker cluster and the driver/executors crossover."""
+    if not c:
+        return []
+    lines = [
+        f"Local Spark cluster ({c['workers']} workers, {c['worker_cores']} core each; `stream --master spark://...` in its own process, peak memory of driver, daemons and executors):",
+        "",
+    ]
+    b = c.get("backlog")
+    if b:
+        lines += [
+            f"Backlog: {b['events']:,} events in {b['batches']} batch(es), {b['events_per_s']:,} events/s "
+            f"({b['batch_seconds']} s of batches, slowest {b['slowest_batch_seconds']} s, {b['spark_jobs_per_batch']} Spark "
+            f"jobs per batch), peak {b['peak_mb']:,} MB; alerts agree with the throughput part: {b.get('alerts_agree', 'n/a')}.",
+            "",
+        ]
+    lines += [
+        "| batch (events) | driver's path: median batch s, events/s, peak MB | Spark's executors: median batch s, events/s, peak MB | faster |",
+        "| --- | --- | --- | --- |",
+    ]
+    for r in c["crossover"]:
+        d, s = r["driver"], r["spark"]
+        lines.append(
+            f"| {r['batch_events']:,} | {d['median_batch_seconds']}, {d['events_per_s']:,}, {d['peak_mb']:,} "
+            f"| {s['median_batch_seconds']}, {s['events_per_s']:,}, {s['peak_mb']:,} | {r['faster']} |"
+        )
+    at = c.get("crossover_batch_events")
+    lines += [
+        "",
+        f"Crossover: {'Spark executors faster from ' + format(at, ',') + '-event batches' if at else 'none in the sizes measured (the driver faster at each)'}; "
+        f"alerts agree on both paths: {c['alerts_agree']}.",
+        "",
+    ]
+    return lines
+
+
 def summary_markdown(results: dict, command: str) -> str:
     m = results["machine"]
     lines = [
@@ -395,6 +431,7 @@ def summary_markdown(results: dict, command: str) -> str:
     if results.get("symbols_scaling"):
         lines += [f"Batch time (s, 20k events) by number of symbols: {results['symbols_scaling']}.", ""]
     lines += storage_lines(results)
+    lines += cluster_lines(results.get("cluster"))
     lines += [f"Peak memory of the job: {results['peak_memory_mb']} MB.", ""]
     checks = targets(results)
     if checks:

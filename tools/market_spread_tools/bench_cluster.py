@@ -1,0 +1,137 @@
+"""The benchmark's cluster part: `stream --available-now --master spark://…` on a Spark standalone
+cluster of two workers on this machine (market_spread_tools.cluster.LocalCluster), each run in a
+process of its own, its peak memory that of the driver and of every daemon and executor together:
+
+- the throughput part's backlog (same files, same layout) with the product's routing: on a cluster,
+  batches of CLUSTER_BATCH_LINES and more go to the executors (stream.driver_batch);
+- the crossover: the same batches forced onto the driver's path and onto Spark's executors
+  (MARKET_SPREAD_DRIVER_BATCH_LINES: any size, or none), at growing batch sizes, so that where one
+  overtakes the other is measured on this machine rather than assumed.
+
+On one 2-core machine the executors share the driver's cores; on a real cluster they do not, which
+is why the routing keeps large batches on Spark's executors there.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from market_spread.feeds.generate import Generator, write_backlog
+from market_spread_tools.bench_measure import say, stream_command
+from market_spread_tools.cluster import LocalCluster
+
+WORKERS = 2
+# Batch sizes of the crossover, in file pairs of CROSSOVER_PAIR_EVENTS events each.
+CROSSOVER_PAIRS = (1, 5, 20)
+CROSSOVER_PAIR_EVENTS = 20_000
+PATHS = {"driver": str(1 << 40), "spark": "0"}  # MARKET_SPREAD_DRIVER_BATCH_LINES of each path
+
+
+def _env(cluster: LocalCluster, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The driver's environment on the local cluster (as tests/e2e/test_cluster.py runs it)."""
+    return {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "MARKET_SPREAD_DRIVER_HOST": "127.0.0.1",  # executors reach the driver on the loopback
+        "SPARK_CONF_DIR": str(cluster.conf_dir),  # spark.authenticate and the cluster's secret
+        "MARKET_SPREAD_EXECUTOR_MEMORY": "1g",
+        **(extra or {}),
+    }
+
+
+def _run(
+    cluster: LocalCluster, work: Path, landing: Path, symbols: list[str], per_batch: int | None, label: str, extra=None
+) -> dict:
+    def daemons() -> list[int]:
+        return [p.pid for p in cluster.procs.values() if p.poll() is None]
+
+    return stream_command(
+        work,
+        landing,
+        symbols,
+        per_batch,
+        master=cluster.master_url,
+        env=_env(cluster, extra),
+        also=daemons,
+        label=label,
+    )
+
+
+def crossover(
+    cluster: LocalCluster,
+    work: Path,
+    symbols: list[str],
+    sizes: tuple[int, ...] = CROSSOVER_PAIRS,
+    pair_events: int = CROSSOVER_PAIR_EVENTS,
+) -> list[dict]:
+    """Median batch time and events/s of each path at each batch size of `sizes` file pairs of
+    `pair_events` events (same files, own process each)."""
+    landing = work / "crossover" / "landing"
+    pairs = max(sizes)
+    events = pair_events * pairs
+    say(f"cluster: crossover files: {events:,} events in {pairs} file pairs")
+    write_backlog(
+        landing, Generator(symbols, seed=44, profile="wallaroo", wide_share=0.05), events // 2, events // 2, pairs, "x"
+    )
+    rows = []
+    for per_batch in sizes:
+        row: dict = {"batch_events": per_batch * pair_events}
+        for path, limit in PATHS.items():
+            out = _run(
+                cluster,
+                work / f"crossover-{path}-{per_batch}",
+                landing,
+                symbols,
+                per_batch,
+                f"cluster crossover ({path}, {row['batch_events']:,}-event batches)",
+                {"MARKET_SPREAD_DRIVER_BATCH_LINES": limit},
+            )
+            row[path] = {
+                k: out[k] for k in ("median_batch_seconds", "events_per_s", "peak_mb", "alerts", "spark_jobs_per_batch")
+            }
+        row["faster"] = "driver" if row["driver"]["events_per_s"] >= row["spark"]["events_per_s"] else "spark"
+        rows.append(row)
+    return rows
+
+
+def crossover_at(rows: list[dict]) -> int | None:
+    """The smallest batch size from which Spark's executors are faster than the driver, or None."""
+    return next((r["batch_events"] for r in rows if r["faster"] == "spark"), None)
+
+
+def cluster_part(
+    work: Path,
+    backlog: Path | None,
+    symbols: list[str],
+    files_per_batch: int | None,
+    sizes: tuple[int, ...] = CROSSOVER_PAIRS,
+    pair_events: int = CROSSOVER_PAIR_EVENTS,
+) -> dict:
+    """The `cluster` section of latest.json. `backlog`: the throughput part's landing (None: the
+    crossover only); `sizes` and `pair_events`: the crossover's batch sizes (see `crossover`)."""
+    cluster = LocalCluster(work / "cluster", workers=WORKERS, worker_cores=1, worker_memory="1536m")
+    say(f"cluster: starting a master and {WORKERS} workers (1 core each)")
+    cluster.start()
+    try:
+        out: dict = {"workers": WORKERS, "worker_cores": 1}
+        if backlog is not None:
+            out["backlog"] = _run(
+                cluster, work / "cluster-backlog", backlog, symbols, files_per_batch, "cluster backlog"
+            )
+        out["crossover"] = crossover(cluster, work, symbols, sizes, pair_events)
+        out["crossover_batch_events"] = crossover_at(out["crossover"])
+        out["alerts_agree"] = all(r["driver"]["alerts"] == r["spark"]["alerts"] for r in out["crossover"])
+    finally:
+        cluster.stop()
+    at = out["crossover_batch_events"]
+    say(
+        "cluster: "
+        + (
+            f"Spark's executors faster from {at:,}-event batches"
+            if at
+            else "the driver's path faster at every batch size measured"
+        )
+    )
+    return out
