@@ -300,3 +300,40 @@ def test_a_driver_checkpoint_after_one_of_sparks_leaves_spark_a_readable_last_ch
         assert json.loads(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))["version"] == 4
     finally:
         stream.close()
+
+
+def _state(symbol: str, bid: str) -> pa.Table:
+    return pa.table(
+        {
+            "symbol": [symbol],
+            "bid": pa.array([D(bid)], pa.decimal128(18, 8)),
+            "offer": pa.array([D("9.99")], pa.decimal128(18, 8)),
+            "quote_time": pa.array([datetime(2026, 11, 23, 14, 30, tzinfo=UTC)], pa.timestamp("us", tz="UTC")),
+            "seq": pa.array([None], pa.int64()),
+            "should_reject_trades": [False],
+        }
+    )
+
+
+def test_the_state_written_by_the_stream_is_not_read_back_yet_another_writers_rows_are_kept(spark, lake, monkeypatch):
+    """The state's overwrite starts from the rows the stream last wrote (no read of the store) only
+    while the table is still at that commit: a row another writer added in between (here between
+    two batches, which the stream's next commit meets and is rebased past or retried over) is in
+    the state after every later batch."""
+    from deltalake import write_deltalake
+
+    path = lake.path("symbol_state")
+    merge_state(lake, _state("A", "1.10"), 1)
+    stored = DeltaTable(path).to_pyarrow_table()
+    at = stored.schema.get_field_index("symbol")
+    row = stored.set_column(at, stored.schema.field(at), pa.array(["Z"], stored.schema.field(at).type))
+    write_deltalake(path, row, mode="append")  # another writer, not through the stream's kept table
+    merge_state(lake, _state("B", "1.20"), 2)
+    merge_state(lake, _state("C", "1.30"), 3)
+    assert sorted(DeltaTable(path).to_pyarrow_table()["symbol"].to_pylist()) == ["A", "B", "C", "Z"]
+    assert sorted(lake.read("symbol_state").to_pyarrow_table()["symbol"].to_pylist()) == ["A", "B", "C", "Z"]
+    reads, read = [], DeltaTable.to_pyarrow_table
+    monkeypatch.setattr(DeltaTable, "to_pyarrow_table", lambda self, *a, **k: reads.append(1) or read(self, *a, **k))
+    merge_state(lake, _state("D", "1.40"), 4)  # nothing in between: the rows batch 3 wrote, not the store's
+    assert reads == []
+    assert sorted(DeltaTable(path).to_pyarrow_table()["symbol"].to_pylist()) == ["A", "B", "C", "D", "Z"]

@@ -109,6 +109,9 @@ class KeptTable:
         self._stale = False
         self._replacement: Any = None  # opened from a new checkpoint by the upkeep thread
         self.spark_only = False  # a feature delta-rs cannot write: commits go through Spark
+        # The rows this process overwrote the table with, and the commit that wrote them: reading them
+        # back cost a GET of the table's file each batch on S3. Any other commit changes the version.
+        self._written: tuple[tuple[str, int], Any] | None = None
 
     def current(self) -> Any:
         """The table as of every commit made before now that this process knows of."""
@@ -142,6 +145,17 @@ class KeptTable:
     def forget(self) -> None:
         with self.lock:
             self._table = self._replacement = None
+
+    def rows(self, table: Any) -> Any:
+        """The table's rows (Arrow): those of this process's last overwrite while the table is still
+        at that commit (the same table, the same version), else read from the store."""
+        if self._written is not None and self._written[0] == _identity(table):
+            return self._written[1]
+        return table.to_pyarrow_table()
+
+    def overwritten(self, table: Any, rows: Any) -> None:
+        """`table` was just overwritten with `rows` by this process (delta-rs advanced it in place)."""
+        self._written = (_identity(table), rows)
 
     def after_commit(self) -> None:
         """A checkpoint at each interval of the table's versions, written off the batch's path."""
@@ -183,6 +197,11 @@ class KeptTable:
         raise CommitRaced(
             f"{self.path}: batch {mark.batch_id} could not be committed after {ATTEMPTS} tries: {_first_line(failure)}"
         ) from failure
+
+
+def _identity(table: Any) -> tuple[str, int]:
+    """Which table at which commit: its Delta id (a table deleted and created again has another) and version."""
+    return table.metadata().id, table.version()
 
 
 def _classify(path: str, exc: Exception) -> Exception:

@@ -137,13 +137,16 @@ class LakeTables:
 
         def merge(table: Any) -> None:
             if replace is not None and not records_changes(table):
+                rows, before = replace(kept.rows(table)), table.version()
                 write_deltalake(
                     table,
-                    replace(table.to_pyarrow_table()),
+                    rows,
                     mode="overwrite",
                     commit_properties=mark.commit_properties(),
                     post_commithook_properties=no_hooks(),
                 )
+                if table.version() == before + 1:  # not rebased past another writer's commit
+                    kept.overwritten(table, rows)
                 return
             (
                 table.merge(
