@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import uuid
 
 import pytest
@@ -191,3 +192,30 @@ def test_latency_splits_into_parts_and_idle_cost_is_measured(spark, tmp_path):
     assert "| files | 200 | median |" in lines and "| files | 200 | slowest 1 % (" in lines, lines
     assert "kafka skipped (not in this test)" in lines, lines
     assert "latency_phases.png" in bench_plots.plots(results, tmp_path)
+
+
+def test_cluster_part_runs_each_path_on_a_local_cluster_with_the_same_alerts(tmp_path):
+    """A tiny run of part `cluster`: one batch size, the stream command on a 2-worker local cluster
+    forced onto the driver's path and onto Spark's executors: the same alerts, each path the one
+    asked for (no Spark job on the driver's, some on Spark's), memory counted beyond the driver.
+    The backlog with the product's routing stays on the driver: the executors' 2 cores are not more
+    than this machine's."""
+    from market_spread.feeds.generate import Generator, write_backlog
+    from market_spread_tools import bench_cluster
+
+    symbols = bench_measure.bench_symbols(350)
+    backlog = tmp_path / "backlog"
+    write_backlog(backlog, Generator(symbols, seed=3, profile="wallaroo", wide_share=0.05), 1_000, 1_000, 1, "t")
+    out = bench_cluster.cluster_part(tmp_path, backlog, symbols, None, sizes=(1,), pair_events=2_000)
+    (row,) = out["crossover"]
+    driver, spark_path = row["driver"], row["spark"]
+    assert row["batch_events"] == 2_000 and driver["alerts"] > 0, row
+    assert out["alerts_agree"] and driver["alerts"] == spark_path["alerts"], row
+    assert driver["spark_jobs_per_batch"] == 0 and spark_path["spark_jobs_per_batch"] > 0, row
+    # Executors are the workers' children, not the driver's: only counted through the daemons.
+    assert spark_path["peak_mb"] > driver["peak_mb"], row
+    assert out["crossover_batch_events"] == (2_000 if row["faster"] == "spark" else None)
+    if (os.cpu_count() or 1) >= 2:
+        assert out["backlog"]["events"] == 2_000 and out["backlog"]["spark_jobs_per_batch"] == 0, out["backlog"]
+    lines = "\n".join(bench_report.cluster_lines(out))
+    assert "| 2,000 | " in lines and "alerts agree on both paths: True" in lines, lines

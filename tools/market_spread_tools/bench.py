@@ -112,7 +112,7 @@ def cluster(work: Path, plan: Plan, tp: dict | None) -> dict:
         say(f"cluster: generating the backlog, {plan.events:,} events in {plan.files} file pairs")
         gen = Generator(symbols, seed=42, profile="wallaroo", wide_share=0.05)
         write_backlog(landing, gen, plan.events // 2, plan.events - plan.events // 2, plan.files, "bench")
-    out = cluster_part(work, landing, symbols, plan.files_per_batch)
+    out = cluster_part(work, landing, symbols, plan.files_per_batch, plan.cluster_sizes, plan.cluster_pair_events)
     if tp is not None:
         out["backlog"]["alerts_agree"] = out["backlog"]["alerts"] == tp["alerts"]
     return out

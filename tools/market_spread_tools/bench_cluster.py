@@ -23,7 +23,7 @@ from market_spread_tools.bench_measure import say, stream_command
 from market_spread_tools.cluster import LocalCluster
 
 WORKERS = 2
-# Batch sizes of the crossover, in file pairs of CROSSOVER_PAIR_EVENTS events each.
+# Batch sizes of the crossover, in file pairs of CROSSOVER_PAIR_EVENTS events each (the full plan's).
 CROSSOVER_PAIRS = (1, 5, 20)
 CROSSOVER_PAIR_EVENTS = 20_000
 PATHS = {"driver": str(1 << 40), "spark": "0"}  # MARKET_SPREAD_DRIVER_BATCH_LINES of each path

@@ -32,6 +32,9 @@ class Plan:
     idle_seconds: float = 60.0
     # A second, larger backlog for the throughput part (0: none): its batches' times and peak memory.
     big_backlog_events: int = 0
+    # The cluster part's crossover: batch sizes in file pairs, and the events of a file pair.
+    cluster_sizes: tuple[int, ...] = (1, 4)
+    cluster_pair_events: int = 5_000
 
 
 # Quick: small enough for a few minutes; growth keeps 10 and 20 batches so that each window of
@@ -59,6 +62,8 @@ FULL = Plan(
     reference_events=2_000_000,
     storage_batches=100,
     big_backlog_events=10_000_000,
+    cluster_sizes=(1, 5, 20),
+    cluster_pair_events=20_000,
 )
 
 

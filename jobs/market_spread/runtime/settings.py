@@ -353,10 +353,11 @@ declare(
     None,
     "Batches of fewer input lines are parsed and checked on the "
     "driver (in Arrow's kernels; lines outside the product's own layout, up to 50,000, line by line in Python; bad "
-    "lines given their quarantine reason there) instead of by Spark's plan; 0 turns it off. Unset: any size on a "
-    "local master, 200,000 on a cluster, whose executors take the larger batches.",
+    "lines given their quarantine reason there) instead of by Spark's plan; 0 turns it off. Unset: 200,000 on a "
+    "cluster whose executors have more cores than the driver's machine (Spark's default parallelism), which "
+    "then take the larger batches; any size otherwise (a local master, or executors sharing the driver's cores).",
     ("stream",),
-    shown_default="any size on a local master, 200,000 on a cluster",
+    shown_default="200,000 where the executors have more cores than the driver's machine, else any size",
 )
 declare(
     P + "DRIVER_COMMITS",

@@ -17,6 +17,7 @@ MARKET_SPREAD_DRIVER_BATCH_LINES lines, or, for the first one of a process, when
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -40,18 +41,29 @@ SCHEMAS = {t: lake_mod.arrow_schema(t) for t in ("quotes", "alerts", "quarantine
 ROWS_MAX_LINES = 50_000
 
 
-CLUSTER_BATCH_LINES = 200_000  # on a cluster, larger batches go to the executors' cores
+CLUSTER_BATCH_LINES = 200_000  # on a cluster with more cores than the driver, larger batches go to them
 _ANY_SIZE = 1 << 40
 
 
 def limit_lines(spark: SparkSession | None = None) -> int:
     """Batches of fewer lines than this are checked on the driver (MARKET_SPREAD_DRIVER_BATCH_LINES;
-    unset: any size on a local master, CLUSTER_BATCH_LINES on a cluster)."""
+    unset: CLUSTER_BATCH_LINES on a cluster whose executors have more cores than this machine, any
+    size otherwise). Executors on the driver's own cores do a large batch many times slower than the
+    driver's columnar path (measured: docs/performance.md, row 'the cluster part')."""
     chosen = settings.value("MARKET_SPREAD_DRIVER_BATCH_LINES")
     if chosen is not None:
         return chosen
-    local = spark is None or cast(str, spark.sparkContext.master).startswith("local")  # a running context's
-    return _ANY_SIZE if local else CLUSTER_BATCH_LINES
+    return CLUSTER_BATCH_LINES if spark is not None and executors_outnumber_driver(spark) else _ANY_SIZE
+
+
+def executors_outnumber_driver(spark: SparkSession) -> bool:
+    """Whether the application's executors have more cores than this machine (never on a local
+    master). Spark's default parallelism: the cores of the executors registered so far (at least
+    2), or `spark.default.parallelism` where a user set it."""
+    context = spark.sparkContext
+    if cast(str, context.master).startswith("local"):
+        return False
+    return context.defaultParallelism > (os.cpu_count() or 1)
 
 
 def likely_small(batch_df: DataFrame, lines_before: int | None, kafka: bool = False) -> bool:
