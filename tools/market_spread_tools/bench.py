@@ -32,7 +32,6 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from market_spread.feeds.generate import Generator, write_backlog
 from market_spread_tools.bench_dirty import dirty_feeds
 from market_spread_tools.bench_idle import idle_cost
 from market_spread_tools.bench_kafka import broker_available, kafka_latency
@@ -42,6 +41,7 @@ from market_spread_tools.bench_measure import (
     growth,
     machine,
     peak_memory_mb,
+    plan_backlog,
     say,
     symbols_scaling,
     throughput,
@@ -110,8 +110,7 @@ def cluster(work: Path, plan: Plan, tp: dict | None) -> dict:
     landing = work / "tp" / "landing"
     if tp is None:
         say(f"cluster: generating the backlog, {plan.events:,} events in {plan.files} file pairs")
-        gen = Generator(symbols, seed=42, profile="wallaroo", wide_share=0.05)
-        write_backlog(landing, gen, plan.events // 2, plan.events - plan.events // 2, plan.files, "bench")
+        plan_backlog(landing, plan, symbols)
     out = cluster_part(work, landing, symbols, plan.files_per_batch, plan.cluster_sizes, plan.cluster_pair_events)
     if tp is not None:
         out["backlog"]["alerts_agree"] = out["backlog"]["alerts"] == tp["alerts"]

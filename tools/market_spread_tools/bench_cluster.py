@@ -2,14 +2,15 @@
 cluster of two workers on this machine (market_spread_tools.cluster.LocalCluster), each run in a
 process of its own, its peak memory that of the driver and of every daemon and executor together:
 
-- the throughput part's backlog (same files, same layout) with the product's routing: on a cluster,
-  batches of CLUSTER_BATCH_LINES and more go to the executors (stream.driver_batch);
+- the throughput part's backlog (same files, same layout) with the product's routing: batches of
+  CLUSTER_BATCH_LINES and more go to the executors only where they have more cores than the
+  driver's machine (stream.driver_batch), which these, on the driver's own cores, do not;
 - the crossover: the same batches forced onto the driver's path and onto Spark's executors
   (MARKET_SPREAD_DRIVER_BATCH_LINES: any size, or none), at growing batch sizes, so that where one
   overtakes the other is measured on this machine rather than assumed.
 
-On one 2-core machine the executors share the driver's cores; on a real cluster they do not, which
-is why the routing keeps large batches on Spark's executors there.
+On one 2-core machine the executors share the driver's cores: the crossover measured here is the
+executors' path at its least favourable; on a real cluster they add cores of their own.
 """
 
 from __future__ import annotations

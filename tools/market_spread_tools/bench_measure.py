@@ -134,12 +134,18 @@ PHASES = {
 }
 
 
+def plan_backlog(landing: Location, plan: Plan, symbols: list[str]) -> None:
+    """The plan's backlog (Wallaroo's profile, one seed): the throughput, S3 and cluster parts
+    measure the same files, so that their alerts can be compared."""
+    gen = Generator(symbols, seed=42, profile="wallaroo", wide_share=0.05)
+    write_backlog(landing, gen, plan.events // 2, plan.events - plan.events // 2, plan.files, "bench")
+
+
 def throughput(spark, work: Path, plan: Plan) -> dict:
     symbols = bench_symbols(3_000)
     landing, lake = work / "tp" / "landing", work / "tp" / "lake"
-    gen = Generator(symbols, seed=42, profile="wallaroo", wide_share=0.05)
     say(f"throughput: generating {plan.events:,} events in {plan.files} file pairs")
-    write_backlog(landing, gen, plan.events // 2, plan.events - plan.events // 2, plan.files, "bench")
+    plan_backlog(landing, plan, symbols)
     # Untimed: a small run first, so the JVM's JIT is warm for the stream as it is for the ceiling
     # and the reference that come after it.
     warm = work / "tp-warm"
@@ -255,9 +261,8 @@ def stream_command(
         raise RuntimeError(f"stream command failed ({done.returncode}): {done.stderr[-2000:]}")
     metrics = DeltaTable(str(lake / "batch_metrics")).to_pyarrow_table().to_pylist()
     events = sum(m["input_lines"] for m in metrics)
-    batch_s = sum((m["finished_at"] - m["started_at"]).total_seconds() for m in metrics)
-    slowest = max(((m["finished_at"] - m["started_at"]).total_seconds() for m in metrics), default=0.0)
     times = [(m["finished_at"] - m["started_at"]).total_seconds() for m in metrics]
+    batch_s, slowest = sum(times), max(times, default=0.0)
     out = {
         "events": events,
         "batches": len(metrics),

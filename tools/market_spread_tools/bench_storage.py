@@ -31,7 +31,7 @@ from market_spread.feeds.broker import free_port
 from market_spread.feeds.generate import Generator, write_backlog
 from market_spread.runtime.storage import Location, S3Config, location
 from market_spread_tools.bench_latency import file_latency
-from market_spread_tools.bench_measure import bench_symbols, run_stream, say
+from market_spread_tools.bench_measure import bench_symbols, plan_backlog, run_stream, say
 from market_spread_tools.bench_plans import Plan
 
 BUCKET = "market-spread"
@@ -205,14 +205,7 @@ def backlog_throughput(spark, base: Location, plan: Plan, symbols: list[str], la
     """`stream --available-now` over the plan's backlog (as the throughput part's, in this process)."""
     landing, lake = base / "tp" / "landing", base / "tp" / "lake"
     began = time.perf_counter()
-    write_backlog(
-        landing,
-        Generator(symbols, seed=42, profile="wallaroo", wide_share=0.05),
-        plan.events // 2,
-        plan.events - plan.events // 2,
-        plan.files,
-        "bench",
-    )
+    plan_backlog(landing, plan, symbols)
     say(f"{label}: {plan.events:,} events in {plan.files} file pairs written in {time.perf_counter() - began:.0f}s")
     batches: list = []
 
