@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 SWEEP_SCRIPT = r"""
 import json, subprocess, sys, time
 from market_spread_tools import reaper as run
@@ -372,3 +374,56 @@ def test_the_s3_server_of_a_run_starts_and_is_stopped_last_not_as_a_job(tmp_path
         store_run.stop_store(store)
     assert store.returncode == 0 and not port_open(plan.port)
     assert time.monotonic() - began < 60
+
+
+def _stalling_server(stalls: int, stall_seconds: float):
+    """A local HTTP server whose first `stalls` requests get no answer for `stall_seconds` (as a busy
+    Airflow API server's); later ones {"ok": true}. Returns the server and the methods it saw."""
+    import http.server
+    import threading
+
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def _answer(self) -> None:
+            seen.append(self.command)
+            if len(seen) <= stalls:
+                time.sleep(stall_seconds)
+            raw = b'{"ok": true}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        do_GET = do_POST = _answer
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, seen
+
+
+def test_a_read_the_api_server_does_not_answer_in_time_is_asked_again_a_creation_is_not() -> None:
+    """CI once failed on one GET that a busy Airflow API server left unanswered for 10 s: reads are
+    asked again with a longer wait; a POST, which could have taken effect, is not repeated."""
+    import urllib.error
+
+    from market_spread_tools import airflow_client
+
+    server, seen = _stalling_server(stalls=1, stall_seconds=0.6)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/api/v2/dags/x"
+        assert airflow_client.http_json("GET", url, timeout=0.3) == {"ok": True}
+        assert seen == ["GET", "GET"]
+    finally:
+        server.shutdown()
+    server, seen = _stalling_server(stalls=1, stall_seconds=0.6)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/api/v2/pools"
+        with pytest.raises((TimeoutError, urllib.error.URLError)):
+            airflow_client.http_json("POST", url, {"name": "p"}, timeout=0.3)
+        assert seen == ["POST"]
+    finally:
+        server.shutdown()

@@ -42,15 +42,29 @@ def ensure_password(home: Path) -> str:
     return password
 
 
+# Methods whose repetition changes nothing: asked again, with a longer wait, when the API server
+# (busy on a 2-core machine) does not answer in time.
+IDEMPOTENT = frozenset({"GET", "PATCH", "PUT"})
+RETRY_TIMEOUT_FACTORS = (1, 2, 3)
+
+
 def http_json(method: str, url: str, body: dict | None = None, token: str | None = None, timeout: float = 10) -> dict:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method)
-    request.add_header("Content-Type", "application/json")
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        raw = response.read()
-    return json.loads(raw) if raw else {}
+    factors = RETRY_TIMEOUT_FACTORS if method in IDEMPOTENT else (1,)
+    for attempt, factor in enumerate(factors, start=1):
+        request = urllib.request.Request(url, data=data, method=method)
+        request.add_header("Content-Type", "application/json")
+        if token:
+            request.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout * factor) as response:
+                raw = response.read()
+            return json.loads(raw) if raw else {}
+        except (TimeoutError, urllib.error.URLError) as exc:
+            timed_out = isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError)
+            if not timed_out or attempt == len(factors):
+                raise
+    raise AssertionError("unreachable")  # the loop returns or raises
 
 
 def healthy(port: int) -> bool:
