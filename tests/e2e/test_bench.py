@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import uuid
+from dataclasses import replace
 
 import pytest
 
@@ -35,12 +36,13 @@ TINY = bench_plans.Plan(
     rate_seconds=2,
     past_batches=(2, 4),
     symbol_counts=(350,),
-    reference_events=4_000,
 )
 
 
 def test_throughput_stream_ceiling_and_reference_agree(spark, tmp_path):
-    result = bench_measure.throughput(spark, tmp_path, TINY)
+    """The backlog part on tiny files, the big backlog too: every engine finds the same alerts, and
+    each in-process engine's peak memory is measured (issue 54: side by side, peak memory of each)."""
+    result = bench_measure.throughput(spark, tmp_path, replace(TINY, big_backlog_events=4_000))
     assert result["events"] == TINY.events
     assert result["alerts"] > 0
     assert result["alerts_agree"], result
@@ -51,6 +53,18 @@ def test_throughput_stream_ceiling_and_reference_agree(spark, tmp_path):
     assert result["spark_jobs_per_batch"] == 0
     own = result["stream_command"]
     assert own["events"] == TINY.events and own["batches"] == 2 and own["events_per_s"] > 0
+    assert all(result["in_process_peak_mb"][k] > 100 for k in ("stream", "ceiling", "reference")), result
+    big = result["big_backlog"]
+    assert big["alerts_agree"] and big["stream_command"]["events"] == 4_000, big
+    assert {k: e["events"] for k, e in big["in_process"].items()} == dict.fromkeys(
+        ("stream", "ceiling", "reference"), 4_000
+    ), big
+    lines = "\n".join(bench_report.backlog_lines(result))
+    assert (
+        "The 4,000-event backlog, engine by engine:" in lines
+        and "| plain Spark batch job (peak: this process) |" in lines
+    )
+    assert "in this process (its Python and JVM) the stream" in lines, lines
 
 
 def test_growth_takes_one_file_pair_per_batch(spark, tmp_path):
@@ -138,7 +152,6 @@ def test_s3_comparison_measures_both_storages_and_reports_them(spark, tmp_path):
         rate_seconds=1,
         past_batches=(2,),
         symbol_counts=(),
-        reference_events=0,
         storage_batches=2,
     )
     # A bucket of its own: Hadoop caches an S3A client per bucket, and the session is the whole run's.

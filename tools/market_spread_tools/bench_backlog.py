@@ -9,7 +9,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -49,6 +50,29 @@ def run_measured(
     )
 
 
+@contextmanager
+def peak_during() -> Iterator[dict[str, float]]:
+    """The peak memory (MB, `peak_mb`) of this process's tree (the bench's Python and its Spark JVM)
+    while the block runs, sampled every 0.5 s: what an engine run in this process holds at most."""
+    import os
+
+    peak, done = {"peak_mb": 0.0}, threading.Event()
+
+    def sample() -> None:
+        while True:
+            peak["peak_mb"] = max(peak["peak_mb"], round(sum(_tree_pss([os.getpid()])) / 2**20, 1))
+            if done.wait(0.5):
+                return
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield peak
+    finally:
+        done.set()
+        sampler.join()
+
+
 def _tree_pss(roots: list[int]) -> list[int]:
     """The proportional set size of each live process in the trees of `roots`."""
     sizes = []
@@ -77,11 +101,12 @@ def polars_baseline(landing: Path) -> dict:
     return out
 
 
-def big_backlog(work: Path, events: int, symbols: list[str]) -> dict:
+def big_backlog(spark, work: Path, events: int, symbols: list[str]) -> dict:
     """A backlog of `events` as users catch up on it: `stream --available-now` in its own process
-    (its batches' times and the peak memory of driver and JVM), beside the Polars script."""
+    (its batches' times and the peak memory of driver and JVM), beside the same engines as the 2M
+    backlog (the stream, a plain Spark batch job and the reference in this process; Polars)."""
     from market_spread.feeds.generate import Generator, write_backlog
-    from market_spread_tools.bench_measure import stream_command
+    from market_spread_tools.bench_measure import in_process_engines, stream_command
 
     landing = work / "big" / "landing"
     files = max(2, events // 125_000)
@@ -94,11 +119,15 @@ def big_backlog(work: Path, events: int, symbols: list[str]) -> dict:
         files,
         "big",
     )
-    own = stream_command(work / "big-cli", landing, symbols, None)
+    own = stream_command(work / "big-cli", landing, symbols, None, label="big backlog")
     polars = polars_baseline(landing)
+    engines = in_process_engines(spark, work / "big-engines", landing, symbols, None, "big backlog")
+    engines.pop("batches")
+    found = {own["alerts"], polars["alerts"], *(e["alerts"] for e in engines.values())}
     return {
         "events": events,
         "stream_command": own,
         "polars": polars,
-        "alerts_agree": own["alerts"] == polars["alerts"],
+        "in_process": engines,
+        "alerts_agree": len(found) == 1,
     }

@@ -143,7 +143,7 @@ def plan_backlog(landing: Location, plan: Plan, symbols: list[str]) -> None:
 
 def throughput(spark, work: Path, plan: Plan) -> dict:
     symbols = bench_symbols(3_000)
-    landing, lake = work / "tp" / "landing", work / "tp" / "lake"
+    landing = work / "tp" / "landing"
     say(f"throughput: generating {plan.events:,} events in {plan.files} file pairs")
     plan_backlog(landing, plan, symbols)
     # Untimed: a small run first, so the JVM's JIT is warm for the stream as it is for the ceiling
@@ -154,46 +154,25 @@ def throughput(spark, work: Path, plan: Plan) -> dict:
     )
     say("throughput: warm-up run (20,000 events, not timed)")
     run_stream(spark, warm / "landing", warm / "lake", symbols)
-    batches: list = []
-    say("throughput: stream --available-now (in this process)")
-    start = time.perf_counter()
-    run_stream(spark, landing, lake, symbols, on_batch=batches.append, max_files_per_batch=plan.files_per_batch)
-    seconds = time.perf_counter() - start
-    events = sum(b.input_lines for b in batches)
+    engines = in_process_engines(spark, work / "tp-engines", landing, symbols, plan.files_per_batch, "throughput")
+    batches, seconds, events = engines["batches"], engines["stream"]["seconds"], engines["stream"]["events"]
     phases = {k: sum(b.phases_ms.get(k, 0) for b in batches) for k in PHASES}
     say(
         "throughput: time per phase, summed over batches (ms): "
         + ", ".join(f"{PHASES[k]} {v:,}" for k, v in phases.items())
     )
-    alerts = sum(b.alerts for b in batches)
-    say(
-        f"throughput: {events:,} events in {seconds:.1f}s = {events / seconds:,.0f} events/s, {alerts:,} alerts, "
-        f"{statistics.median([b.spark_jobs or 0 for b in batches]):.0f} Spark jobs per batch (median)"
-    )
+    alerts = engines["stream"]["alerts"]
     own = stream_command(work / "tp-cli", landing, symbols, plan.files_per_batch)
     from market_spread_tools.bench_backlog import polars_baseline
 
     polars = polars_baseline(landing)
-
-    say("ceiling: one plain Spark batch job over the same files")
-    start = time.perf_counter()
-    ceiling_alerts = batch_ceiling(spark, landing, work / "ceiling", symbols)
-    ceiling_s = time.perf_counter() - start
-    say(f"ceiling: {events / ceiling_s:,.0f} events/s ({ceiling_alerts:,} alerts)")
-
-    ref_events = min(plan.reference_events, events)
-    files = reference.landing_files(landing)
-    say(f"reference: event at a time over {'all' if ref_events == events else ref_events} events")
-    start = time.perf_counter()
-    result = reference.run_reference([files], symbols)
-    ref_s = time.perf_counter() - start
-    ref_total = result.quotes + result.orders + len(result.quarantined)
-    say(f"reference: {ref_total / ref_s:,.0f} events/s ({len(result.alerts):,} alerts)")
+    ceiling, ref = engines["ceiling"], engines["reference"]
+    ceiling_s, ceiling_alerts, ref_s, ref_total = ceiling["seconds"], ceiling["alerts"], ref["seconds"], ref["events"]
     big = None
     if plan.big_backlog_events:
         from market_spread_tools.bench_backlog import big_backlog
 
-        big = big_backlog(work, plan.big_backlog_events, symbols)
+        big = big_backlog(spark, work, plan.big_backlog_events, symbols)
     return {
         "big_backlog": big,
         "events": events,
@@ -208,11 +187,52 @@ def throughput(spark, work: Path, plan: Plan) -> dict:
         "batch_ceiling_events_per_s": round(events / ceiling_s),
         "ceiling_alerts": ceiling_alerts,
         "reference_events_per_s": round(ref_total / ref_s),
-        "reference_alerts": len(result.alerts),
+        "reference_alerts": ref["alerts"],
+        "in_process_peak_mb": {name: engines[name]["peak_mb"] for name in ("stream", "ceiling", "reference")},
         "polars_events_per_s": round(events / polars["seconds"]),
         "polars": polars,
-        "alerts_agree": alerts == ceiling_alerts == len(result.alerts) == own["alerts"] == polars["alerts"],
+        "alerts_agree": alerts == ceiling_alerts == ref["alerts"] == own["alerts"] == polars["alerts"],
     }
+
+
+def in_process_engines(
+    spark, work: Path, landing: Path, symbols: list[str], files_per_batch: int | None, label: str
+) -> dict:
+    """Over the same files, in this process (the JVM warm): `stream --available-now`, one plain Spark
+    batch job and the event-at-a-time reference, each with its seconds, events, alerts and the peak
+    memory of this process's tree while it ran; `batches`: the stream's batch results."""
+    from market_spread_tools.bench_backlog import peak_during
+
+    batches: list = []
+    say(f"{label}: stream --available-now (in this process)")
+    with peak_during() as peak:
+        start = time.perf_counter()
+        run_stream(spark, landing, work / "lake", symbols, on_batch=batches.append, max_files_per_batch=files_per_batch)
+        seconds = time.perf_counter() - start
+    events = sum(b.input_lines for b in batches)
+    stream = {"seconds": round(seconds, 2), "events": events, "alerts": sum(b.alerts for b in batches), **peak}
+    say(
+        f"{label}: {events:,} events in {seconds:.1f}s = {events / seconds:,.0f} events/s, {stream['alerts']:,} alerts, "
+        f"{statistics.median([b.spark_jobs or 0 for b in batches]):.0f} Spark jobs per batch (median), "
+        f"peak {peak['peak_mb']:,.0f} MB"
+    )
+    say(f"{label}: ceiling: one plain Spark batch job over the same files")
+    with peak_during() as peak:
+        start = time.perf_counter()
+        alerts = batch_ceiling(spark, landing, work / "ceiling", symbols)
+        ceiling = {"seconds": round(time.perf_counter() - start, 2), "events": events, "alerts": alerts, **peak}
+    say(
+        f"{label}: ceiling: {events / ceiling['seconds']:,.0f} events/s ({alerts:,} alerts, peak {peak['peak_mb']:,.0f} MB)"
+    )
+    say(f"{label}: reference: event at a time over every file pair, a pair a batch")
+    with peak_during() as peak:
+        start = time.perf_counter()
+        result = reference.run_reference(reference.file_pairs(landing), symbols)
+        ref_s = time.perf_counter() - start
+    total = result.quotes + result.orders + len(result.quarantined)
+    ref = {"seconds": round(ref_s, 2), "events": total, "alerts": len(result.alerts), **peak}
+    say(f"{label}: reference: {total / ref_s:,.0f} events/s ({ref['alerts']:,} alerts, peak {peak['peak_mb']:,.0f} MB)")
+    return {"batches": batches, "stream": stream, "ceiling": ceiling, "reference": ref}
 
 
 def stream_command(

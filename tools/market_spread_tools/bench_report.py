@@ -282,8 +282,16 @@ def idle_lines(results: dict) -> list[str]:
 def backlog_lines(tp: dict) -> list[str]:
     """Peak memory of the stream command and the Polars script, and the big backlog's row."""
     own, polars, big = tp.get("stream_command") or {}, tp.get("polars") or {}, tp.get("big_backlog")
+    inside = tp.get("in_process_peak_mb") or {}
     lines = [
-        f"Peak memory (MB, process tree): stream command {own.get('peak_mb')}, Polars script {polars.get('peak_mb')}.",
+        f"Peak memory (MB, process tree): stream command {own.get('peak_mb')}, Polars script {polars.get('peak_mb')}"
+        + (
+            f"; in this process (its Python and JVM) the stream {inside.get('stream')}, the Spark batch job "
+            f"{inside.get('ceiling')}, the reference {inside.get('reference')}"
+            if inside
+            else ""
+        )
+        + ".",
         "",
     ]
     if big:
@@ -294,7 +302,31 @@ def backlog_lines(tp: dict) -> list[str]:
             f"Polars {p['seconds']} s, peak {p['peak_mb']:,} MB; alerts agree: {big['alerts_agree']}.",
             "",
         ]
+        lines += big_engine_lines(big)
     return lines
+
+
+def big_engine_lines(big: dict) -> list[str]:
+    """The big backlog's engines side by side: events/s and peak memory of each."""
+    events, rows = big["events"], []
+    b, p = big["stream_command"], big["polars"]
+    rows.append(("stream command, own process (batch time)", b["events_per_s"], b["peak_mb"]))
+    names = {"stream": "stream, in this process", "ceiling": "plain Spark batch job", "reference": "reference"}
+    for key, name in names.items():
+        e = (big.get("in_process") or {}).get(key)
+        if e:
+            rows.append((f"{name} (peak: this process)", round(e["events"] / e["seconds"]), e["peak_mb"]))
+    rows.append(("Polars as-of script", round(events / p["seconds"]), p["peak_mb"]))
+    if len(rows) == 2:
+        return []
+    return [
+        f"The {events:,}-event backlog, engine by engine:",
+        "",
+        "| engine | events/s | peak MB |",
+        "| --- | --- | --- |",
+        *[f"| {name} | {rate:,} | {peak:,} |" for name, rate, peak in rows],
+        "",
+    ]
 
 
 def dirty_lines(dirty: dict | None) -> list[str]:

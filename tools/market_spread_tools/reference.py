@@ -371,6 +371,15 @@ def landing_files(landing_dir: Path | str) -> list[Path]:
     ]
 
 
+def file_pairs(landing_dir: Path | str) -> list[list[Path]]:
+    """The landing files as micro-batches of a quotes file and an orders file each, in name order
+    (a batch a pair, as `--max-files-per-batch 2` over equal names): the history stays the only
+    thing the run holds in full, so a 10M-event backlog fits."""
+    landing_dir = Path(landing_dir)
+    quotes, orders = ([p for p in landing_files(landing_dir) if p.parent.name == s] for s in STREAMS)
+    return [[*quotes[i : i + 1], *orders[i : i + 1]] for i in range(max(len(quotes), len(orders)))]
+
+
 def run_reference_landing(
     landing_dir: Path | str,
     symbols: Iterable[str],
