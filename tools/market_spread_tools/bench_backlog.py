@@ -29,39 +29,29 @@ def run_measured(
     (a cluster's daemons, whose children are the run's executors)."""
     began = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    peak, done = [0], threading.Event()
-
-    def sample() -> None:
-        while not done.wait(0.2):
-            total = sum(_tree_pss([proc.pid, *also()]))
-            peak[0] = max(peak[0], total)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
+    with peak_during(lambda: [proc.pid, *also()], every=0.2) as peak:
         out, err = proc.communicate(timeout=timeout)
-    finally:
-        done.set()
-        sampler.join()
     return (
         subprocess.CompletedProcess(argv, proc.returncode, out, err),
         time.perf_counter() - began,
-        round(peak[0] / 2**20, 1),
+        peak["peak_mb"],
     )
 
 
 @contextmanager
-def peak_during() -> Iterator[dict[str, float]]:
-    """The peak memory (MB, `peak_mb`) of this process's tree (the bench's Python and its Spark JVM)
-    while the block runs, sampled every 0.5 s: what an engine run in this process holds at most."""
+def peak_during(roots: Callable[[], list[int]] | None = None, every: float = 0.5) -> Iterator[dict[str, float]]:
+    """The peak memory (MB, `peak_mb`) of the process trees of `roots` (None: this process's, the
+    bench's Python and its Spark JVM) while the block runs, proportional set sizes summed, sampled
+    every `every` seconds."""
     import os
 
+    pids = roots or (lambda: [os.getpid()])
     peak, done = {"peak_mb": 0.0}, threading.Event()
 
     def sample() -> None:
         while True:
-            peak["peak_mb"] = max(peak["peak_mb"], round(sum(_tree_pss([os.getpid()])) / 2**20, 1))
-            if done.wait(0.5):
+            peak["peak_mb"] = max(peak["peak_mb"], round(sum(_tree_pss(pids())) / 2**20, 1))
+            if done.wait(every):
                 return
 
     sampler = threading.Thread(target=sample, daemon=True)
