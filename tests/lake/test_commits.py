@@ -271,6 +271,60 @@ def test_checkpoints_are_written_in_the_background_and_the_kept_table_is_opened_
     )
 
 
+def test_the_log_is_cleaned_at_most_once_a_sixth_of_its_retention_not_at_every_checkpoint(tmp_path):
+    """Cleaning lists and stats the whole log, so a kept table cleans at its first checkpoint and then
+    only once a sixth of `delta.logRetentionDuration` has passed (here 60 s: every 10 s); a
+    checkpoint in between leaves expired commit files for the next clean-up."""
+    import os
+    import time
+
+    from deltalake import write_deltalake
+
+    path, log = str(tmp_path / "t"), tmp_path / "t" / "_delta_log"
+    rows = pa.table({"id": pa.array([1], pa.int64())})
+    settings = {"delta.checkpointInterval": "5", "delta.logRetentionDuration": "interval 60 seconds"}
+    write_deltalake(path, rows, configuration=settings)
+
+    def expire(versions: range) -> None:  # as if written an hour ago: past the retention
+        past = time.time() - 3600
+        for name in [f"{v:020d}.json" for v in versions] + [f"{versions.start:020d}.checkpoint.parquet"]:
+            if (log / name).exists():
+                os.utime(log / name, (past, past))
+
+    tables = LakeTables(str(tmp_path))
+    for batch in range(1, 5):
+        tables.append("t", rows, batch)
+    expire(range(0, 5))
+    tables.append("t", rows, 5)  # version 5: the first checkpoint cleans
+    tables.settle()
+    assert not (log / f"{0:020d}.json").exists() and (log / f"{5:020d}.checkpoint.parquet").exists()
+    for batch in range(6, 10):
+        tables.append("t", rows, batch)
+    expire(range(5, 10))
+    tables.append("t", rows, 10)  # version 10, seconds later: a checkpoint, no clean-up yet
+    tables.settle()
+    assert (log / f"{10:020d}.checkpoint.parquet").exists()
+    assert (log / f"{6:020d}.json").exists(), "cleaned again within a sixth of the retention"
+    assert tables.read("t").to_pyarrow_table().num_rows == 11
+
+
+def test_an_unreadable_log_retention_is_a_clear_error(tmp_path):
+    from deltalake import DeltaTable, write_deltalake
+
+    from market_spread.errors import MarketSpreadError
+    from market_spread.lake.commits import log_retention_seconds
+
+    path = str(tmp_path / "t")
+    rows = pa.table({"id": pa.array([1], pa.int64())})
+    write_deltalake(path, rows, configuration={"delta.logRetentionDuration": "interval 2 hours"})
+    assert log_retention_seconds(DeltaTable(path)) == 7200
+    write_deltalake(str(tmp_path / "u"), rows)
+    assert log_retention_seconds(DeltaTable(str(tmp_path / "u"))) == 30 * 86400  # Delta's default
+    write_deltalake(str(tmp_path / "v"), rows, configuration={"delta.logRetentionDuration": "soon"})
+    with pytest.raises(MarketSpreadError, match="not an interval"):
+        log_retention_seconds(DeltaTable(str(tmp_path / "v")))
+
+
 def test_a_driver_checkpoint_after_one_of_sparks_leaves_spark_a_readable_last_checkpoint(spark, tmp_path):
     """Spark writes `_last_checkpoint` with a Hadoop checksum beside it; delta-rs rewrites the file
     alone. A stale checksum made every fresh Spark read of such a table (a restarted stream, `sql`,

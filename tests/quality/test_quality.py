@@ -492,7 +492,7 @@ def test_bad_arguments_exit_2(tmp_path, symbols_file, capsys):
 
 
 def test_a_mark_whose_version_left_the_log_continues_from_its_batch(spark, first_run, symbols_file, tmp_path, capsys):
-    """The tables keep 30 minutes of log and the stream compacts them: alerts are selected by batch,
+    """The tables keep 5 minutes of log and the stream compacts them: alerts are selected by batch,
     so a run after compaction and log clean-up validates the alerts of the batches not validated
     yet, not every alert again."""
     from deltalake import DeltaTable

@@ -33,6 +33,22 @@ from market_spread.runtime.storage import open_delta
 
 ATTEMPTS = 5  # a commit that lost a race is tried again against the new version this many times
 REOPEN_DEFAULT = 100  # commits between two openings of a kept table whose log has no checkpoint interval
+# Log clean-up lists and stats the whole `_delta_log`; at every checkpoint (each 10 commits) that
+# listing grew with the retained log and slowed the batches beside it (docs/performance.md, row
+# '5 minutes of log instead of 30'). Cleaning once every sixth of the retention lets the
+# log overrun its retention by at most that sixth.
+CLEANUP_SHARE = 6
+DEFAULT_LOG_RETENTION = "interval 30 days"  # Delta's default `delta.logRetentionDuration`
+_SECONDS = {
+    "nanosecond": 1e-9,
+    "microsecond": 1e-6,
+    "millisecond": 1e-3,
+    "second": 1,
+    "minute": 60,
+    "hour": 3600,
+    "day": 86400,
+    "week": 604800,
+}
 
 # A kept DeltaTable object gets slower with every commit made through it, and one opened again at
 # each checkpoint does not (measured: docs/performance.md, row 'a kept table reopened from each new
@@ -92,6 +108,20 @@ def checkpoint_interval(table: Any, default: int) -> int:
     return max(1, int(table.metadata().configuration.get("delta.checkpointInterval") or default))
 
 
+def log_retention_seconds(table: Any) -> float:
+    """The table's `delta.logRetentionDuration` in seconds ('interval 5 minutes'; Delta's default
+    when unset)."""
+    text = table.metadata().configuration.get("delta.logRetentionDuration") or DEFAULT_LOG_RETENTION
+    words = text.lower().split()
+    if words[:1] == ["interval"]:
+        words = words[1:]
+    try:
+        number, unit = float(words[0]), words[1].rstrip("s")
+        return number * _SECONDS[unit]
+    except (IndexError, KeyError, ValueError):
+        raise MarketSpreadError(f"delta.logRetentionDuration {text!r}: not an interval Delta reads") from None
+
+
 def marked_version(table: Any, stream_id: str) -> int | None:
     """The newest batch of `stream_id` the table's log records (its txn version), or None."""
     return table.transaction_version(stream_id)
@@ -106,6 +136,8 @@ class KeptTable:
         self._table: Any = None
         self._opened_at = -1
         self._interval = REOPEN_DEFAULT
+        self._cleanup_every = 0.0  # seconds between two log clean-ups (a share of the retention)
+        self._cleaned_at = float("-inf")  # the last clean-up (monotonic): the first checkpoint cleans
         self._stale = False
         self._replacement: Any = None  # opened from a new checkpoint by the upkeep thread
         self.spark_only = False  # a feature delta-rs cannot write: commits go through Spark
@@ -131,6 +163,7 @@ class KeptTable:
     def _open(self, table: Any) -> None:
         self._table, self._opened_at, self._stale = table, table.version(), False
         self._interval = checkpoint_interval(table, REOPEN_DEFAULT)
+        self._cleanup_every = log_retention_seconds(table) / CLEANUP_SHARE
 
     def refresh(self) -> Any:
         """The table with every commit in its log, whoever made it (after a failed commit)."""
@@ -164,7 +197,10 @@ class KeptTable:
             self.upkeep.submit("checkpoint", self.path, self._checkpoint)
 
     def _checkpoint(self) -> None:
-        fresh = checkpoint(self.path)
+        clean = time.monotonic() - self._cleaned_at >= self._cleanup_every
+        if clean:
+            self._cleaned_at = time.monotonic()
+        fresh = checkpoint(self.path, clean)
         if fresh is not None:
             with self.lock:
                 if self._table is not None and fresh.version() >= self._opened_at:
@@ -249,14 +285,15 @@ class Upkeep:
             future.exception()
 
 
-def checkpoint(path: str) -> Any:
-    """Checkpoint the table at its latest version and delete its log files past retention (delta-rs,
-    as its own post-commit hook would); the table opened again from that checkpoint, or None when
-    it failed (said, not raised: a failure costs only the shortcut)."""
+def checkpoint(path: str, clean: bool = True) -> Any:
+    """Checkpoint the table at its latest version and, when `clean`, delete its log files past
+    retention (delta-rs, as its own post-commit hook would); the table opened again from that
+    checkpoint, or None when it failed (said, not raised: a failure costs only the shortcut)."""
     try:
         table = open_delta(path)
         table.create_checkpoint()
-        table.cleanup_metadata()
+        if clean:
+            table.cleanup_metadata()
         drop_stale_checksum(path)
         return open_delta(path)
     except Exception as exc:  # noqa: BLE001 - see above

@@ -162,21 +162,21 @@ def arrow_schema(table: str) -> pa.Schema:
 
 
 # Written to every table. No deletion vectors, no column mapping: delta-rs must read the tables.
-# Bounded growth at one commit a second: commit files older than 30 minutes go at the next
-# checkpoint, and so do the tombstones of removed files. Each delta-rs commit and each Spark
-# snapshot update lists the whole `_delta_log` (and a checkpoint carries every tombstone), so a
-# batch's cost grows with what the log keeps (measured: docs/performance.md, row '30 minutes of
-# log and tombstones'). 30 minutes is the time-travel window: six times the quality DAG's 5-minute
-# schedule (it reads alerts as of its last validated version, and continues from that version's
-# newest batch once the version is gone: quality/slices.py).
+# Bounded growth: commit files older than 5 minutes go at the next log clean-up (lake.commits), and
+# so do the tombstones of removed files. Each delta-rs commit lists the whole `_delta_log` (a local
+# file system enumerates the folder even from an offset), so a commit's cost grows with what the log
+# keeps: about 6 us a log file a commit here, 20 -> 60-80 ms a commit with 30 minutes of log at 3.5
+# batches a second (docs/performance.md, row '5 minutes of log instead of 30'). 5 minutes is the
+# time-travel window; older states are read by `batch_id`. Nothing of the product reads an old
+# version (quality selects alerts by batch: quality/slices.py).
 # Delta requires the deleted-file retention to be no longer than the log's; VACUUM keeps its own
 # `--retain-hours` (7 days) for the data files.
 # A checkpoint every 10 commits (Delta's default, stated so that it cannot drift; each table's own:
 # Table.checkpoint_interval) keeps the log replay of a snapshot short.
 TABLE_PROPERTIES = {
     "delta.enableDeletionVectors": "false",
-    "delta.logRetentionDuration": "interval 30 minutes",
-    "delta.deletedFileRetentionDuration": "interval 30 minutes",
+    "delta.logRetentionDuration": "interval 5 minutes",
+    "delta.deletedFileRetentionDuration": "interval 5 minutes",
     "delta.checkpointRetentionDuration": "interval 2 days",
     "delta.checkpointInterval": "10",
 }
