@@ -151,7 +151,7 @@ def main() -> int:
     args = parse_args()
     from market_spread.feeds.generate import Generator, write_backlog
     from market_spread.runtime.spark import build_session
-    from market_spread.stream.query import start_query, supervise
+    from market_spread.stream.query import started, supervise
     from market_spread.stream.spec import StreamSpec
 
     symbols = [f"S{i:05d}" for i in range(args.symbols)]
@@ -166,13 +166,10 @@ def main() -> int:
     spark = build_session("profile", master="local[*]", extra_conf=extra or None, long_running=True)
     profiler = Profiler(spark, args.jobs)
     start = time.perf_counter()
-    query, busy, _ = start_query(
-        spark,
-        StreamSpec(lake=lake, symbols=symbols, landing=landing, max_files_per_batch=1, available_now=True),
-        profiler,
-    )
-    supervise(query, busy, threading.Event())
-    print_summary(profiler.rows, time.perf_counter() - start, query)
+    spec = StreamSpec(lake=lake, symbols=symbols, landing=landing, max_files_per_batch=1, available_now=True)
+    with started(spark, spec, profiler) as run:
+        supervise(run.query, run.busy, threading.Event())
+    print_summary(profiler.rows, time.perf_counter() - start, run.query)
     spark.stop()
     return 0
 

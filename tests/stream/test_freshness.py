@@ -5,6 +5,7 @@ from Spark mid-stream, and honoured by the commits after."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -132,3 +133,20 @@ def test_features_turned_on_mid_stream_keep_it_running_and_are_honoured(spark, t
 def _no_compaction(monkeypatch):
     """No compaction commit among the few commits these tests read change data from."""
     monkeypatch.setenv("MARKET_SPREAD_COMPACT_EVERY", "0")
+
+
+def test_a_stream_started_by_its_caller_leaves_nothing_running_when_its_block_ends(spark, tmp_path):
+    """`started` (the bench's and the tools' way to run a query they supervise) settles the processor
+    as the `stream` command does: its reader (threads, a Kafka consumer) closed, its upkeep done.
+    Without it the bench's later parts measured earlier streams' consumers as the idle stream's CPU."""
+    from market_spread.stream.query import started, supervise
+
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    land(landing, "quotes", [quote(s, DAY + "01:40Z", "10.00", "10.01") for s in SYMBOLS])
+    land(landing, "orders", [order(f"{s}-1", s, DAY + "02:30Z") for s in SYMBOLS])
+    spec = StreamSpec(lake=lake, symbols=SYMBOLS, landing=landing, available_now=True)
+    batches: list = []
+    with started(spark, spec, on_batch=batches.append) as run:
+        supervise(run.query, run.busy, threading.Event())
+    assert len(batches) == 1 and batches[0].orders == len(SYMBOLS), "a batch ran: it opened the processor's reader"
+    assert run.processor.reader is None, "the reader was closed when the block ended"

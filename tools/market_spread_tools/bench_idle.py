@@ -100,7 +100,7 @@ def settle(jvm_pid: int, below: float = 0.05, at_most: float = 30.0) -> float:
 def idle_run(spark, spec, warm, seconds: float, broker_session: int | None = None) -> dict:
     """Run the stream of `spec`; `warm()` hands over the warm-up tick; once its batch is through,
     `seconds` of no input are measured (cpu_over); then the stream is stopped."""
-    from market_spread.stream.query import start_query, supervise
+    from market_spread.stream.query import started, supervise
 
     stop, warmed, figures = threading.Event(), threading.Event(), dict[str, float]()
     jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
@@ -119,8 +119,8 @@ def idle_run(spark, spec, warm, seconds: float, broker_session: int | None = Non
     figures["settled_seconds"] = settle(jvm_pid)
     watcher = threading.Thread(target=measure, daemon=True)
     watcher.start()
-    query, busy, _ = start_query(spark, spec, lambda result: warmed.set())
-    supervise(query, busy, stop)
+    with started(spark, spec, lambda result: warmed.set()) as run:
+        supervise(run.query, run.busy, stop)
     watcher.join()
     return figures
 

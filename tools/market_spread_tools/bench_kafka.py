@@ -114,7 +114,7 @@ def _one_rate(
     bad_every: int | None = None,
     name: str = "",
 ) -> dict:
-    from market_spread.stream.query import start_query, supervise
+    from market_spread.stream.query import started, supervise
     from market_spread.stream.spec import StreamSpec
 
     settings = KafkaSettings(bootstrap, f"quotes-{rate}{name}", f"orders-{rate}{name}")
@@ -145,9 +145,9 @@ def _one_rate(
         kafka=settings,
     )
     with batch_times(spark) as listener:
-        query, busy, _ = start_query(spark, spec, ticks.on_batch)
-        supervise(query, busy, stop)
-        listener.take(query)
+        with started(spark, spec, ticks.on_batch) as run:
+            supervise(run.query, run.busy, stop)
+        listener.take(run.query)
         feeder.join()
         producer.check()
         figures, latencies, behind = latency_figures(ticks.produced, ticks.done)

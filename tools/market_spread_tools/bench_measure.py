@@ -102,7 +102,7 @@ def run_stream(
     A lake on S3 is written under its lease, as the stream command does: the lease's renewals and
     its check before each batch's commits are part of what S3 costs."""
     from market_spread.lake.lock import LeaseLock
-    from market_spread.stream.query import start_query, supervise
+    from market_spread.stream.query import started, supervise
     from market_spread.stream.spec import StreamSpec
 
     lease = LeaseLock(lake) if isinstance(lake, S3Path) else None
@@ -111,10 +111,10 @@ def run_stream(
         spec_fields["before_commit"] = lease.check
     try:
         spec = StreamSpec(lake=lake, symbols=symbols, landing=landing, **{"available_now": True, **spec_fields})
-        query, busy, _ = start_query(spark, spec, on_batch or (lambda r: None))
-        supervise(query, busy, stop or threading.Event())
+        with started(spark, spec, on_batch or (lambda r: None)) as run:
+            supervise(run.query, run.busy, stop or threading.Event())
         if on_query is not None:  # the ended query, e.g. for its progress (bench_phases.BatchTimes)
-            on_query(query)
+            on_query(run.query)
     finally:
         if lease:
             lease.release()

@@ -9,7 +9,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, NamedTuple
 
 from market_spread.errors import DISK_FULL, MarketSpreadError
@@ -82,6 +83,18 @@ def start_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None
     use_checkpoint_writer(spark, spec.checkpoint_path)
     with session_settings(spark, trigger_conf(spec)):  # read when the query starts
         return Started(writer.start(), busy, processor)
+
+
+@contextmanager
+def started(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None = None) -> Iterator[Started]:
+    """`start_query` for a caller that supervises the query itself (the bench, tests): when the block
+    ends, the processor is settled as `run_query` settles it, so that nothing of the stream outlives
+    it (its upkeep, its reader's threads; a Kafka consumer left open kept fetching from the broker)."""
+    run = start_query(spark, spec, on_batch)
+    try:
+        yield run
+    finally:
+        run.processor.settle()
 
 
 # Spark's setting naming how the checkpoint's logs (offsets, commits, the file sources' logs) are written.
