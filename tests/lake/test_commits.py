@@ -308,21 +308,25 @@ def test_the_log_is_cleaned_at_most_once_a_sixth_of_its_retention_not_at_every_c
     assert tables.read("t").to_pyarrow_table().num_rows == 11
 
 
-def test_an_unreadable_log_retention_is_a_clear_error(tmp_path):
+def test_the_log_retention_is_read_as_delta_writes_it_and_an_unreadable_one_is_deltas_default(tmp_path):
+    """It only paces the clean-up: a value this reader does not know is never a batch's error."""
     from deltalake import DeltaTable, write_deltalake
 
-    from market_spread.errors import MarketSpreadError
     from market_spread.lake.commits import log_retention_seconds
 
-    path = str(tmp_path / "t")
     rows = pa.table({"id": pa.array([1], pa.int64())})
-    write_deltalake(path, rows, configuration={"delta.logRetentionDuration": "interval 2 hours"})
-    assert log_retention_seconds(DeltaTable(path)) == 7200
-    write_deltalake(str(tmp_path / "u"), rows)
-    assert log_retention_seconds(DeltaTable(str(tmp_path / "u"))) == 30 * 86400  # Delta's default
-    write_deltalake(str(tmp_path / "v"), rows, configuration={"delta.logRetentionDuration": "soon"})
-    with pytest.raises(MarketSpreadError, match="not an interval"):
-        log_retention_seconds(DeltaTable(str(tmp_path / "v")))
+    month = 30 * 86400
+    for name, value, seconds in [
+        ("a", "interval 2 hours", 7200),
+        ("b", "interval 1 day 12 hours", 1.5 * 86400),
+        ("c", "5 minutes", 300),
+        ("d", None, month),
+        ("e", "soon", month),
+    ]:
+        write_deltalake(
+            str(tmp_path / name), rows, configuration={"delta.logRetentionDuration": value} if value else None
+        )
+        assert log_retention_seconds(DeltaTable(str(tmp_path / name))) == seconds, value
 
 
 def test_a_driver_checkpoint_after_one_of_sparks_leaves_spark_a_readable_last_checkpoint(spark, tmp_path):

@@ -38,7 +38,7 @@ REOPEN_DEFAULT = 100  # commits between two openings of a kept table whose log h
 # '5 minutes of log instead of 30'). Cleaning once every sixth of the retention lets the
 # log overrun its retention by at most that sixth.
 CLEANUP_SHARE = 6
-DEFAULT_LOG_RETENTION = "interval 30 days"  # Delta's default `delta.logRetentionDuration`
+DELTA_LOG_RETENTION_S = 30 * 86400.0  # Delta's default `delta.logRetentionDuration`: 30 days
 _SECONDS = {
     "nanosecond": 1e-9,
     "microsecond": 1e-6,
@@ -109,17 +109,17 @@ def checkpoint_interval(table: Any, default: int) -> int:
 
 
 def log_retention_seconds(table: Any) -> float:
-    """The table's `delta.logRetentionDuration` in seconds ('interval 5 minutes'; Delta's default
-    when unset)."""
-    text = table.metadata().configuration.get("delta.logRetentionDuration") or DEFAULT_LOG_RETENTION
+    """The table's `delta.logRetentionDuration` in seconds ('interval 5 minutes', 'interval 1 day 12
+    hours'); Delta's default when unset or unreadable here: it only paces the log's clean-up, which
+    must never stop a batch."""
+    text = table.metadata().configuration.get("delta.logRetentionDuration") or ""
     words = text.lower().split()
-    if words[:1] == ["interval"]:
-        words = words[1:]
+    words = words[1:] if words[:1] == ["interval"] else words
     try:
-        number, unit = float(words[0]), words[1].rstrip("s")
-        return number * _SECONDS[unit]
+        pairs = [(float(words[i]), _SECONDS[words[i + 1].rstrip("s")]) for i in range(0, len(words), 2)]
     except (IndexError, KeyError, ValueError):
-        raise MarketSpreadError(f"delta.logRetentionDuration {text!r}: not an interval Delta reads") from None
+        return DELTA_LOG_RETENTION_S
+    return sum(number * unit for number, unit in pairs) or DELTA_LOG_RETENTION_S
 
 
 def marked_version(table: Any, stream_id: str) -> int | None:
