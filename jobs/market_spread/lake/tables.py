@@ -165,8 +165,7 @@ def arrow_schema(table: str) -> pa.Schema:
 # Bounded growth: commit files older than 5 minutes go at the next log clean-up (lake.commits), and
 # so do the tombstones of removed files. Each delta-rs commit lists the whole `_delta_log` (a local
 # file system enumerates the folder even from an offset), so a commit's cost grows with what the log
-# keeps: about 6 us a log file a commit here, 20 -> 60-80 ms a commit with 30 minutes of log at 3.5
-# batches a second (docs/performance.md, row '5 minutes of log instead of 30'). 5 minutes is the
+# keeps (measured: docs/performance.md, row '5 minutes of log instead of 30'). 5 minutes is the
 # time-travel window; older states are read by `batch_id`. Nothing of the product reads an old
 # version (quality selects alerts by batch: quality/slices.py).
 # Delta requires the deleted-file retention to be no longer than the log's; VACUUM keeps its own
