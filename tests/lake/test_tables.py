@@ -14,10 +14,11 @@ def test_an_older_lake_gets_the_properties_and_columns_of_this_release(spark, tm
     metrics = lake_mod.table_path(lake, "batch_metrics")
     older_schema = lake_mod.SCHEMAS["batch_metrics"].replace(", spark_jobs BIGINT", "")
     spark.sql(
-        f"CREATE TABLE delta.`{metrics}` ({older_schema}) USING DELTA TBLPROPERTIES ('delta.checkpointInterval' = '1')"
+        f"CREATE TABLE delta.`{metrics}` ({older_schema}) USING DELTA TBLPROPERTIES ('delta.checkpointInterval' = '10', "
+        "'delta.logRetentionDuration' = 'interval 30 minutes', 'delta.deletedFileRetentionDuration' = 'interval 30 minutes')"
     )
     props, columns = properties_and_columns(metrics)
-    assert props.get("delta.checkpointInterval") == "1" and "spark_jobs" not in columns
+    assert props.get("delta.checkpointInterval") == "10" and "spark_jobs" not in columns
 
     lake_mod.ensure_tables(spark, lake)
 
@@ -71,3 +72,21 @@ def test_last_batch_from_statistics_and_unknown_when_a_file_has_none(spark, tmp_
     finally:
         spark.conf.unset("spark.databricks.delta.stats.collect")
     assert max_from_stats(quotes, "batch_id") == (False, None)
+
+
+def test_a_property_the_user_changed_is_kept_at_the_next_start(spark, tmp_path):
+    """Contract 4: users own their tables. A longer log retention set from Spark survives the stream's
+    next start; a value an earlier release wrote is brought up to date."""
+    lake = tmp_path / "lake"
+    lake_mod.ensure_tables(spark, lake)
+    alerts, quotes = lake_mod.table_path(lake, "alerts"), lake_mod.table_path(lake, "quotes")
+    for path, retention in ((alerts, "interval 2 hours"), (quotes, "interval 30 minutes")):  # Delta wants both
+        spark.sql(
+            f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.logRetentionDuration' = '{retention}', "
+            f"'delta.deletedFileRetentionDuration' = '{retention}')"
+        )
+
+    lake_mod.ensure_tables(spark, lake)
+
+    assert properties_and_columns(alerts)[0]["delta.logRetentionDuration"] == "interval 2 hours"
+    assert properties_and_columns(quotes)[0]["delta.logRetentionDuration"] == "interval 5 minutes"

@@ -285,10 +285,26 @@ def _upgrade(spark: SparkSession, name: str, path: str) -> None:
     have, columns = view
     # Columns first: the statistics columns a property names must exist.
     add_missing_columns(spark, path, columns, DECLARED[name].added_columns())
-    missing = {k: v for k, v in table_properties(name).items() if have.get(k) != v}
+    missing = {k: v for k, v in table_properties(name).items() if have.get(k) != v and ours(k, have.get(k))}
     if missing:
         props = ", ".join(f"'{k}' = '{v}'" for k, v in missing.items())
         spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({props})")
+
+
+# Properties a user may change and keep (contract 4: users own their tables), with the values
+# earlier releases wrote: those, or none, are this release's to set; any other value is the user's.
+# The rest (deletion vectors off, the statistics columns) are what delta-rs and exact decimals need.
+USER_PROPERTIES = {
+    "delta.logRetentionDuration": {"interval 7 days", "interval 30 minutes"},
+    "delta.deletedFileRetentionDuration": {"interval 30 minutes"},
+    "delta.checkpointRetentionDuration": set(),
+    "delta.checkpointInterval": {"10"},
+}
+
+
+def ours(key: str, value: str | None) -> bool:
+    """Whether this release may set property `key` of a table that holds `value` (None: unset)."""
+    return value is None or key not in USER_PROPERTIES or value in USER_PROPERTIES[key]
 
 
 def add_missing_columns(spark: SparkSession, path: str, present: list[str], added: dict[str, str]) -> None:
