@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from market_spread.stream.query import start_query
+from market_spread.stream.query import started
 from market_spread.stream.spec import StreamSpec
 from tests.helpers.lake import rows
 from tests.helpers.landing import land
@@ -27,15 +27,13 @@ def running(spark, landing, lake, symbols=SYMBOLS) -> Iterator[tuple[list, "obje
     """A continuous stream with the defaults, in this process; yields (batch results, query)."""
     batches: list = []
     spec = StreamSpec(lake=lake, symbols=symbols, landing=landing, available_now=False, interval=0.0)
-    query, busy, processor = start_query(spark, spec, on_batch=batches.append)
-    try:
-        yield batches, query
-    finally:
-        while busy.is_set():
-            time.sleep(0.1)
-        query.stop()
-        if processor.tables is not None:
-            processor.tables.settle()
+    with started(spark, spec, on_batch=batches.append) as run:
+        try:
+            yield batches, run.query
+        finally:
+            while run.busy.is_set():
+                time.sleep(0.1)
+            run.query.stop()
 
 
 def wait_for(batches: list, query, done, timeout: float = 180.0) -> None:
@@ -139,7 +137,7 @@ def test_a_stream_started_by_its_caller_leaves_nothing_running_when_its_block_en
     """`started` (the bench's and the tools' way to run a query they supervise) settles the processor
     as the `stream` command does: its reader (threads, a Kafka consumer) closed, its upkeep done.
     Without it the bench's later parts measured earlier streams' consumers as the idle stream's CPU."""
-    from market_spread.stream.query import started, supervise
+    from market_spread.stream.query import supervise
 
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     land(landing, "quotes", [quote(s, DAY + "01:40Z", "10.00", "10.01") for s in SYMBOLS])

@@ -11,7 +11,7 @@ from market_spread.feeds.generate import Generator, write_backlog
 from market_spread.stream import batch as pipeline
 from market_spread.stream import checkpoint_layout as layout
 from market_spread.stream import driver_batch
-from market_spread.stream.query import start_query
+from market_spread.stream.query import started
 from market_spread.stream.spec import StreamSpec
 from tests.helpers.lake import comparable_tables, metrics_totals, rows, stream
 from tests.helpers.landing import land, land_pair
@@ -28,20 +28,21 @@ def test_an_order_never_enters_a_batch_ahead_of_a_quote_that_landed_before_it(sp
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     spec = StreamSpec(lake=lake, symbols=symbols, landing=landing, available_now=False, interval=0.0)
     batches = []
-    query, busy, _ = start_query(spark, spec, on_batch=batches.append)
-    try:
-        rng = random.Random(3)
-        for k, symbol in enumerate(symbols):
-            land(landing, "quotes", [quote(symbol, "2026-11-23T14:30:00Z", "1.00", "2.00")], name=f"p{k:05d}.jsonl")
-            land(landing, "orders", [order(f"O{k}", symbol, "2026-11-23T14:30:01Z")], name=f"p{k:05d}.jsonl")
-            time.sleep(rng.uniform(0, 0.02))
-        deadline = time.monotonic() + 300
-        while sum(b.orders for b in batches) < pairs and time.monotonic() < deadline and query.isActive:
-            time.sleep(0.2)
-    finally:
-        while busy.is_set():
-            time.sleep(0.1)
-        query.stop()
+    with started(spark, spec, on_batch=batches.append) as run:
+        query = run.query
+        try:
+            rng = random.Random(3)
+            for k, symbol in enumerate(symbols):
+                land(landing, "quotes", [quote(symbol, "2026-11-23T14:30:00Z", "1.00", "2.00")], name=f"p{k:05d}.jsonl")
+                land(landing, "orders", [order(f"O{k}", symbol, "2026-11-23T14:30:01Z")], name=f"p{k:05d}.jsonl")
+                time.sleep(rng.uniform(0, 0.02))
+            deadline = time.monotonic() + 300
+            while sum(b.orders for b in batches) < pairs and time.monotonic() < deadline and query.isActive:
+                time.sleep(0.2)
+        finally:
+            while run.busy.is_set():
+                time.sleep(0.1)
+            query.stop()
     assert query.exception() is None
     reasons = {}
     for r in rows(spark, lake, "alerts"):

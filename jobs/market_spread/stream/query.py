@@ -264,15 +264,17 @@ def run_query(
     )
     from pyspark.errors import StreamingQueryException
 
-    query, busy, processor = start_query(spark, spec, on_batch)
     try:
-        return supervise(query, busy, stop_requested, processor.error_said)
-    except StreamingQueryException as exc:
-        if not processor.error_said.is_set():
-            print(f"market-spread stream: error: {failure_line(exc)}", file=sys.stderr, flush=True)
-        return 1
+        # Settled when the block ends: the upkeep the last batches started (a checkpoint, a compaction)
+        # ends before the signal handlers are given back.
+        with started(spark, spec, on_batch) as run:
+            try:
+                return supervise(run.query, run.busy, stop_requested, run.processor.error_said)
+            except StreamingQueryException as exc:
+                if not run.processor.error_said.is_set():
+                    print(f"market-spread stream: error: {failure_line(exc)}", file=sys.stderr, flush=True)
+                return 1
     finally:
-        processor.settle()  # the upkeep the last batches started (a checkpoint, a compaction) ends first
         for s, handler in previous.items():
             signal.signal(s, handler)
 
