@@ -85,7 +85,7 @@ def test_the_wallaroo_demo_gives_what_the_readme_says(tmp_path, wallaroo_dir):
 
 
 @pytest.mark.parametrize("doc", ["README.md", "docs/architecture.md"])
-def test_the_docs_name_the_test_that_holds_their_figures(doc):
+def test_the_docs_name_tests_that_exist(doc):
     text = (ROOT / doc).read_text(encoding="utf-8")
     for named in re.findall(r"`(tests/[\w/]+\.py)`", text):
         assert (ROOT / named).is_file(), f"{doc} names {named}, which does not exist"

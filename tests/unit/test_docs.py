@@ -134,3 +134,28 @@ def test_the_link_checker_sees_what_is_broken(tmp_path):
     assert links(page) == ["#a-title-here", "#nope", "missing.md", "other.md#run-it-1", "other.md", "../elsewhere.md"]
     found = [why for target in links(page) if (why := broken(page, target, root=tmp_path))]
     assert [f.split(": ")[1] for f in found] == ["#nope", "missing.md", "../elsewhere.md"], found
+
+
+# A ratio such as "1.35x" or "25x": the form every speed and growth figure of the docs takes.
+RATIO = re.compile(r"(?<![\w.])\d+(?:\.\d+)?x\b")
+QUOTING = ("README.md", "docs/architecture.md", "docs/operations.md")
+
+
+def ratios(text: str) -> set[str]:
+    return set(RATIO.findall(text))
+
+
+def test_every_figure_the_docs_quote_stands_in_the_performance_page():
+    """docs/performance.md holds every figure (issue 63: architecture.md said 1.087x growth while
+    performance.md said 2.10x); a page that quotes a ratio that page does not have is stale."""
+    perf = ratios((ROOT / "docs" / "performance.md").read_text(encoding="utf-8"))
+    stale = {doc: sorted(ratios((ROOT / doc).read_text(encoding="utf-8")) - perf) for doc in QUOTING}
+    assert not any(stale.values()), f"figures quoted but not in docs/performance.md: {stale}"
+
+
+def test_the_figure_check_sees_a_stale_ratio():
+    assert ratios("grows 1.087x after 10,000 batches, 25x faster; v4.1.x, 0x1f, `2.5x in code`") == {
+        "1.087x",
+        "25x",
+        "2.5x",
+    }
