@@ -5,6 +5,7 @@ loopback, from a socket bound to the loopback only; and no error when nothing li
 from __future__ import annotations
 
 import socket
+import time
 
 from market_spread.orchestration.statsd_client import ConnectedStatsClient
 from market_spread_tools.launcher import airflow_metrics
@@ -34,12 +35,32 @@ def test_airflow_sends_its_metrics_to_the_loopback_only(monkeypatch) -> None:
         assert client._sock.getpeername() == server.getsockname()
 
 
+class RefusalsCounted:
+    """The client's socket, counting the sends the kernel refused (ICMP port unreachable)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock, self.refused = sock, 0
+
+    def send(self, data: bytes) -> int:
+        try:
+            return self.sock.send(data)
+        except ConnectionRefusedError:
+            self.refused += 1
+            raise
+
+    def __getattr__(self, name: str):
+        return getattr(self.sock, name)
+
+
 def test_nothing_listening_costs_nothing() -> None:
     with _udp_server() as server:
         port = server.getsockname()[1]  # closed when the block ends: nothing listens there after
     client = ConnectedStatsClient("127.0.0.1", port, "airflow")
-    for _ in range(5):  # the second send meets the first one's "port unreachable": dropped quietly
-        client.incr("scheduler_heartbeat")
+    counted = client._sock = RefusalsCounted(client._sock)
+    for _ in range(5):  # each send after the first meets the one before's "port unreachable"
+        client.incr("scheduler_heartbeat")  # and raises nothing: the metric is dropped
+        time.sleep(0.02)  # (the ICMP answer comes back over the loopback in microseconds)
+    assert counted.refused >= 1, "no send met the refusal: the test did not reach the case it names"
     client.close()
 
 

@@ -46,7 +46,8 @@ def hook(event, args):
 
 sys.addaudithook(hook)
 result = {}
-for path in sorted(dags.glob("*.py")):
+# The last argument is a probe that does I/O at import: the hook must see it, or it proves nothing.
+for path in [*sorted(dags.glob("*.py")), Path(sys.argv[2])]:
     def load(name):
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
@@ -59,6 +60,7 @@ for path in sorted(dags.glob("*.py")):
     seconds = time.perf_counter() - began
     recording["on"] = False
     result[path.name] = {"seconds": seconds, "io": recording["events"]}
+probe = result.pop(Path(sys.argv[2]).name)
 
 bag = DagBag(dag_folder=str(dags))
 
@@ -94,7 +96,7 @@ stats = {Path(s.file).name: s.duration.total_seconds() if hasattr(s.duration, "t
          for s in bag.dagbag_stats}
 NATIVE = ("pyspark", "py4j", "pyarrow", "deltalake", "great_expectations", "polars")
 native = sorted({m.split(".")[0] for m in sys.modules if m.split(".")[0] in NATIVE})
-print(json.dumps({"files": result, "import_errors": {k: str(v) for k, v in bag.import_errors.items()},
+print(json.dumps({"files": result, "probe": probe, "import_errors": {k: str(v) for k, v in bag.import_errors.items()},
                   "dags": dags_info, "stats": stats, "native": native}))
 """
 
@@ -104,11 +106,18 @@ def lake(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("lake") / "a lake"  # never created: parsing does no I/O
 
 
+# A DAG file that reads a file when imported: what the audit hook must catch.
+PROBE = "from pathlib import Path\nSETTINGS = Path(__file__).with_name('settings.txt').read_text()\n"
+
+
 @pytest.fixture(scope="module")
 def integrity(tmp_path_factory, lake: Path) -> dict:
     home = tmp_path_factory.mktemp("airflow_home")
+    probe = tmp_path_factory.mktemp("probe") / "probe_dag_with_io.py"
+    probe.write_text(PROBE)
+    probe.with_name("settings.txt").write_text("x")
     proc = subprocess.run(
-        [sys.executable, "-c", INTEGRITY_SCRIPT, str(DAGS)],
+        [sys.executable, "-c", INTEGRITY_SCRIPT, str(DAGS), str(probe)],
         env=airflow_env(home, MARKET_SPREAD_LAKE=str(lake)),
         capture_output=True,
         text=True,
@@ -118,14 +127,13 @@ def integrity(tmp_path_factory, lake: Path) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_every_dag_file_imports_fast_without_io(integrity: dict) -> None:
+def test_every_dag_file_imports_without_io(integrity: dict) -> None:
+    # No wall-time bound (it measures the machine): I/O and native libraries are what make parsing slow.
     assert integrity["import_errors"] == {}
     assert set(integrity["files"]) == {f"{d}.py" for d in EXPECTED_DAGS}
+    assert any("settings.txt" in e for e in integrity["probe"]["io"]), f"the hook missed the probe's read: {integrity}"
     for name, info in integrity["files"].items():
-        assert info["seconds"] < 2.0, f"{name} took {info['seconds']:.2f}s to import"
         assert info["io"] == [], f"{name} does I/O at import: {info['io']}"
-    for name, seconds in integrity["stats"].items():
-        assert seconds < 2.0, f"DagBag parsed {name} in {seconds:.2f}s"
     # Parsing loads no Spark, Arrow, delta-rs or GX: the DAG processor stays small and fast.
     assert integrity["native"] == [], f"DAG files load native libraries at parse time: {integrity['native']}"
 
