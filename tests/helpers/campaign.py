@@ -24,6 +24,33 @@ from tests.helpers.records import bad_lines
 
 FULL = os.environ.get("MARKET_SPREAD_RELIABILITY", "").lower() == "full"
 TABLES_WITH_LOGS = ("quotes", "symbol_state", "alerts", "quarantine", "batch_metrics")
+CHECKPOINT_WINDOWS = ("offsets", "commits")
+# The windows of a batch a kill aims at: its offsets file, each table's commit, its commit mark.
+WINDOWS = ("offsets", *TABLES_WITH_LOGS, "commits")
+# make test's short campaigns share the windows out: each at least once across disk, S3 and Kafka
+# (tests/unit/test_campaign_plans.py). Quarantine on local disk, where every file carries bad lines.
+# `make reliability` hits every window on each storage, several times.
+SHORT_PLANS = {
+    "local": ("offsets", "quotes", "commits", "quarantine", "random"),
+    "s3": ("symbol_state", "commits", "batch_metrics"),
+    "kafka": ("offsets", "alerts", "commits"),
+}
+
+
+def full_plan(rng: random.Random, kills: int) -> list[str]:
+    """`make reliability`'s plan: every window and a random instant, shuffled, round after round."""
+    every = [*WINDOWS, "random"]
+    plan: list[str] = []
+    while len(plan) < kills:
+        plan += rng.sample(every, len(every))
+    return plan[:kills]
+
+
+def window_folder(lake: Location, window: str) -> Location:
+    """Where a new file marks the window: the checkpoint's offsets/ or commits/, or a table's log."""
+    if window in CHECKPOINT_WINDOWS:
+        return lake / "_checkpoints" / "stream" / window
+    return lake / window / "_delta_log"
 
 
 def make_source(

@@ -12,10 +12,11 @@ body, run_crash_campaign below): landing, lake, checkpoint and archive all on S3
 uninterrupted reference on local disk. Two files because `make test`'s workers take whole files
 (--dist loadfile): in one file the two runs (about 4 and 7 minutes) went to the same worker.
 
-N = 5 by default, on local disk and on S3 (both checkpoint windows, two table logs drawn at random,
-one random instant: on S3 a rename is a copy and a delete, and the lease replaces the flock);
-MARKET_SPREAD_RELIABILITY=full (`make reliability`) runs 24 kills (every window three times) and
-more maintenance on both."""
+By default (`make test`) the kills follow campaign.SHORT_PLANS: 5 on local disk, 3 on S3, and with
+the Kafka campaign of tests/stream/test_kafka.py every window of a batch is hit at least once across
+the three (on S3 a rename is a copy and a delete, and the lease replaces the flock); a planned window
+that is not reached fails the test. MARKET_SPREAD_RELIABILITY=full (`make reliability`) runs 24
+kills (every window three times) and more maintenance on both."""
 
 from __future__ import annotations
 
@@ -28,43 +29,25 @@ from pathlib import Path
 
 import pytest
 
-from market_spread.runtime.storage import Location, location
+from market_spread.runtime.storage import location
 from tests.helpers.campaign import (
     FULL,
+    SHORT_PLANS,
     Job,
     Lander,
     diff_rows,
     duplicates_by_key,
+    full_plan,
     in_flight,
     kill_when_new_file,
     make_source,
     readable_with_delta_rs,
     wait_for_lock,
+    window_folder,
 )
 from tests.helpers.lake import comparable_tables_delta_rs, metrics_totals, rows, stream
 from tests.helpers.storage import Place, arg
 from tests.helpers.symbols import SYMBOLS, symbols_file
-
-TABLE_WINDOWS = ["quotes", "symbol_state", "alerts", "quarantine", "batch_metrics"]
-CHECKPOINT_WINDOWS = ["offsets", "commits"]
-
-
-def _plan(rng: random.Random, kills: int) -> list[str]:
-    if kills <= 5:
-        # The default run: both checkpoint windows, two table logs drawn at random, one random instant.
-        tables = rng.sample(TABLE_WINDOWS, 2)
-        return ["offsets", tables[0], "commits", tables[1], "random"][:kills]
-    every = TABLE_WINDOWS + CHECKPOINT_WINDOWS + ["random"]
-    plan: list[str] = []
-    while len(plan) < kills:
-        plan += rng.sample(every, len(every))
-    return plan[:kills]
-
-
-def _folder(lake: Location, window: str) -> Location:
-    if window in CHECKPOINT_WINDOWS:
-        return lake / "_checkpoints" / "stream" / window
-    return lake / window / "_delta_log"
 
 
 @pytest.mark.slow
@@ -76,8 +59,9 @@ def test_crash_campaign_loses_and_doubles_nothing(spark, place, tmp_path, monkey
 def run_crash_campaign(spark, place: Place, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The campaign on `place` (the fixture's Place, local or s3), asserting as it goes."""
     began = time.monotonic()
-    kills = 24 if FULL else 5
     rng = random.Random(20261123)
+    plan = full_plan(rng, 24) if FULL else list(SHORT_PLANS[place.kind])
+    kills = len(plan)
     symbols = symbols_file(tmp_path, SYMBOLS)
     source = tmp_path / "source"
     # On S3 bad lines in every third file pair only: batches of clean files as well as dirty ones.
@@ -116,7 +100,6 @@ def run_crash_campaign(spark, place: Place, tmp_path: Path, monkeypatch: pytest.
     beside = {1, 9, 17} if FULL else {1}
     exclusive = {4, 12, 20} if FULL else set()
 
-    plan = _plan(rng, kills)
     by_window: Counter[str] = Counter()
     replayed: list[tuple[int, list[str]]] = []
     peak_rss = peak_maintain_rss = 0
@@ -133,14 +116,14 @@ def run_crash_campaign(spark, place: Place, tmp_path: Path, monkeypatch: pytest.
             )
         if window == "random":
             # A random instant once the stream has started a batch: inside the writes or between batches.
-            kill_when_new_file(job, _folder(lake, "offsets"), committed_only=False, timeout=300, kill=False)
+            kill_when_new_file(job, window_folder(lake, "offsets"), committed_only=False, timeout=300, kill=False)
             time.sleep(rng.uniform(0, 4))
             assert job.alive(), job.tail()
             job.kill()
             seen = "random"
         else:
             committed = i % 2 == 0
-            seen = kill_when_new_file(job, _folder(lake, window), committed_only=committed, timeout=300)
+            seen = kill_when_new_file(job, window_folder(lake, window), committed_only=committed, timeout=300)
             assert seen is not None, f"the stream ended by itself before the kill:\n{job.tail()}"
             seen = f"{window} ({'after' if committed else 'during'} commit: {seen})"
         peak_rss = max(peak_rss, job.peak_rss)
@@ -169,6 +152,7 @@ def run_crash_campaign(spark, place: Place, tmp_path: Path, monkeypatch: pytest.
             peak_maintain_rss = max(peak_maintain_rss, alone.peak_rss)
             maintained.append("exclusive, over a killed stream's lake")
 
+    assert set(by_window) == set(plan), f"planned windows missed: {set(plan) - set(by_window)}"
     lander.land_all()
     drain = Job([*stream_args, "--available-now"], tmp_path / "drain.log")
     assert drain.wait(900) == 0, drain.tail()

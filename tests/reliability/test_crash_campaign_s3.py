@@ -1,6 +1,7 @@
 """The crash campaign on the run's S3 server: the body of test_crash_campaign.py (run_crash_campaign,
-5 kills, 24 with MARKET_SPREAD_RELIABILITY=full), in a file of its own so that `make test`'s two workers, which take whole files
-(--dist loadfile), run it beside the local campaign instead of after it."""
+its share of the windows in campaign.SHORT_PLANS, 24 kills with MARKET_SPREAD_RELIABILITY=full), in a
+file of its own so that `make test`'s two workers, which take whole files, run it beside the local
+campaign instead of after it."""
 
 from __future__ import annotations
 

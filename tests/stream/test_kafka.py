@@ -5,7 +5,8 @@ real Spark reading it with the Kafka connector, real Delta. Nothing mocked.
 - bad records (not JSON, wrong types, unknown symbols, a 2 MB value) are quarantined with their
   topic/partition/offset; a topic that does not exist is one clear error line;
 - SIGKILL of the stream's process group at the dangerous instants while a producer keeps writing:
-  nothing lost, nothing doubled (5 kills; 20 with MARKET_SPREAD_RELIABILITY=full);
+  nothing lost, nothing doubled (its share of the windows, campaign.SHORT_PLANS; 20 kills with
+  MARKET_SPREAD_RELIABILITY=full);
 - the broker stopped and started under a running stream: it waits, resumes, loses nothing.
 """
 
@@ -29,7 +30,17 @@ from market_spread.stream.kafka_source import KafkaSettings
 from market_spread.stream.query import run_query
 from market_spread.stream.spec import StreamSpec
 from market_spread_tools.bench_kafka import broker_available
-from tests.helpers.campaign import FULL, Job, diff_rows, duplicates_by_key, kill_when_new_file, make_source
+from tests.helpers.campaign import (
+    FULL,
+    SHORT_PLANS,
+    Job,
+    diff_rows,
+    duplicates_by_key,
+    full_plan,
+    kill_when_new_file,
+    make_source,
+    window_folder,
+)
 from tests.helpers.cli import market_spread
 from tests.helpers.lake import comparable_tables, comparable_tables_delta_rs, metrics_totals, rows, stream
 from tests.helpers.landing import land
@@ -308,8 +319,10 @@ def _drain(base: KafkaSettings, broker: BrokerProcess, lake: Path, symbols: Path
 @pytest.mark.slow
 def test_sigkill_of_the_stream_while_producers_write_loses_and_doubles_nothing(spark, broker, tmp_path):
     began = time.monotonic()
-    kills = 20 if FULL else 3  # make test's short version; make reliability runs 20
     rng = random.Random(20261124)
+    # make test's short version (its share of the windows, campaign.SHORT_PLANS); make reliability 20 kills
+    plan = full_plan(rng, 20) if FULL else list(SHORT_PLANS["kafka"])
+    kills = len(plan)
     symbols = symbols_file(tmp_path, SYMBOLS[:5])
     source = tmp_path / "source"
     files = make_source(
@@ -337,12 +350,8 @@ def test_sigkill_of_the_stream_while_producers_write_loses_and_doubles_nothing(s
     ]
     pending = list(files)
     sent_lines = 0
-    windows = ["offsets", "alerts", "commits", "quarantine", "random"]  # the short run: the first three
-    if FULL:  # every window of the file campaign
-        windows += ["quotes", "symbol_state", "batch_metrics"]
     seen_windows: Counter[str] = Counter()
-    for i in range(kills):
-        window = windows[i % len(windows)]
+    for i, window in enumerate(plan):
         job = Job(stream_args, tmp_path / f"stream-{i:02d}.log")
         # The producer keeps writing while the stream starts, runs and is killed.
         batch = [pending.pop(0) for _ in range(min(len(pending), rng.randint(2, 3)))]
@@ -355,12 +364,7 @@ def test_sigkill_of_the_stream_while_producers_write_loses_and_doubles_nothing(s
             assert job.alive(), job.tail()
             job.kill()
         else:
-            folder = (
-                (lake / "_checkpoints" / "stream" / window)
-                if window in ("offsets", "commits")
-                else lake / window / "_delta_log"
-            )
-            got = kill_when_new_file(job, folder, committed_only=i % 2 == 0, timeout=600)
+            got = kill_when_new_file(job, window_folder(lake, window), committed_only=i % 2 == 0, timeout=600)
             assert got is not None, f"the stream ended by itself:\n{job.tail()}"
         thread.join(300)
         sent_lines += sent["lines"]
@@ -368,6 +372,7 @@ def test_sigkill_of_the_stream_while_producers_write_loses_and_doubles_nothing(s
         print(
             f"kafka kill {i + 1}/{kills}: {window}; {len(files) - len(pending)}/{len(files)} files produced", flush=True
         )
+    assert set(seen_windows) == set(plan), f"planned windows missed: {set(plan) - set(seen_windows)}"
     thread, sent = _producer_thread(sink, pending, threading.Event(), pause=0.0, rng=rng)
     thread.join(300)
     sent_lines += sent["lines"]
