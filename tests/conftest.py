@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,20 @@ pytest.register_assert_rewrite("tests.helpers")
 from tests.helpers.paths import ROOT  # noqa: E402  (after the rewrite hook, as pytest requires)
 
 SHARED = ROOT.parent / "shared"
+
+# Every JVM the tests start (Spark sessions, `stream` children, the streams Airflow launches) lives
+# seconds to minutes: the optimising compiler (C2) never pays back there and takes cores from the
+# other worker, so the quick JIT (C1 only; runtime/spark.py) for all of them. A test that needs
+# another sets the variable itself; compiled code changes no result.
+os.environ.setdefault("MARKET_SPREAD_JIT", "quick")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """`make test`'s time with its set-up (the Makefile notes when it began), above pytest's own total."""
+    began = os.environ.get("MARKET_SPREAD_TEST_BEGAN")
+    if began and not hasattr(config, "workerinput"):
+        seconds = time.time() - float(began)
+        terminalreporter.write_line(f"make test: {seconds:.0f} s with set-up, {seconds / 60:.1f} min (budget 20)")
 
 
 @pytest.fixture(scope="session")
@@ -48,6 +63,16 @@ def place(request, tmp_path, monkeypatch):
     from tests.helpers.storage import make_place
 
     return make_place(request.param, tmp_path, request, monkeypatch)
+
+
+@pytest.fixture(scope="session")
+def live_airflow(tmp_path_factory):
+    """One live Airflow a worker (`market-spread-run`, every DAG paused at start) for the UI tests,
+    whose files SHARED_GROUPS below runs on one worker: tests/helpers/live_airflow.py's LiveAirflow."""
+    from tests.helpers.live_airflow import running
+
+    with running(tmp_path_factory.mktemp("live-airflow")) as airflow:
+        yield airflow
 
 
 @pytest.fixture(scope="session")
@@ -87,6 +112,29 @@ LONGEST_FIRST = (
     "tests/stream/test_source_order.py",
     "tests/reliability/test_hostile_volume.py",
 )
+
+
+# Files that share a session fixture too costly to build twice on one worker: each group runs on one
+# worker, one file after the other; every other file is a group of its own (--dist loadfile).
+SHARED_GROUPS = {
+    "tests/e2e/test_data_docs_ui.py": "live-airflow",
+    "tests/e2e/test_stream_ui.py": "live-airflow",
+}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile with SHARED_GROUPS' files as one unit (xdist's own loadgroup marks do not take
+    with pytest 9, whose node ids can no longer be rewritten)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return SHARED_GROUPS.get(path, path)
+
+    return FileGroups(config, log)
 
 
 def pytest_collection_modifyitems(config, items) -> None:

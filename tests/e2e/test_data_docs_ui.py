@@ -1,5 +1,5 @@
-"""The data-quality reports as a person reaches them: `market-spread-run` (a live `airflow standalone`,
-private AIRFLOW_HOME and port) over a small lake; two quality runs, the first failing (thresholds that
+"""The data-quality reports as a person reaches them: the worker's live Airflow (`market-spread-run`,
+tests/helpers/live_airflow.py) over its small lake; two quality runs, the first failing (thresholds that
 contradict the stream's verdicts), the second passing; then Debian's headless Chromium, through
 Selenium, logs in, opens "Data quality" in the navigation and sees the latest suite results, styled,
 and opens each validate task's "Data Docs" link. Every request the browser makes stays on
@@ -13,183 +13,88 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 import time
 from http.client import HTTPConnection
-from importlib import metadata
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
-from market_spread.orchestration.datadocs_assets import ASSETS_ENV, assets_dir, missing
-from market_spread.orchestration.jobs import cli_argv
 from tests.helpers.airflow import wait_for
-from tests.helpers.browser import PASSWORD_FILE, USER, chrome, free_port, http, log_in, require_browser, wait_until
+from tests.helpers.browser import chrome, http, log_in, wait_until
 from tests.helpers.browser import requested as urls_requested
+from tests.helpers.live_airflow import LiveAirflow
 from tests.helpers.paths import ROOT
-from tests.helpers.processes import stop
 
 pytestmark = pytest.mark.slow
 DAG = "market_spread_quality"
-PLUGIN = "market_spread.orchestration.ui_plugin:MarketSpreadUiPlugin"
-
-
-def _api(method: str, url: str, token: str, body: dict | None = None) -> dict:
-    for _ in range(5):  # a busy SQLite metadata DB answers 500 now and then ("database is locked")
-        status, raw = http(method, url, body, token)
-        if status < 500:
-            break
-        time.sleep(3)
-    assert status < 300, (method, url, status, raw[:500])
-    return json.loads(raw) if raw else {}
-
-
-def _plugin_path(tmp: Path) -> str:
-    """An extra sys.path entry registering the plugin's entry point when the installed package
-    predates it (a venv not set up again since pyproject.toml gained it); '' when registered."""
-    if any(e.value == PLUGIN for e in metadata.entry_points(group="airflow.plugins")):
-        return ""
-    info = tmp / "shim" / "market_spread_ui_entry_point-0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: market-spread-ui-entry-point\nVersion: 0\n")
-    (info / "entry_points.txt").write_text(f"[airflow.plugins]\nmarket_spread = {PLUGIN}\n")
-    return str(tmp / "shim")
-
-
-def _small_lake(tmp: Path, env: dict[str, str]) -> None:
-    """A lake with alerts, as the stream writes it (one batch)."""
-    landing, lake = tmp / "landing", tmp / "lake"
-    for command in (
-        ["generate", "--landing", str(landing), "--quotes", "300", "--orders", "300", "--files", "1"],
-        ["stream", "--landing", str(landing), "--lake", str(lake), "--available-now"],
-    ):
-        subprocess.run(cli_argv(*command), check=True, capture_output=True, env=env, timeout=900)
 
 
 @pytest.fixture(scope="module")
-def airflow(tmp_path_factory):
-    """A live Airflow over a lake validated twice; yields what the tests need."""
-    require_browser()
-    tmp = tmp_path_factory.mktemp("ui")
-    home, port = tmp / "airflow", free_port()
-    env = dict(
-        os.environ,
-        PORT=str(port),
-        MARKET_SPREAD_AIRFLOW_HOME=str(home),
-        MARKET_SPREAD_START_PAUSED="1",
-        MARKET_SPREAD_LAKE=str(tmp / "lake"),
-        MARKET_SPREAD_LANDING=str(tmp / "landing"),
-        MARKET_SPREAD_DOCS=str(tmp / "docs"),
-        MARKET_SPREAD_MASTER="local[1]",
-        # Yearly: no scheduled run but the one an unpause may start (the year's first tick).
-        MARKET_SPREAD_QUALITY_SCHEDULE="0 0 1 1 *",
-    )
-    if missing(assets_dir()):  # `make setup` fetches them; a bare checkout fetches its own copy
-        from market_spread_tools.datadocs_assets import fetch
-
-        fetch(tmp / "assets")
-        env[ASSETS_ENV] = str(tmp / "assets")
-    shim = _plugin_path(tmp)
-    if shim:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (shim, env.get("PYTHONPATH", "")) if p)
-    _small_lake(tmp, env)
-    log = tmp / "run.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [str(Path(sys.executable).parent / "market-spread-run")],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=str(ROOT),
-            start_new_session=True,
-        )
-    try:
-        yield _start_and_validate(proc, log, home, port, tmp)
-    finally:
-        # Its shutdown is not what this file tests (test_airflow_e2e does): a short grace, then the group.
-        stop(proc, timeout=20)
-
-
-def _quality_run(base: str, token: str, proc, log, run_id: str | None = None) -> dict:
-    """Wait for the end of quality run `run_id` (triggered here when None) and of any other run."""
-    if run_id is None:
-        run_id = _api("POST", f"{base}/api/v2/dags/{DAG}/dagRuns", token, {"logical_date": None})["dag_run_id"]
-    url = f"{base}/api/v2/dags/{DAG}/dagRuns/{quote(run_id, safe='')}"
-
-    def ended() -> dict | None:
-        found = _api("GET", url, token)
-        return found if found["state"] in ("success", "failed") else None
-
-    finished = wait_for(f"quality run {run_id}", ended, 900, proc, log, every=1)
-    active = f"{base}/api/v2/dags/{DAG}/dagRuns?state=queued&state=running"
-    wait_for("no other quality run", lambda: _api("GET", active, token)["total_entries"] == 0, 900, proc, log, every=1)
-    ti = _api("GET", f"{url}/taskInstances/validate", token)
-    links = _api("GET", f"{url}/taskInstances/validate/links", token)["extra_links"]
-    return {"run_id": run_id, "state": finished["state"], "ti": ti, "link": links.get("Data Docs")}
-
-
-def _first_run(base: str, token: str, proc, log) -> str | None:
-    """The run the unpause starts (the cron's latest tick: catchup=False schedules it), if one comes
-    within a minute; None if not, and the failing run is then triggered by hand."""
-
-    def listed() -> str | None:
-        runs = _api("GET", f"{base}/api/v2/dags/{DAG}/dagRuns?order_by=run_after", token)["dag_runs"]
-        return runs[0]["dag_run_id"] if runs else None
-
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and proc.poll() is None:
-        found = listed()
-        if found:
-            return found
-        time.sleep(1)
-    return None
-
-
-def _start_and_validate(proc, log: Path, home: Path, port: int, tmp: Path) -> dict:
-    base = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        status, raw = http("GET", f"{base}/api/v2/monitor/health")
-        parts = ("metadatabase", "scheduler", "dag_processor")
-        return status == 200 and all((json.loads(raw).get(p) or {}).get("status") == "healthy" for p in parts)
-
-    wait_for("Airflow to be healthy", healthy, 300, proc, log, every=1)
-    password = json.loads((home / PASSWORD_FILE).read_text())[USER]
-    token = json.loads(http("POST", f"{base}/auth/token", {"username": USER, "password": password})[1])["access_token"]
-    wait_for(
-        "the quality DAG to be parsed",
-        lambda: http("GET", f"{base}/api/v2/dags/{DAG}", token=token)[0] == 200,
-        180,
-        proc,
-        log,
-        every=1,
-    )
+def airflow(live_airflow):
+    """The worker's live Airflow after two quality runs over its small lake, the first failing;
+    the quality DAG is paused again after them, so that no later run replaces the latest report."""
     # Thresholds far above the stream's: its wide-spread verdicts now look wrong, a critical failure.
     # Set before unpausing, so that a scheduled run the unpause may start fails the same way.
     wrong = {"market_spread_max_spread": "1000", "market_spread_max_spread_ratio": "1000"}
     for key, value in wrong.items():
-        _api("POST", f"{base}/api/v2/variables", token, {"key": key, "value": value})
-    _api("PATCH", f"{base}/api/v2/dags/{DAG}", token, {"is_paused": False})
+        live_airflow.api("POST", "/api/v2/variables", {"key": key, "value": value})
+    live_airflow.set_paused(DAG, False)
     # The unpause starts the yearly cron's latest tick: that run is the failing one. (A run triggered
     # here as well queued behind it, max_active_runs=1: a third validate, about a minute, for nothing.)
-    failed = _quality_run(base, token, proc, log, _first_run(base, token, proc, log))
+    failed = _quality_run(live_airflow, _first_run(live_airflow))
     for key in wrong:
-        _api("DELETE", f"{base}/api/v2/variables/{key}", token)
-    passed = _quality_run(base, token, proc, log)
+        live_airflow.api("DELETE", f"/api/v2/variables/{key}")
+    passed = _quality_run(live_airflow)
+    live_airflow.set_paused(DAG, True)
     return {
-        "base": base,
-        "token": token,
-        "password": password,
+        "base": live_airflow.base,
+        "token": live_airflow.token,
+        "password": live_airflow.password,
         "failed": failed,
         "passed": passed,
-        "docs": tmp / "docs",
-        "log": log,
+        "docs": live_airflow.docs,
+        "log": live_airflow.log,
     }
 
 
-def test_validate_returns_a_summary_and_links_its_page_failed_runs_included(airflow) -> None:
+def _quality_run(airflow: LiveAirflow, run_id: str | None = None) -> dict:
+    """Wait for the end of quality run `run_id` (triggered here when None) and of any other run."""
+    if run_id is None:
+        run_id = airflow.api("POST", f"/api/v2/dags/{DAG}/dagRuns", {"logical_date": None})["dag_run_id"]
+    url = f"/api/v2/dags/{DAG}/dagRuns/{quote(run_id, safe='')}"
+
+    def ended() -> dict | None:
+        found = airflow.api("GET", url)
+        return found if found["state"] in ("success", "failed") else None
+
+    finished = wait_for(f"quality run {run_id}", ended, 900, airflow.proc, airflow.log, every=1)
+    active = f"/api/v2/dags/{DAG}/dagRuns?state=queued&state=running"
+    wait_for(
+        "no other quality run",
+        lambda: airflow.api("GET", active)["total_entries"] == 0,
+        900,
+        airflow.proc,
+        airflow.log,
+        every=1,
+    )
+    ti = airflow.api("GET", f"{url}/taskInstances/validate")
+    links = airflow.api("GET", f"{url}/taskInstances/validate/links")["extra_links"]
+    return {"run_id": run_id, "state": finished["state"], "ti": ti, "link": links.get("Data Docs")}
+
+
+def _first_run(airflow: LiveAirflow) -> str | None:
+    """The run the unpause starts (the cron's latest tick: catchup=False schedules it), if one comes
+    within a minute; None if not, and the failing run is then triggered by hand."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and airflow.proc.poll() is None:
+        runs = airflow.api("GET", f"/api/v2/dags/{DAG}/dagRuns?order_by=run_after")["dag_runs"]
+        if runs:
+            return runs[0]["dag_run_id"]
+        time.sleep(1)
+    return None
+
+
+def test_validate_returns_a_summary_and_links_its_page_failed_runs_included(airflow, live_airflow) -> None:
     failed, passed = airflow["failed"], airflow["passed"]
     assert failed["state"] == "failed" and passed["state"] == "success", airflow["log"].read_text()[-3000:]
     for run in (failed, passed):
@@ -197,11 +102,8 @@ def test_validate_returns_a_summary_and_links_its_page_failed_runs_included(airf
         page = run["link"][len("/data-quality/docs/") :]
         assert (airflow["docs"] / page).is_file()
     assert failed["link"] != passed["link"]
-    xcom = _api(
-        "GET",
-        f"{airflow['base']}/api/v2/dags/{DAG}/dagRuns/{passed['run_id']}/taskInstances/validate/"
-        "xcomEntries/return_value",
-        airflow["token"],
+    xcom = live_airflow.api(
+        "GET", f"/api/v2/dags/{DAG}/dagRuns/{passed['run_id']}/taskInstances/validate/xcomEntries/return_value"
     )
     summary = xcom["value"] if isinstance(xcom["value"], dict) else json.loads(xcom["value"])
     assert summary["passed"] is True and summary["expectations_failed"] == 0

@@ -1,5 +1,5 @@
-"""The Stream page as an operator on call reaches it: `market-spread-run` (a live `airflow standalone`,
-private AIRFLOW_HOME and ports) with the stream and the demo feed DAGs unpaused; Debian's headless
+"""The Stream page as an operator on call reaches it: the worker's live Airflow (`market-spread-run`,
+tests/helpers/live_airflow.py) with the stream and the demo feed DAGs unpaused; Debian's headless
 Chromium logs in, opens "Stream" in the navigation and watches the charts fill while the feed runs
 (the panel refreshes itself, no reload). Every request the browser makes stays on 127.0.0.1; plain
 HTTP without a login is refused. Airflow's own StatsD metrics reach a UDP server on the loopback.
@@ -11,127 +11,40 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
-import threading
 import time
-from importlib import metadata
-from pathlib import Path
 
 import pytest
 
 from tests.helpers.airflow import wait_for
-from tests.helpers.browser import (
-    PASSWORD_FILE,
-    USER,
-    chrome,
-    free_port,
-    http,
-    log_in,
-    requested,
-    require_browser,
-    wait_until,
-)
+from tests.helpers.browser import chrome, http, log_in, requested, wait_until
+from tests.helpers.live_airflow import require_plugin
 from tests.helpers.paths import ROOT
-from tests.helpers.processes import stop
 
 pytestmark = pytest.mark.slow
-PLUGIN = "market_spread.orchestration.ui_plugin:MarketSpreadUiPlugin"
 LIVE_DAGS = ("market_spread_stream", "market_spread_feed")
 
 
-class StatsdServer:
-    """A UDP server on the loopback keeping every datagram (Airflow's StatsD metrics)."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.settimeout(0.5)
-        self.lines: list[str] = []
-        self.closed = threading.Event()
-        threading.Thread(target=self._receive, daemon=True).start()
-
-    @property
-    def port(self) -> int:
-        return self.sock.getsockname()[1]
-
-    def _receive(self) -> None:
-        while not self.closed.is_set():
-            try:
-                self.lines += self.sock.recv(65536).decode(errors="replace").splitlines()
-            except OSError:
-                continue
-
-    def close(self) -> None:
-        self.closed.set()
-        self.sock.close()
-
-
 @pytest.fixture(scope="module")
-def airflow(tmp_path_factory):
-    """A live Airflow whose stream and feed DAGs run; yields what the tests need."""
-    require_browser()
-    if not any(e.value == PLUGIN for e in metadata.entry_points(group="airflow.plugins")):
-        pytest.fail("the UI plugin's entry point is not installed: run `make setup`")
-    tmp = tmp_path_factory.mktemp("stream-ui")
-    home, port, statsd = tmp / "airflow", free_port(), StatsdServer()
-    env = dict(
-        os.environ,
-        PORT=str(port),
-        MARKET_SPREAD_AIRFLOW_HOME=str(home),
-        MARKET_SPREAD_START_PAUSED="1",
-        MARKET_SPREAD_LAKE=str(tmp / "lake"),
-        MARKET_SPREAD_LANDING=str(tmp / "landing"),
-        MARKET_SPREAD_DOCS=str(tmp / "docs"),
-        MARKET_SPREAD_MASTER="local[1]",
-        MARKET_SPREAD_METRICS_PORT=str(free_port()),
-        STATSD_PORT=str(statsd.port),
-        MARKET_SPREAD_FEED_TICK="2",
-    )  # a file pair every 2 s: minutes fill sooner
-    log = tmp / "run.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [str(Path(sys.executable).parent / "market-spread-run")],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=str(ROOT),
-            start_new_session=True,
-        )
-    try:
-        yield _started(proc, log, home, port) | {
-            "statsd": statsd,
-            "metrics_port": int(env["MARKET_SPREAD_METRICS_PORT"]),
-        }
-    finally:
-        stop(proc, timeout=180)
-        statsd.close()
-
-
-def _started(proc, log: Path, home: Path, port: int) -> dict:
-    base = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        status, raw = http("GET", f"{base}/api/v2/monitor/health")
-        parts = ("metadatabase", "scheduler", "dag_processor")
-        return status == 200 and all((json.loads(raw).get(p) or {}).get("status") == "healthy" for p in parts)
-
-    wait_for("Airflow to be healthy", healthy, 300, proc, log, every=1)
-    password = json.loads((home / PASSWORD_FILE).read_text())[USER]
-    token = json.loads(http("POST", f"{base}/auth/token", {"username": USER, "password": password})[1])["access_token"]
+def airflow(live_airflow):
+    """The worker's live Airflow with the stream and feed DAGs unpaused; what the tests need."""
+    require_plugin()
     for dag in LIVE_DAGS:
-        wait_for(
-            f"{dag} to be parsed",
-            lambda dag=dag: http("GET", f"{base}/api/v2/dags/{dag}", token=token)[0] == 200,
-            180,
-            proc,
-            log,
-            every=1,
-        )
-        status, raw = http("PATCH", f"{base}/api/v2/dags/{dag}", {"is_paused": False}, token)
-        assert status == 200, raw[:300]
-    return {"base": base, "token": token, "password": password, "log": log, "proc": proc}
+        live_airflow.set_paused(dag, False)
+    return {
+        "base": live_airflow.base,
+        "token": live_airflow.token,
+        "password": live_airflow.password,
+        "log": live_airflow.log,
+        "proc": live_airflow.proc,
+        "statsd": live_airflow.statsd,
+        "metrics_port": live_airflow.metrics_port,
+    }
+
+
+def _live_batch(airflow: dict) -> bool:
+    """A batch of the live stream: the small lake's own (batch 0, an earlier run) does not count."""
+    status = _status(airflow)
+    return bool(status["writer"] and status["last_batch"] and status["last_batch"]["batch_id"] >= 1)
 
 
 def _status(airflow: dict) -> dict:
@@ -154,7 +67,9 @@ def test_a_person_watches_the_charts_fill(airflow, tmp_path) -> None:
 
     base = airflow["base"]
     # The stream's first batch: a JVM to start and the feed's first files (a few minutes on 2 cores).
-    wait_for("the first batch", lambda: _status(airflow)["last_batch"], 900, airflow["proc"], airflow["log"], every=5)
+    wait_for(
+        "the live stream's first batch", lambda: _live_batch(airflow), 900, airflow["proc"], airflow["log"], every=5
+    )
     session = chrome()
     try:
         log_in(session, base, airflow["password"])
