@@ -1,8 +1,12 @@
 """`market-spread sql`: query the lake's tables by name (each Delta table is a view of its name).
 
-Read-only: `spark.sql()` runs commands (DELETE, VACUUM, SET ...) eagerly, the moment it is called,
-so the statement is parsed first and its logical plan checked before anything runs. Only query
-plans and a short allow-list of read-only commands (SHOW, DESCRIBE, EXPLAIN of a query) pass;
+Two engines (`--engine`): a plain query runs on delta-rs's DataFusion in this process, without a
+JVM (lake.fast_sql); whatever lake.sql_route does not let through as one plain query, and what
+DataFusion cannot run (Spark's syntax, its functions), runs on Spark SQL, with a one-line note.
+
+Read-only on Spark: `spark.sql()` runs commands (DELETE, VACUUM, SET ...) eagerly, the moment it
+is called, so the statement is parsed first and its logical plan checked before anything runs. Only
+query plans and a short allow-list of read-only commands (SHOW, DESCRIBE, EXPLAIN of a query) pass;
 everything else exits 2 and changes nothing. The decision is made on the parser's plan classes,
 not on the text, so comments, odd spacing or a CTE in front of an INSERT cannot slip through.
 """
@@ -15,10 +19,15 @@ import sys
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
+from typing import TextIO
 
 from market_spread.errors import MarketSpreadError, UsageError
+from market_spread.lake.sql_route import route
 from market_spread.runtime import spark_jvm
 from market_spread.runtime.storage import Location
+
+ENGINES = ("auto", "fast", "spark")
+PREFIX = "market-spread sql"
 
 
 def _text(value: object) -> str:
@@ -205,7 +214,7 @@ def execute(spark, lake: str, query: str, fmt: str = "table", out=sys.stdout, er
 
     from market_spread.lake.tables import register_views
 
-    register_views(spark, lake)
+    names = register_views(spark, lake)
     try:
         check_read_only(spark, query)  # before spark.sql: it runs commands at once
     except NotReadOnly as exc:
@@ -222,33 +231,86 @@ def execute(spark, lake: str, query: str, fmt: str = "table", out=sys.stdout, er
         print(f"market-spread sql: error: {exc}", file=err)
         return 2
     except (AnalysisException, ParseException) as exc:
-        first = str(exc).strip().splitlines()[0]
-        print(f"market-spread sql: error: {first}", file=err)
+        print(f"market-spread sql: error: {_analysis_error(exc, names)}", file=err)
         return 1
     render(df.columns, rows, fmt, out)
     return 0
 
 
+def _analysis_error(exc, tables: list[str]) -> str:
+    """Spark's error on one line; a misspelt table names the lake's tables, as on DataFusion."""
+    from market_spread.lake.fast_sql import NoSuchTable
+
+    if exc.getCondition() == "TABLE_OR_VIEW_NOT_FOUND":
+        name = (exc.getMessageParameters() or {}).get("relationName", "")
+        return str(NoSuchTable(name.replace("`", ""), tables))
+    return str(exc).strip().splitlines()[0]
+
+
 @dataclass(frozen=True)
 class QuerySpec:
-    """One `sql` run: the lake, the query and the output format (table, json or csv)."""
+    """One `sql` run: the lake, the query, the output format (table, json or csv) and the engine
+    (auto: DataFusion for a plain query, else Spark SQL; fast: DataFusion only; spark: Spark only)."""
 
     lake: Location  # a local folder or an S3 prefix
     query: str
     format: str = "table"
+    engine: str = "auto"
 
 
-def query_lake(spec: QuerySpec) -> int:
-    """Run one read-only query over the lake's tables, printed to stdout; the exit code (0, 1 for a
-    failing query, 2 for a statement that is not read-only). UsageError for a lake without tables."""
-    # Imported here: they load pyspark, and `market-spread --help` imports the sql command.
+def query_lake(spec: QuerySpec, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Run one read-only query over the lake's tables, printed to `out`; the exit code (0, 1 for a
+    failing query, 2 for a statement that is not read-only, or not a plain query with `--engine
+    fast`). UsageError for a lake without tables."""
+    # Imported here: tables loads pyarrow, and `market-spread --help` imports the sql command.
     from market_spread.lake.tables import existing_tables
+
+    out, err = out or sys.stdout, err or sys.stderr
+    tables = existing_tables(spec.lake)
+    if not tables:
+        raise UsageError(f"no Delta tables under --lake {spec.lake}")
+    if spec.engine != "spark":
+        done = _on_datafusion(spec, tables, out, err)
+        if done is not None:
+            return done
+    return _on_spark(spec, out, err)
+
+
+def _on_datafusion(spec: QuerySpec, tables: list[str], out: TextIO, err: TextIO) -> int | None:
+    """The exit code when DataFusion answered (or the run ends here); None when Spark's turn has come,
+    its note printed."""
+    from market_spread.lake import fast_sql
+
+    decision = route(spec.query)
+    if not decision.fast:
+        if spec.engine == "fast":
+            print(f"{PREFIX}: error: --engine fast runs one plain query only: {decision.reason}", file=err)
+            return 2
+        reason = decision.reason
+    else:
+        try:
+            columns, rows = fast_sql.run(spec.lake, tables, spec.query)
+        except fast_sql.NoSuchTable as exc:
+            print(f"{PREFIX}: error: {exc}", file=err)
+            return 1
+        except fast_sql.Failed as exc:
+            if spec.engine == "fast" or not exc.spark_may_run:
+                print(f"{PREFIX}: error: {exc}", file=err)
+                return 1
+            reason = fast_sql.why_spark(exc)
+        else:
+            render(columns, rows, spec.format, out)
+            return 0
+    print(f"{PREFIX}: note: running on Spark SQL ({reason}); this takes a few seconds", file=err)
+    return None
+
+
+def _on_spark(spec: QuerySpec, out: TextIO, err: TextIO) -> int:
+    # Imported here: it loads pyspark, which the DataFusion path never does.
     from market_spread.runtime.spark import build_session
 
-    if not existing_tables(spec.lake):
-        raise UsageError(f"no Delta tables under --lake {spec.lake}")
     spark = build_session("market-spread-sql", extra_conf={"spark.sql.shuffle.partitions": "2"})
     try:
-        return execute(spark, str(spec.lake), spec.query, spec.format)
+        return execute(spark, str(spec.lake), spec.query, spec.format, out, err)
     finally:
         spark.stop()
