@@ -1,5 +1,7 @@
 # market-spread: the two commands are `make run` and `make test`; everything else is set-up they share.
 SHELL := /bin/bash
+# A pipe fails when its first command does (Maven's output goes through a filter below).
+.SHELLFLAGS := -o pipefail -c
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -9,6 +11,10 @@ PORT ?= 8080
 SOURCE ?= files
 # make run STORAGE=s3: an S3 server (market-spread object-store) beside Airflow holds landing and lake.
 STORAGE ?= local
+# Debian's Maven 3.8 writes colour resets even in batch mode and with style.color=never: stripped, so
+# that logs and CI output stay plain text.
+MVN := mvn -q -B -Dstyle.color=never
+NO_COLOUR := 2>&1 | sed -u 's/\x1b\[[0-9;]*m//g'
 # Only the JARs Spark does not already ship: the rest (Hadoop, Jackson, Parquet, Scala) would clash.
 JAR_GROUPS := io.delta,io.unitycatalog,com.fasterxml.jackson.datatype,javax.annotation,commons-logging
 # Spark's Kafka source (stream --source kafka): the connector and what pyspark/jars lacks.
@@ -39,43 +45,44 @@ check-tools:
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	@# setuptools' box about editable installs (a warning to the build backend's own users) silenced.
+	PYTHONWARNINGS=ignore $(PY) -m pip install -q -e '.[dev]'
 	@# pyspark-client (pulled by some providers) shares pyspark/ and breaks it unless versions match.
 	$(PY) -c "import pyspark, delta, great_expectations, airflow; print('python packages ok: pyspark', pyspark.__version__)"
 	@touch $@
 
 $(JARS)/.fetched: jobs/maven/pom.xml
 	@mkdir -p $(JARS)
-	mvn -q -B -Dstyle.color=never -f jobs/maven/pom.xml dependency:copy-dependencies \
-	    -DoutputDirectory=$(abspath $(JARS)) -DincludeScope=runtime -DincludeGroupIds=$(JAR_GROUPS)
+	$(MVN) -f jobs/maven/pom.xml dependency:copy-dependencies \
+	    -DoutputDirectory=$(abspath $(JARS)) -DincludeScope=runtime -DincludeGroupIds=$(JAR_GROUPS) $(NO_COLOUR)
 	@ls $(JARS)/delta-spark_*.jar >/dev/null
 	@touch $@
 
 $(KAFKA_JARS)/.fetched: jobs/maven/kafka-connector-pom.xml
 	@mkdir -p $(KAFKA_JARS)
-	mvn -q -B -Dstyle.color=never -f jobs/maven/kafka-connector-pom.xml dependency:copy-dependencies \
-	    -DoutputDirectory=$(abspath $(KAFKA_JARS)) -DincludeScope=runtime -DincludeArtifactIds=$(KAFKA_JAR_IDS)
+	$(MVN) -f jobs/maven/kafka-connector-pom.xml dependency:copy-dependencies \
+	    -DoutputDirectory=$(abspath $(KAFKA_JARS)) -DincludeScope=runtime -DincludeArtifactIds=$(KAFKA_JAR_IDS) $(NO_COLOUR)
 	@ls $(KAFKA_JARS)/spark-sql-kafka-*.jar $(KAFKA_JARS)/kafka-clients-*.jar >/dev/null
 	@touch $@
 
 $(BROKER_JARS)/.fetched: jobs/maven/kafka-broker-pom.xml
 	@mkdir -p $(BROKER_JARS)
-	mvn -q -B -Dstyle.color=never -f jobs/maven/kafka-broker-pom.xml dependency:copy-dependencies \
-	    -DoutputDirectory=$(abspath $(BROKER_JARS)) -DincludeScope=runtime
+	$(MVN) -f jobs/maven/kafka-broker-pom.xml dependency:copy-dependencies \
+	    -DoutputDirectory=$(abspath $(BROKER_JARS)) -DincludeScope=runtime $(NO_COLOUR)
 	@ls $(BROKER_JARS)/kafka_2.13-*.jar $(BROKER_JARS)/kafka-server-*.jar >/dev/null
 	@touch $@
 
 $(S3_JARS)/.fetched: jobs/maven/s3-pom.xml
 	@mkdir -p $(S3_JARS)
-	mvn -q -B -Dstyle.color=never -f jobs/maven/s3-pom.xml dependency:copy-dependencies \
-	    -DoutputDirectory=$(abspath $(S3_JARS)) -DincludeScope=runtime -DincludeGroupIds=$(S3_JAR_GROUPS)
+	$(MVN) -f jobs/maven/s3-pom.xml dependency:copy-dependencies \
+	    -DoutputDirectory=$(abspath $(S3_JARS)) -DincludeScope=runtime -DincludeGroupIds=$(S3_JAR_GROUPS) $(NO_COLOUR)
 	@ls $(S3_JARS)/hadoop-aws-*.jar $(S3_JARS)/s3-2.*.jar >/dev/null
 	@touch $@
 
 $(S3PROXY_JAR)/.fetched: jobs/maven/s3proxy-pom.xml
 	@mkdir -p $(S3PROXY_JAR)
-	mvn -q -B -Dstyle.color=never -f jobs/maven/s3proxy-pom.xml dependency:copy-dependencies \
-	    -DoutputDirectory=$(abspath $(S3PROXY_JAR)) -DincludeScope=runtime
+	$(MVN) -f jobs/maven/s3proxy-pom.xml dependency:copy-dependencies \
+	    -DoutputDirectory=$(abspath $(S3PROXY_JAR)) -DincludeScope=runtime $(NO_COLOUR)
 	@ls $(S3PROXY_JAR)/s3proxy-*-jar-with-dependencies.jar >/dev/null
 	@touch $@
 

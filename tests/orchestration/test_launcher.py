@@ -427,3 +427,19 @@ def test_a_read_the_api_server_does_not_answer_in_time_is_asked_again_a_creation
         assert seen == ["POST"]
     finally:
         server.shutdown()
+
+
+def test_the_banner_names_the_metrics_endpoint_or_why_there_is_none() -> None:
+    import socket
+
+    from market_spread_tools.launcher import metrics_line
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert metrics_line({"MARKET_SPREAD_METRICS_PORT": str(port)}) == (
+            f"none: port {port} in use: set MARKET_SPREAD_METRICS_PORT"
+        )
+    assert metrics_line({"MARKET_SPREAD_METRICS_PORT": str(port)}).startswith(f"http://127.0.0.1:{port}/metrics")
+    assert metrics_line({"MARKET_SPREAD_METRICS_PORT": "0"}) == "off (MARKET_SPREAD_METRICS_PORT=0)"

@@ -216,3 +216,19 @@ def test_a_broker_out_of_reach_is_said_not_a_failed_page(place, monkeypatch) -> 
         :3000
     ]
     assert f"kafka 127.0.0.1:{closed}" in response.text
+
+
+def test_an_endpoint_that_could_not_open_says_why_and_what_to_do(place) -> None:
+    lake, _ = place
+    write_health(
+        lake,
+        {
+            "written_at": time.time() - 3,
+            "metrics_endpoint": None,
+            "metrics_note": "none: port 9407 in use: set MARKET_SPREAD_METRICS_PORT",
+            "minutes": MinuteSeries().rows(),
+        },
+    )
+    page = client().get("/").text
+    assert "Metrics endpoint</dt><dd>none: port 9407 in use: set MARKET_SPREAD_METRICS_PORT</dd>" in page
+    assert client().get("/status.json").json()["metrics_note"].startswith("none: port 9407 in use")

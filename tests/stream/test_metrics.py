@@ -169,11 +169,14 @@ def test_a_taken_port_costs_the_endpoint_not_the_stream(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     warnings = [line for line in done.stderr.splitlines() if "metrics endpoint" in line]
     assert warnings == [
-        f"market-spread stream: warning: no metrics endpoint on 127.0.0.1:{port}: the port is in use "
-        "(MARKET_SPREAD_METRICS_PORT, MARKET_SPREAD_METRICS_HOST; port 0 turns it off)"
+        f"market-spread stream: warning: no metrics endpoint: port {port} in use: set MARKET_SPREAD_METRICS_PORT "
+        "(port 0 turns it off)"
     ]
     assert "batch 0:" in done.stdout and "Traceback" not in done.stderr
-    assert read_health(lake)["metrics_endpoint"] is None  # the page says the endpoint is off
+    health = read_health(lake)
+    # The Stream page says why there is none, with what to do (stream_page reads these two).
+    assert health["metrics_endpoint"] is None
+    assert health["metrics_note"] == f"none: port {port} in use: set MARKET_SPREAD_METRICS_PORT"
 
 
 @pytest.mark.skipif(broker_available() is not None, reason="Kafka JARs not fetched: run `make setup`")

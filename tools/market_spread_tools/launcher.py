@@ -348,6 +348,22 @@ def count_signals() -> dict[str, int]:
     return stopping
 
 
+def metrics_line(env: dict[str, str]) -> str:
+    """Where the stream will serve its metrics, or why it cannot: the port taken (by a stream started
+    by hand, say) or 0. Probed now; the stream says the same on the Stream page when it starts."""
+    from market_spread.stream.metrics import off_reason
+
+    host, port = value("MARKET_SPREAD_METRICS_HOST", env), value("MARKET_SPREAD_METRICS_PORT", env)
+    if not port:
+        return "off (MARKET_SPREAD_METRICS_PORT=0)"
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return f"none: {off_reason(host, port, exc)}"
+    return f"http://{host}:{port}/metrics (the stream's, once it runs)"
+
+
 def banner(launch: Launch, password: str, settings: Settings, env: dict[str, str], broker, seconds: float) -> str:
     """What a person needs once Airflow is up: the login, the DAGs, where the data goes."""
     paused = " (paused: MARKET_SPREAD_START_PAUSED)" if launch.start_paused else " (unpaused)"
@@ -381,6 +397,7 @@ def banner(launch: Launch, password: str, settings: Settings, env: dict[str, str
             source_line,
             *store_lines,
             f"  alerts      {alerts}",
+            f"  metrics     {metrics_line(env)}",
             f"  ready after {seconds:.0f}s; Ctrl-C stops everything",
             "",
         ]

@@ -152,7 +152,7 @@ def _facts(status: StreamStatus) -> list[tuple[str, str]]:
         ("Input waiting", queued),
         ("Stall limit", f"{status.limit:.0f}s without a batch while input waits (market_spread_stall_seconds)"),
         ("Health record", f"written {written}"),
-        ("Metrics endpoint", health.get("metrics_endpoint") or "off"),
+        ("Metrics endpoint", health.get("metrics_endpoint") or health.get("metrics_note") or "off"),
     ]
 
 

@@ -276,5 +276,6 @@ def as_json(status: StreamStatus) -> dict[str, Any]:
         "stall_limit_seconds": status.limit,
         "stalled": status.stalled,
         "metrics_endpoint": status.health.get("metrics_endpoint"),
+        "metrics_note": status.health.get("metrics_note"),
         "health_written_at": status.health.get("written_at"),
     }

@@ -59,10 +59,16 @@ class HealthSampler(threading.Thread):
     """See the module docstring. `submit` never blocks a batch; `close` writes the record once more."""
 
     def __init__(
-        self, metrics: StreamMetrics, place: StreamPlace, endpoint: str | None = None, every: float = 5.0
+        self,
+        metrics: StreamMetrics,
+        place: StreamPlace,
+        endpoint: str | None = None,
+        endpoint_note: str | None = None,
+        every: float = 5.0,
     ) -> None:
         super().__init__(name="market-spread-health", daemon=True)
         self.metrics, self.place, self.endpoint, self.every = metrics, place, endpoint, every
+        self.endpoint_note = endpoint_note or endpoint  # the URL, or why there is none
         self.pending: queue.Queue[Committed] = queue.Queue(maxsize=1000)
         self.closing = threading.Event()
         self.probe = (
@@ -207,6 +213,7 @@ class HealthSampler(threading.Thread):
                 "input": p.input_label,
                 "checkpoint": str(p.checkpoint),
                 "metrics_endpoint": self.endpoint,
+                "metrics_note": self.endpoint_note,
                 "last_batch": self.last_batch,
                 "backlog": self.backlog,
                 "minutes": self.series.rows(),
@@ -228,9 +235,8 @@ class Observer:
     ) -> None:
         self.inner = inner or (lambda result: print(result.progress_line(), flush=True))
         self.metrics = StreamMetrics(place.source)
-        self.server = serve(self.metrics, host, port)
-        endpoint = f"http://{host}:{self.server.server_port}/metrics" if self.server is not None else None
-        self.sampler = HealthSampler(self.metrics, place, endpoint)
+        self.server, said = serve(self.metrics, host, port)
+        self.sampler = HealthSampler(self.metrics, place, said if self.server is not None else None, said)
         self.sampler.start()
 
     @classmethod

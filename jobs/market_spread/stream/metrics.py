@@ -105,22 +105,28 @@ class StreamMetrics:
         return True
 
 
+def off_reason(host: str, port: int, exc: OSError) -> str:
+    """Why there is no endpoint on `host:port`, with what to do: for the warning and the Stream page."""
+    if exc.errno == errno.EADDRINUSE:
+        return f"port {port} in use: set MARKET_SPREAD_METRICS_PORT"
+    return f"{host}:{port}: {(exc.strerror or str(exc)).lower()}: set MARKET_SPREAD_METRICS_HOST or _PORT"
+
+
 def serve(metrics: StreamMetrics, host: str, port: int, out: Callable[[str], None] | None = None):
-    """Start the /metrics endpoint (a daemon thread); the server, or None when the port is 0 or taken
-    (said in one line: metrics are never a reason not to run the stream)."""
+    """Start the /metrics endpoint (a daemon thread). Returns (the server, its URL) or (None, why
+    there is none) when the port is 0 or cannot be bound (said in one line: metrics are never a
+    reason not to run the stream)."""
     say = out or (lambda line: print(line, file=sys.stderr, flush=True))
     if not port:
-        return None
+        return None, "off (MARKET_SPREAD_METRICS_PORT=0)"
     from prometheus_client import start_http_server
 
     try:
         server, _thread = start_http_server(port, addr=host, registry=metrics.registry)
     except OSError as exc:
-        reason = "the port is in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc)).lower()
-        say(
-            f"market-spread stream: warning: no metrics endpoint on {host}:{port}: {reason} "
-            "(MARKET_SPREAD_METRICS_PORT, MARKET_SPREAD_METRICS_HOST; port 0 turns it off)"
-        )
-        return None
-    print(f"market-spread stream: metrics at http://{host}:{port}/metrics", flush=True)
-    return server
+        reason = off_reason(host, port, exc)
+        say(f"market-spread stream: warning: no metrics endpoint: {reason} (port 0 turns it off)")
+        return None, f"none: {reason}"
+    url = f"http://{host}:{server.server_port}/metrics"
+    print(f"market-spread stream: metrics at {url}", flush=True)
+    return server, url
