@@ -1,5 +1,11 @@
 """Launches the continuous Spark job (`market-spread stream --interval ...`) and keeps it alive.
 
+**One run lasts as long as the stream**: while the job is healthy, its run stays `running` for
+hours or days, by design. The schedule ticks every minute and "Next Run" moves with it, but no new
+run starts while one is active (`max_active_runs=1`): a new run starts only in the minute after the
+stream ended (stopped, crashed or found stalled), and it resumes from the checkpoint. The stream's
+health is on the **Stream** page (navigation bar).
+
 One long-running task supervises one stream; `max_active_runs=1` plus the stream's own writer lock
 keep it to exactly one live job per lake. When the job dies or its health check finds it stalled
 (input waiting, no batch completed for `market_spread_stall_seconds`), the task fails (red) and the

@@ -81,6 +81,7 @@ for dag_id, d in bag.dags.items():
     dags_info[dag_id] = {
         "file": Path(d.fileloc).name,
         "tags": sorted(d.tags or []),
+        "doc_md": d.doc_md or "",
         "max_active_runs": d.max_active_runs,
         "catchup": d.catchup,
         "tasks": {t.task_id: {"owner": t.owner, "retries": t.retries, "teardown": t.is_teardown, "pool": t.pool,
@@ -226,3 +227,11 @@ def test_the_stream_writes_the_alerts_asset(integrity: dict, lake: Path) -> None
     assert integrity["dags"]["market_spread_stream"]["tasks"]["supervise_stream"]["outlets"] == [_alerts(lake)]
     for dag_id in ("market_spread_feed", "market_spread_maintenance"):
         assert all(not t["outlets"] for t in integrity["dags"][dag_id]["tasks"].values()), dag_id
+
+
+def test_the_stream_dag_explains_its_endless_run_in_the_ui(integrity: dict) -> None:
+    """The UI shows doc_md on the DAG's page: a newcomer sees one run that never ends while Next Run
+    moves, and reads why there."""
+    doc = " ".join(integrity["dags"]["market_spread_stream"]["doc_md"].split())
+    assert "One run lasts as long as the stream" in doc
+    assert "a new run starts only in the minute after the stream ended" in doc

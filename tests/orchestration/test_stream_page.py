@@ -17,6 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from market_spread.orchestration import ui_plugin
+from market_spread.orchestration.stream_status import WINDOWS
 from market_spread.runtime.processes import process_start_time, this_host
 from market_spread.runtime.stream_contract import LOCK_FILE
 from market_spread.runtime.stream_health import MinuteSeries, write_health
@@ -168,7 +169,8 @@ def test_it_needs_a_login_and_loads_nothing_from_outside(place) -> None:
     response = client().get("/")
     assert "default-src 'self'" in response.headers["content-security-policy"]
     assert not re.search(r"""(?:src|href)=["']https?://""", response.text)
-    assert 'data-src="/stream-health/panel?window=1h"' in response.text  # refreshed from the same server
+    # Refreshed from the same server, on the window it opened on (no stream yet: 15 minutes).
+    assert 'data-src="/stream-health/panel?window=15m"' in response.text
     assert client().get("/panel?window=6h").text.startswith('<div class="state')
 
 
@@ -232,3 +234,13 @@ def test_an_endpoint_that_could_not_open_says_why_and_what_to_do(place) -> None:
     page = client().get("/").text
     assert "Metrics endpoint</dt><dd>none: port 9407 in use: set MARKET_SPREAD_METRICS_PORT</dd>" in page
     assert client().get("/status.json").json()["metrics_note"].startswith("none: port 9407 in use")
+
+
+def test_the_page_opens_on_a_window_that_fits_a_young_stream(place) -> None:
+    lake, _ = place
+    for age, opens_on in ((60, "15m"), (14 * 60, "15m"), (2 * 3600, "1h")):
+        write_health(lake, {"written_at": time.time(), "started_at": time.time() - age, "minutes": []})
+        page = client().get("/").text
+        assert f'?window={opens_on}" class=current>{opens_on}</a>' in page, (age, opens_on)
+        assert len(client().get("/status.json").json()["minutes"]) == WINDOWS[opens_on]
+    assert '?window=6h" class=current' in client().get("/?window=6h").text  # a window asked for is kept

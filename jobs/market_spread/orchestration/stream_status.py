@@ -28,6 +28,15 @@ class BadWindow(MarketSpreadError, ValueError):
     """A window the page does not offer."""
 
 
+def default_window(lake: Location, now: float | None = None) -> str:
+    """The window the page opens on: the shortest that holds the life of a stream younger than an
+    hour (15 minutes at first, so that its first batches are not a strip at the right edge), else
+    the hour. The stream's age is its health record's start."""
+    started = read_health(lake).get("started_at")
+    age = (time.time() if now is None else now) - started if isinstance(started, (int, float)) else 0.0
+    return "15m" if age <= WINDOWS["15m"] * 60 else "1h"
+
+
 def window_minutes(name: str | None) -> int:
     """The minutes of a window name (15m, 1h, 6h, 24h; default 1h); BadWindow otherwise."""
     if not name:

@@ -27,7 +27,14 @@ from market_spread.orchestration.data_docs_link import URL_PREFIX, DataDocsLink
 from market_spread.orchestration.datadocs_assets import assets_dir, missing, rewrite_page, rewrite_styles
 from market_spread.orchestration.settings import VAR_PREFIX, Settings, resolve_settings
 from market_spread.orchestration.stream_page import page, panel
-from market_spread.orchestration.stream_status import BadWindow, StreamStatus, as_json, read_status, window_minutes
+from market_spread.orchestration.stream_status import (
+    BadWindow,
+    StreamStatus,
+    as_json,
+    default_window,
+    read_status,
+    window_minutes,
+)
 from market_spread.runtime.storage import Location, S3Path
 
 log = logging.getLogger(__name__)
@@ -199,11 +206,13 @@ def create_stream_app() -> FastAPI:
     )
 
     def status_of(window: str | None) -> tuple[StreamStatus, str]:
+        settings = _settings()
+        name = window or default_window(settings.lake)
         try:
-            minutes = window_minutes(window)
+            minutes = window_minutes(name)
         except BadWindow as exc:
             raise HTTPException(status_code=400, detail=str(exc)) from None
-        return read_status(_settings(), minutes), window or "1h"
+        return read_status(settings, minutes), name
 
     @app.get("/", include_in_schema=False)
     def stream_page(request: Request, window: str | None = None) -> Response:
