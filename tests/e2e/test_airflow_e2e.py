@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -60,6 +61,14 @@ def task_log_lines(api: str, token: str, dag_id: str, task_id: str, state: str) 
     content = run.http_json("GET", url, token=token, timeout=60)["content"]
     lines = [entry.get("event", "") if isinstance(entry, dict) else str(entry) for entry in content]
     return [line for line in lines if line and not line.startswith("::")]
+
+
+def quick_start_query() -> str:
+    """The `market-spread sql` line of the README's quick start."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text[text.index("## Quick start") : text.index("## The two commands")]
+    (line,) = [line for line in block.splitlines() if line.startswith(".venv/bin/market-spread sql ")]
+    return line
 
 
 def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
@@ -146,6 +155,13 @@ def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
 
         wait_for("alerts in the lake", alerts, 600, proc, log, every=1)
         timings["alerts"] = time.monotonic() - began
+        # The README's quick start: its first query, on this run's lake.
+        query = quick_start_query().replace("--lake data/lake", f"--lake {lake}")
+        answered = subprocess.run(
+            [*cli_argv(*shlex.split(query)[1:])], capture_output=True, text=True, env=env, timeout=120
+        )
+        assert answered.returncode == 0 and "| alerts" in answered.stdout, answered.stderr[-2000:]
+        assert "note: running on Spark SQL" not in answered.stderr, "the quick start's query needs no JVM"
         assert len(streams(home, lake)) == 1
         # Issue 44: while the stream writes alerts, nothing started for this run listens beyond the
         # loopback: not the driver's JVM, not Airflow's log servers (off: --skip-serve-logs).
