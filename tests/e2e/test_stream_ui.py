@@ -77,21 +77,28 @@ def test_a_person_watches_the_charts_fill(airflow, tmp_path) -> None:
         wait_until(session, lambda s: "/plugin/stream" in s.current_url)
         frame = wait_until(session, lambda s: s.find_element(By.CSS_SELECTOR, "iframe[title='Stream']"))
         session.switch_to.frame(frame)
-        state = wait_until(session, lambda s: s.find_element(By.CSS_SELECTOR, "#panel .state"))
-        assert state.get_attribute("data-state") == "running", state.text
+        state = wait_until(
+            session, lambda s: s.find_element(By.CSS_SELECTOR, "#panel .state").get_attribute("data-state")
+        )
+        assert state == "running", state
 
         def points(chart: str) -> int:
-            return int(session.find_element(By.CSS_SELECTOR, f"svg[data-chart={chart}]").get_attribute("data-points"))
+            # Read afresh in one wait: the panel replaces itself every 10 s (stale elements).
+            css = f"svg[data-chart={chart}]"
+            return int(wait_until(session, lambda s: s.find_element(By.CSS_SELECTOR, css).get_attribute("data-points")))
 
         def refreshed() -> str:
-            return session.find_element(By.CSS_SELECTOR, "#panel .window").text
+            return wait_until(session, lambda s: s.find_element(By.CSS_SELECTOR, "#panel .window").text)
 
         first, stamp = points("input_rate"), refreshed()
         assert first >= 1 and points("alerts") >= 1 and points("batch_duration") >= 1
         # Without a reload: the panel refreshes itself and the next minutes of the feed appear.
         wait_until(session, lambda s: points("input_rate") > first and points("latency") >= 1, timeout=300)
         assert refreshed() != stamp
-        assert session.find_element(By.CSS_SELECTOR, "#panel .state").get_attribute("data-state") == "running"
+        assert (
+            wait_until(session, lambda s: s.find_element(By.CSS_SELECTOR, "#panel .state").get_attribute("data-state"))
+            == "running"
+        )
         text = session.find_element(By.ID, "panel").text
         assert "Lake writer" in text and "no live stream" not in text and "Metrics endpoint" in text
         session.switch_to.default_content()

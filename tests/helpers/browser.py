@@ -77,9 +77,13 @@ def chrome(window: str = "1440,1300"):
 
 
 def wait_until(session, condition, timeout: float = 90):
+    """`condition(session)`'s first true value; an element gone stale (a panel that replaced itself
+    between finding it and reading it, as the Stream page does every 10 s) is asked for again."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(session, timeout, poll_frequency=1).until(condition)
+    ignored = (NoSuchElementException, StaleElementReferenceException)
+    return WebDriverWait(session, timeout, poll_frequency=1, ignored_exceptions=ignored).until(condition)
 
 
 def log_in(session, base: str, password: str) -> None:
