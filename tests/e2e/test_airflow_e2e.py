@@ -10,7 +10,6 @@ import os
 import shlex
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import pytest
 from market_spread.orchestration.jobs import cli_argv
 from market_spread.orchestration.probes import live_stream
 from market_spread_tools import launcher as run
-from tests.helpers.airflow import wait_for
+from tests.helpers.airflow import start_run, wait_for
 from tests.helpers.net import listening, not_loopback, tree
 from tests.helpers.paths import ROOT
 from tests.helpers.processes import stop
@@ -102,15 +101,7 @@ def test_airflow_runs_supervises_and_stops_cleanly(tmp_path) -> None:
     log = tmp_path / "run.log"
     began = time.monotonic()
     timings: dict[str, float] = {}
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [str(Path(sys.executable).parent / "market-spread-run")],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=str(ROOT),
-            start_new_session=True,
-        )
+    proc = start_run(env, log)
     try:
         wait_for("Airflow to be healthy", lambda: run.healthy(port), 240, proc, log, every=1)
         timings["airflow ready"] = time.monotonic() - began

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.paths import DAGS
+from tests.helpers.paths import DAGS, ROOT
 
 
 def airflow_env(home: Path, **extra: str) -> dict[str, str]:
@@ -44,3 +44,17 @@ def wait_for(what: str, predicate, timeout: float, proc: subprocess.Popen, log: 
             pytest.fail(f"market-spread-run exited ({proc.returncode}) waiting for {what}:\n{log.read_text()[-3000:]}")
         time.sleep(every)
     pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}:\n{log.read_text()[-3000:]}")
+
+
+def start_run(env: dict[str, str], log: Path) -> subprocess.Popen:
+    """`market-spread-run` (airflow standalone and the product) in a session of its own, its output
+    in `log`: stop it with tests/helpers/processes.stop."""
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            [str(Path(sys.executable).parent / "market-spread-run")],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=str(ROOT),
+            start_new_session=True,
+        )

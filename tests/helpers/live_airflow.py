@@ -12,7 +12,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,9 +24,9 @@ import pytest
 
 from market_spread.orchestration.datadocs_assets import ASSETS_ENV, assets_dir, missing
 from market_spread.orchestration.jobs import cli_argv
-from tests.helpers.airflow import wait_for
+from market_spread_tools.airflow_client import healthy
+from tests.helpers.airflow import start_run, wait_for
 from tests.helpers.browser import PASSWORD_FILE, USER, free_port, http, require_browser
-from tests.helpers.paths import ROOT
 from tests.helpers.processes import stop
 
 PLUGIN = "market_spread.orchestration.ui_plugin:MarketSpreadUiPlugin"
@@ -146,12 +145,6 @@ def _environment(tmp: Path, port: int, statsd: StatsdServer, metrics_port: int) 
     return env
 
 
-def _healthy(base: str) -> bool:
-    status, raw = http("GET", f"{base}/api/v2/monitor/health")
-    parts = ("metadatabase", "scheduler", "dag_processor")
-    return status == 200 and all((json.loads(raw).get(p) or {}).get("status") == "healthy" for p in parts)
-
-
 @contextmanager
 def running(tmp: Path) -> Iterator[LiveAirflow]:
     """Start `market-spread-run` in `tmp`, wait until Airflow is healthy; stop it at the end."""
@@ -160,18 +153,10 @@ def running(tmp: Path) -> Iterator[LiveAirflow]:
     env = _environment(tmp, port, statsd, metrics_port)
     _small_lake(tmp, env)
     log = tmp / "run.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [str(Path(sys.executable).parent / "market-spread-run")],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=str(ROOT),
-            start_new_session=True,
-        )
+    proc = start_run(env, log)
     try:
         base = f"http://127.0.0.1:{port}"
-        wait_for("Airflow to be healthy", lambda: _healthy(base), 300, proc, log, every=1)
+        wait_for("Airflow to be healthy", lambda: healthy(port), 300, proc, log, every=1)
         password = json.loads((tmp / "airflow" / PASSWORD_FILE).read_text())[USER]
         raw = http("POST", f"{base}/auth/token", {"username": USER, "password": password})[1]
         token = json.loads(raw)["access_token"]
