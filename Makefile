@@ -105,9 +105,10 @@ run: setup
 	PORT=$(PORT) SOURCE=$(SOURCE) STORAGE=$(STORAGE) $(VENV)/bin/market-spread-run
 
 # Two pytest workers, a test file (or a group of files sharing a live Airflow) each at a time, the
-# longest first (tests/conftest.py): most tests wait on child JVMs, brokers and Airflow, so on 2 cores
-# the suite takes about a fifth less. Prints the 25 slowest tests, the whole command's time with its
-# set-up (budget: 20 minutes on the 2-core machine; the latest figure in docs/operations.md, Tests).
+# longest first (tests/conftest.py): one worker's waits on child JVMs, brokers and Airflow are the
+# other's CPU; with two the 2 cores are busy throughout, so a third adds nothing. Prints the 25 slowest
+# tests, the whole command's time with its set-up (budget: 20 minutes on the 2-core machine; the
+# latest figure in docs/operations.md, Tests).
 TEST_WORKERS ?= 2
 test:
 	@export MARKET_SPREAD_TEST_BEGAN=$$(date +%s); \

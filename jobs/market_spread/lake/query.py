@@ -218,20 +218,20 @@ def execute(spark, lake: str, query: str, fmt: str = "table", out=sys.stdout, er
     try:
         check_read_only(spark, query)  # before spark.sql: it runs commands at once
     except NotReadOnly as exc:
-        print(f"market-spread sql: error: {exc}", file=err)
+        print(f"{PREFIX}: error: {exc}", file=err)
         return 2
     except BadSql as exc:
-        print(f"market-spread sql: error: {exc}", file=err)
+        print(f"{PREFIX}: error: {exc}", file=err)
         return 1
     try:
         df = spark.sql(query)
         check_no_reflection(spark_jvm.analyzed_plan(df))
         rows = [tuple(r) for r in df.collect()]
     except NotReadOnly as exc:
-        print(f"market-spread sql: error: {exc}", file=err)
+        print(f"{PREFIX}: error: {exc}", file=err)
         return 2
     except (AnalysisException, ParseException) as exc:
-        print(f"market-spread sql: error: {_analysis_error(exc, names)}", file=err)
+        print(f"{PREFIX}: error: {_analysis_error(exc, names)}", file=err)
         return 1
     render(df.columns, rows, fmt, out)
     return 0
