@@ -149,20 +149,22 @@ def test_a_commit_that_lost_a_race_to_a_users_change_is_made_again_on_the_new_ve
     assert sorted((r.order_id, r._change_type) for r in changes) == [("O-2-0", "insert"), ("O-2-1", "insert")]
 
 
-def test_a_commit_whose_answer_was_lost_counts_as_made_and_is_not_made_twice(lake):
+@pytest.mark.parametrize("batch", [0, 2])
+def test_a_commit_whose_answer_was_lost_counts_as_made_and_is_not_made_twice(lake, batch):
     """What a commit looks like to the stream when the store took it but the answer never came: the
     kept table does not know the version it made. Here a second kept table of the same stream,
     opened before the first one's commit, makes the same batch's commit: recognised by its txn
-    mark as already made, not made again."""
+    mark as already made, not made again. Batch 0 too: its mark, 0, is a mark like any other."""
     path = lake.path("alerts")
-    lake.append("alerts", alerts(1), 1)
+    if batch:
+        lake.append("alerts", alerts(batch - 1), batch - 1)
     unaware = LakeTables(lake.lake, STREAM)
-    unaware.read("alerts")  # opened at batch 1's version
-    lake.append("alerts", alerts(2), 2)
+    unaware.read("alerts")  # opened before the batch's commit
+    lake.append("alerts", alerts(batch), batch)
     version = DeltaTable(path).version()
-    unaware.append("alerts", alerts(2), 2)
+    unaware.append("alerts", alerts(batch), batch)
     assert DeltaTable(path).version() == version, "no second commit"
-    assert DeltaTable(path).to_pyarrow_table()["order_id"].to_pylist().count("O-2-0") == 1
+    assert DeltaTable(path).to_pyarrow_table()["order_id"].to_pylist().count(f"O-{batch}-0") == 1
 
 
 def test_rows_that_break_a_check_constraint_fail_with_one_line_naming_it_and_commit_nothing(spark, lake):

@@ -127,6 +127,12 @@ def marked_version(table: Any, stream_id: str) -> int | None:
     return table.transaction_version(stream_id)
 
 
+def _already_marked(table: Any, mark: BatchMark) -> bool:
+    """Whether the table's log holds `mark`'s batch (a mark of batch 0 is a mark: not `or -1`)."""
+    marked = marked_version(table, mark.stream_id)
+    return marked is not None and marked >= mark.batch_id
+
+
 class KeptTable:
     """One Delta table kept open in delta-rs: committed to under `lock`, read by anyone."""
 
@@ -225,7 +231,7 @@ class KeptTable:
                     self.after_commit()
                     return
                 try:
-                    if (marked_version(self.refresh(), mark.stream_id) or -1) >= mark.batch_id:
+                    if _already_marked(self.refresh(), mark):
                         return  # the store took it, the answer was lost
                 except Exception:  # noqa: BLE001 - the table cannot be read now: try again, then give up
                     pass
