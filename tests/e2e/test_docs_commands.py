@@ -15,8 +15,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 BIN = Path(sys.executable).parent
-# The one line Java prints itself when Spark's launcher adds the incubator module (docs/operations.md).
-JVM_NOTICE = "WARNING: Using incubator modules"
 
 
 def block_after(marker: str) -> list[str]:
@@ -79,7 +77,7 @@ def test_the_wallaroo_demo_gives_what_the_readme_says(tmp_path, wallaroo_dir):
         text=True,
         timeout=300,
     )
-    lines = [line for line in typo.stderr.splitlines() if not line.startswith(JVM_NOTICE)]
+    lines = typo.stderr.splitlines()
     assert typo.returncode == 1 and len(lines) == 1, typo.stderr[-3000:]
     assert lines[0].startswith("market-spread sql: error:") and "alertz" in lines[0]
 

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 
+from market_spread.runtime.spark_jvm import JVM_NOTICE
 from tests.helpers.cli import market_spread
 from tests.helpers.lake import read_table, stream
 from tests.helpers.landing import land
@@ -255,11 +256,12 @@ def test_auto_runs_on_spark_what_datafusion_cannot_and_a_plain_query_starts_no_j
     assert notes == [
         "market-spread sql: note: running on Spark SQL (time travel is Spark's syntax); this takes a few seconds"
     ], done.stderr
+    assert JVM_NOTICE.decode() not in done.stderr, "the JVM's incubator notice is dropped"
     # --engine spark: Spark for a plain query too, without a note.
     query = "SELECT count(*) AS n FROM alerts"
     done = market_spread("sql", "--lake", arg(lake), "--engine", "spark", "--format", "csv", query, timeout=300)
     assert done.returncode == 0 and done.stdout.splitlines() == ["n", "2"], done.stderr
-    assert "market-spread sql:" not in done.stderr
+    assert "market-spread sql:" not in done.stderr and JVM_NOTICE.decode() not in done.stderr
     # The default on a plain query, in a child: the answer, and neither pyspark (no JVM) nor Great
     # Expectations (nor pandas, a second of imports) loaded.
     child = (

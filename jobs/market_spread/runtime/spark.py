@@ -181,6 +181,7 @@ def jvm_conf(jars: list[str], driver_options: str) -> dict[str, str]:
 def _start(builder: SparkSession.Builder, jars: list[str], driver_options: str) -> SparkSession:
     """The session; should the JVM not start with the class archive, once more without it."""
     try:
+        spark_jvm.launch_gateway(builder)
         return builder.getOrCreate()
     except PySparkRuntimeError as exc:
         # A damaged class archive stops the JVM before it starts: set it aside, start without it.
@@ -188,7 +189,9 @@ def _start(builder: SparkSession.Builder, jars: list[str], driver_options: str) 
         if exc.getErrorClass() != "JAVA_GATEWAY_EXITED" or not retire_archive(jars):
             raise
     try:
-        return builder.config("spark.driver.extraJavaOptions", driver_options).getOrCreate()
+        builder.config("spark.driver.extraJavaOptions", driver_options)
+        spark_jvm.launch_gateway(builder)
+        return builder.getOrCreate()
     except PySparkRuntimeError:
         restore_archive(jars)  # not the archive's fault: it failed without the archive too
         raise

@@ -5,6 +5,8 @@ it was checked with (CHECKED_WITH)."""
 
 from __future__ import annotations
 
+import os
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +15,41 @@ if TYPE_CHECKING:  # imported by modules the command line loads before any Spark
 
 # The Spark release these calls were last checked against (tests/spark/test_spark_jvm.py).
 CHECKED_WITH = "4.1.3"
+
+# The one line Java prints itself at start because Spark's launcher adds the incubator module
+# jdk.incubator.vector: no Java or Spark setting silences it, so its reader drops it.
+JVM_NOTICE = b"WARNING: Using incubator modules"
+
+
+def launch_gateway(builder: SparkSession.Builder) -> None:
+    """Start the driver's JVM as PySpark's getOrCreate would, with the builder's options, but
+    its stderr passed on line by line without JVM_NOTICE; the session built next uses that JVM.
+    Does nothing when a JVM is already up or PySpark was handed one (PYSPARK_GATEWAY_PORT)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway as pyspark_launch
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    conf = SparkConf()
+    for key, setting in builder._options.items():
+        conf.set(key, setting)
+    # Read from before the JVM starts: a JVM that fails to start says why on this pipe.
+    read_end, write_end = os.pipe()
+    threading.Thread(target=_pass_on, args=(read_end,), name="jvm-stderr", daemon=True).start()
+    try:
+        gateway = pyspark_launch(conf, popen_kwargs={"stderr": write_end})
+    finally:
+        os.close(write_end)  # the JVM holds its own copy: the reader ends when the JVM does
+    SparkContext._gateway = gateway
+    SparkContext._jvm = gateway.jvm
+
+
+def _pass_on(fd: int) -> None:
+    """Copy the JVM's stderr to ours, line by line, but for JVM_NOTICE."""
+    with os.fdopen(fd, "rb", buffering=0) as source:
+        for line in iter(source.readline, b""):
+            if not line.startswith(JVM_NOTICE):
+                os.write(2, line)
 
 
 def driver_pid(spark: SparkSession) -> int:
