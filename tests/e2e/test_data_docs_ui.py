@@ -30,9 +30,10 @@ DAG = "market_spread_quality"
 
 
 @pytest.fixture(scope="module")
-def airflow(live_airflow):
+def airflow(live_airflow_for_module):
     """The worker's live Airflow after two quality runs over its small lake, the first failing;
     the quality DAG is paused again after them, so that no later run replaces the latest report."""
+    live_airflow = live_airflow_for_module
     # Thresholds far above the stream's: its wide-spread verdicts now look wrong, a critical failure.
     # Set before unpausing, so that a scheduled run the unpause may start fails the same way.
     wrong = {"market_spread_max_spread": "1000", "market_spread_max_spread_ratio": "1000"}

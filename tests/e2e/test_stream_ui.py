@@ -25,8 +25,9 @@ LIVE_DAGS = ("market_spread_stream", "market_spread_feed")
 
 
 @pytest.fixture(scope="module")
-def airflow(live_airflow):
+def airflow(live_airflow_for_module):
     """The worker's live Airflow with the stream and feed DAGs unpaused; what the tests need."""
+    live_airflow = live_airflow_for_module
     require_plugin()
     for dag in LIVE_DAGS:
         live_airflow.set_paused(dag, False)

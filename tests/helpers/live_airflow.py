@@ -82,6 +82,11 @@ class LiveAirflow:
         assert status < 300, (method, path, status, raw[:500])
         return json.loads(raw) if raw else {}
 
+    def close(self) -> None:
+        """Stop `market-spread-run` (Ctrl-C) and the StatsD server; again is a no-op."""
+        stop(self.proc, timeout=180)  # its shutdown is test_airflow_e2e's subject: here only its end
+        self.statsd.close()
+
     def set_paused(self, dag: str, paused: bool) -> None:
         """Pause or unpause `dag`, once the DAG processor has parsed it."""
         wait_for(
@@ -154,16 +159,15 @@ def running(tmp: Path) -> Iterator[LiveAirflow]:
     _small_lake(tmp, env)
     log = tmp / "run.log"
     proc = start_run(env, log)
+    airflow = LiveAirflow(f"http://127.0.0.1:{port}", "", "", proc, log, tmp / "docs", statsd, metrics_port)
     try:
-        base = f"http://127.0.0.1:{port}"
         wait_for("Airflow to be healthy", lambda: healthy(port), 300, proc, log, every=1)
-        password = json.loads((tmp / "airflow" / PASSWORD_FILE).read_text())[USER]
-        raw = http("POST", f"{base}/auth/token", {"username": USER, "password": password})[1]
-        token = json.loads(raw)["access_token"]
-        yield LiveAirflow(base, token, password, proc, log, tmp / "docs", statsd, metrics_port)
+        airflow.password = json.loads((tmp / "airflow" / PASSWORD_FILE).read_text())[USER]
+        raw = http("POST", f"{airflow.base}/auth/token", {"username": USER, "password": airflow.password})[1]
+        airflow.token = json.loads(raw)["access_token"]
+        yield airflow
     finally:
-        stop(proc, timeout=180)  # its shutdown is test_airflow_e2e's subject: here only its end
-        statsd.close()
+        airflow.close()
 
 
 def require_plugin() -> None:
