@@ -51,6 +51,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -c "import pyspark, delta, great_expectations, airflow; print('python packages ok: pyspark', pyspark.__version__)"
 	@touch $@
 
+# The Maven fetches run one after another (order-only prerequisites): two Maven processes filling one
+# local repository at once can corrupt it. Under `make -j2` they run beside pip's install.
 $(JARS)/.fetched: jobs/maven/pom.xml
 	@mkdir -p $(JARS)
 	$(MVN) -f jobs/maven/pom.xml dependency:copy-dependencies \
@@ -58,28 +60,28 @@ $(JARS)/.fetched: jobs/maven/pom.xml
 	@ls $(JARS)/delta-spark_*.jar >/dev/null
 	@touch $@
 
-$(KAFKA_JARS)/.fetched: jobs/maven/kafka-connector-pom.xml
+$(KAFKA_JARS)/.fetched: jobs/maven/kafka-connector-pom.xml | $(JARS)/.fetched
 	@mkdir -p $(KAFKA_JARS)
 	$(MVN) -f jobs/maven/kafka-connector-pom.xml dependency:copy-dependencies \
 	    -DoutputDirectory=$(abspath $(KAFKA_JARS)) -DincludeScope=runtime -DincludeArtifactIds=$(KAFKA_JAR_IDS) $(NO_COLOUR)
 	@ls $(KAFKA_JARS)/spark-sql-kafka-*.jar $(KAFKA_JARS)/kafka-clients-*.jar >/dev/null
 	@touch $@
 
-$(BROKER_JARS)/.fetched: jobs/maven/kafka-broker-pom.xml
+$(BROKER_JARS)/.fetched: jobs/maven/kafka-broker-pom.xml | $(KAFKA_JARS)/.fetched
 	@mkdir -p $(BROKER_JARS)
 	$(MVN) -f jobs/maven/kafka-broker-pom.xml dependency:copy-dependencies \
 	    -DoutputDirectory=$(abspath $(BROKER_JARS)) -DincludeScope=runtime $(NO_COLOUR)
 	@ls $(BROKER_JARS)/kafka_2.13-*.jar $(BROKER_JARS)/kafka-server-*.jar >/dev/null
 	@touch $@
 
-$(S3_JARS)/.fetched: jobs/maven/s3-pom.xml
+$(S3_JARS)/.fetched: jobs/maven/s3-pom.xml | $(BROKER_JARS)/.fetched
 	@mkdir -p $(S3_JARS)
 	$(MVN) -f jobs/maven/s3-pom.xml dependency:copy-dependencies \
 	    -DoutputDirectory=$(abspath $(S3_JARS)) -DincludeScope=runtime -DincludeGroupIds=$(S3_JAR_GROUPS) $(NO_COLOUR)
 	@ls $(S3_JARS)/hadoop-aws-*.jar $(S3_JARS)/s3-2.*.jar >/dev/null
 	@touch $@
 
-$(S3PROXY_JAR)/.fetched: jobs/maven/s3proxy-pom.xml
+$(S3PROXY_JAR)/.fetched: jobs/maven/s3proxy-pom.xml | $(S3_JARS)/.fetched
 	@mkdir -p $(S3PROXY_JAR)
 	$(MVN) -f jobs/maven/s3proxy-pom.xml dependency:copy-dependencies \
 	    -DoutputDirectory=$(abspath $(S3PROXY_JAR)) -DincludeScope=runtime $(NO_COLOUR)
@@ -108,15 +110,17 @@ run: setup
 # longest first (tests/conftest.py): one worker's waits on child JVMs, brokers and Airflow are the
 # other's CPU; with two the 2 cores are busy throughout, so a third adds nothing. Prints the 25 slowest
 # tests, the whole command's time with its set-up (budget: 20 minutes on the 2-core machine; the
-# latest figure in docs/operations.md, Tests).
+# latest figure in docs/operations.md, Tests). Set-up runs two jobs at once (pip beside Maven, lint
+# beside the class archive), each job's output printed whole when it ends.
 TEST_WORKERS ?= 2
 test:
 	@export MARKET_SPREAD_TEST_BEGAN=$$(date +%s); \
-	$(MAKE) --no-print-directory setup browser lint && \
+	$(MAKE) --no-print-directory -j2 --output-sync=target setup browser lint && \
 	$(PY) -m pytest -ra --durations=25 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
-# Lint and format (ruff) and types (mypy), as configured in pyproject.toml; make test runs it first.
-lint: setup
+# Lint and format (ruff) and types (mypy), as configured in pyproject.toml; make test runs it first,
+# beside the class archive's JVM run (it needs only the Python packages).
+lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check jobs dags tools tests
 	$(VENV)/bin/ruff format --check jobs dags tools tests
 	$(VENV)/bin/mypy jobs/market_spread dags tools
