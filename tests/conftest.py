@@ -105,7 +105,7 @@ def wallaroo_dir() -> Path:
 # land on one worker again (about 7 + 4 minutes in the run of 2026-11-27).
 LONGEST_FIRST = (
     "tests/reliability/test_crash_campaign_s3.py",  # 3 kills on S3
-    "tests/reliability/test_crash_campaign.py",  # 3 kills on local disk
+    "tests/reliability/test_crash_campaign.py",  # 2 kills on local disk
     "tests/e2e/test_cluster.py",  # with the authentication tests, a long file (two refused drivers wait ~75 s together)
     "tests/stream/test_kafka.py",
     "tests/stream/test_pipeline.py",

@@ -255,15 +255,19 @@ def test_cluster_run_gives_the_same_tables_as_a_local_run(tmp_path, spark, data,
 
 
 @pytest.mark.slow
-def test_a_worker_killed_mid_run_still_gives_exact_tables(tmp_path, spark, data, two_workers, executor_python):
+def test_a_cluster_stream_listens_on_loopback_with_authentication_and_survives_a_killed_worker(
+    tmp_path, spark, data, two_workers, executor_python
+):
     cluster = two_workers
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     source = data["source"]
     checkpoint = lake / "_checkpoints" / "stream"
     land_pair(source, landing, 0)
+    before = _app_dirs(cluster)
     run = _stream(cluster, landing, lake, data["symbols"], executor_python["python"], "--interval", "1")
     try:
         run.wait_for(lambda: any(l.startswith("batch 0:") for l in run.lines), 900, "batch 0")
+        _assert_loopback_and_authenticated(run, cluster, before)  # issue 44, on the running stream
         land_pair(source, landing, 1)
         # Batch 1 is planned (its offsets are written) before any of its tasks run: kill then.
         run.wait_for(lambda: (checkpoint / "offsets" / "1").exists(), 300, "batch 1 to start")
@@ -381,29 +385,15 @@ def test_a_driver_with_another_secret_or_none_is_refused_by_the_master(cluster, 
     assert len(cluster.alive_workers()) >= 1
 
 
-@pytest.mark.slow
-def test_a_cluster_stream_listens_on_loopback_only_with_authentication(tmp_path, data, two_workers, executor_python):
-    cluster = two_workers
-    landing, lake = tmp_path / "landing", tmp_path / "lake"
-    land_pair(data["source"], landing, 0)
-    before = _app_dirs(cluster)
-    run = _stream(cluster, landing, lake, data["symbols"], executor_python["python"], "--interval", "1")
-    try:
-        run.wait_for(lambda: any(l.startswith("batch 0:") for l in run.lines), 900, "batch 0")
-        procs = tree([run.proc.pid, *(p.pid for p in cluster.procs.values() if p.poll() is None)])
-        # Master, workers, executors, driver and its JVM: none reachable from the network...
-        assert not_loopback(procs) == []
-        assert _leaks(secret_of(cluster.conf_dir)) == []
-        # ...and the executors of this application run with authentication on too.
-        new = {name: apps - before.get(name, set()) for name, apps in _app_dirs(cluster).items()}
-        logs = [
-            p for name, apps in new.items() for app in apps for p in (cluster.worker_dirs[name] / app).glob("*/stderr")
-        ]
-        assert logs and all(AUTH_ON in p.read_text(errors="replace") for p in logs), logs
-        run.proc.send_signal(signal.SIGTERM)
-        assert run.finish(timeout=600) == 0, run.output[-6000:]
-    finally:
-        run.kill()
+def _assert_loopback_and_authenticated(run, cluster, before: dict) -> None:
+    """Master, workers, executors, driver and its JVM: none reachable from the network, the secret on
+    no command line, and the executors of this application with authentication on too."""
+    procs = tree([run.proc.pid, *(p.pid for p in cluster.procs.values() if p.poll() is None)])
+    assert not_loopback(procs) == []
+    assert _leaks(secret_of(cluster.conf_dir)) == []
+    new = {name: apps - before.get(name, set()) for name, apps in _app_dirs(cluster).items()}
+    logs = [p for name, apps in new.items() for app in apps for p in (cluster.worker_dirs[name] / app).glob("*/stderr")]
+    assert logs and all(AUTH_ON in p.read_text(errors="replace") for p in logs), logs
 
 
 def _delta_rows(table) -> list[dict]:

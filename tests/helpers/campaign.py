@@ -31,7 +31,7 @@ WINDOWS = ("offsets", *TABLES_WITH_LOGS, "commits")
 # (tests/unit/test_campaign_plans.py). Quarantine on local disk, where every file carries bad lines.
 # `make reliability` hits every window on each storage, several times.
 SHORT_PLANS = {
-    "local": ("quotes", "quarantine", "offsets"),
+    "local": ("quotes", "quarantine"),
     "s3": ("symbol_state", "commits", "batch_metrics"),
     "kafka": ("offsets", "alerts", "commits"),
 }

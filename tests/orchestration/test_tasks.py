@@ -136,7 +136,8 @@ def test_maintain_beside_a_live_stream_only_vacuums(small_lake: Path) -> None:
 
 
 def test_maintain_applies_quote_retention_only_with_the_writer_lock(spark, place) -> None:
-    """On local disk (the flock) and on S3 (the lease): the holder's lock keeps the retention out."""
+    """On local disk (the flock) and on S3 (the lease): the holder's lock keeps the retention out;
+    once the lock is free (on local disk) the retention applies."""
     import datetime as dt
 
     from market_spread.lake import tables as lake_mod
@@ -187,6 +188,8 @@ def test_maintain_applies_quote_retention_only_with_the_writer_lock(spark, place
     finally:
         holder.send_signal(signal.SIGTERM)
         holder.wait(10)
+    if place.s3:  # the lock is what differs between the storages; the retention itself, once
+        return
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "retention 30 days: 2 rows before" in proc.stdout

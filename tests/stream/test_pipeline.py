@@ -85,6 +85,13 @@ def state_reader(request, monkeypatch):
     return request.param
 
 
+# Both state readers on local disk; on S3 the driver's (the default): Spark's reads of S3 tables are
+# the rest of the suite's.
+@pytest.mark.parametrize(
+    ("place", "state_reader"),
+    [("local", "state on the driver"), ("local", "state read by Spark"), ("s3", "state on the driver")],
+    indirect=True,
+)
 def test_late_orders_are_checked_against_history_not_newer_state(spark, place, state_reader):
     landing, lake = place / "landing", place / "lake"
     land(
