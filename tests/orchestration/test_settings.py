@@ -28,3 +28,16 @@ def test_settings_precedence_and_paths(monkeypatch) -> None:
 
 def test_outside_airflow_variables_are_not_asked() -> None:
     assert airflow_variable("market_spread_lake") is None
+
+
+def test_pages_show_the_project_homes_paths_relative_and_others_as_they_are(tmp_path) -> None:
+    from pathlib import Path
+
+    from market_spread.runtime.paths import shown
+    from market_spread.runtime.storage import location
+
+    inside = project_home() / "data" / "lake" / "_checkpoints" / "stream"
+    assert shown(inside) == "data/lake/_checkpoints/stream"  # no machine's folder on the Stream page
+    assert shown(tmp_path / "lake") == str(tmp_path / "lake")  # outside the project: where it is
+    assert shown(Path("data/lake")) == "data/lake"
+    assert shown(location("s3://bucket/lake")).startswith("s3")

@@ -16,6 +16,7 @@ from market_spread.errors import MarketSpreadError
 from market_spread.orchestration.probes import live_stream
 from market_spread.orchestration.settings import Settings
 from market_spread.runtime.backlog import BacklogUnknown, KafkaProbe, Waiting, kafka_waiting, landing_waiting, numbered
+from market_spread.runtime.paths import shown
 from market_spread.runtime.storage import Location
 from market_spread.runtime.stream_contract import CHECKPOINT_SUBDIR
 from market_spread.runtime.stream_health import MinuteSeries, read_health
@@ -244,7 +245,9 @@ def read_status(settings: Settings, window: int, now: float | None = None) -> St
     except Exception as exc:  # noqa: BLE001 - a broker or store out of reach: said on the page, never a failed page
         error = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
     holder = live_stream(lake)
-    source_label = f"kafka {settings.bootstrap_servers}" if settings.source == "kafka" else f"files {settings.landing}"
+    source_label = (
+        f"kafka {settings.bootstrap_servers}" if settings.source == "kafka" else f"files {shown(settings.landing)}"
+    )
     limit = settings.stall_seconds if last else max(settings.stall_seconds, settings.startup_seconds)
     return StreamStatus(
         now,
@@ -252,7 +255,7 @@ def read_status(settings: Settings, window: int, now: float | None = None) -> St
         series,
         last,
         holder or None,
-        str(checkpoint),
+        shown(checkpoint),
         committed[-1] if committed else None,
         settings.source,
         source_label,

@@ -30,6 +30,17 @@ def project_home() -> Path:
     return Path.cwd().resolve()
 
 
+def shown(place: object) -> str:
+    """A location as pages show it: inside the project home, relative to it (`data/lake/...`, as
+    `make run` is configured, and no machine's own folders in a screenshot); else as it is."""
+    if isinstance(place, Path) and place.is_absolute():
+        try:
+            return str(place.relative_to(project_home()))
+        except ValueError:
+            return str(place)
+    return str(place)
+
+
 def asset(name: str) -> Path:
     """A file or folder of `market_spread/assets` (a real path: the package is installed unzipped)."""
     return Path(str(files("market_spread") / "assets" / name))
