@@ -31,7 +31,7 @@ S3PROXY_JAR := .cache/s3proxy
 # The Data Docs' CSS and scripts (their CDNs' files, from the npm registry): reports render offline.
 DATADOCS_ASSETS := .cache/datadocs-assets
 
-.PHONY: setup run test test-fast lint reliability bench clean check-tools jvm-archive browser
+.PHONY: setup run test test-fast lint reliability bench clean check-tools jvm-archive browser screenshots
 
 setup: check-tools $(VENV)/.installed $(JARS)/.fetched $(KAFKA_JARS)/.fetched $(BROKER_JARS)/.fetched \
 	$(S3_JARS)/.fetched $(S3PROXY_JAR)/.fetched $(DATADOCS_ASSETS)/.fetched jvm-archive
@@ -143,6 +143,10 @@ test-fast: setup
 KAFKA_CAMPAIGN := tests/stream/test_kafka.py::test_sigkill_of_the_stream_while_producers_write_loses_and_doubles_nothing
 reliability: setup
 	MARKET_SPREAD_RELIABILITY=full $(PY) -m pytest -ra -s tests/reliability $(KAFKA_CAMPAIGN)
+
+# The README's three screenshots, from a new run over data/screenshots/ (about 10 minutes).
+screenshots: setup browser
+	$(PY) -m market_spread_tools.screenshots
 
 bench: setup
 	$(VENV)/bin/market-spread bench

@@ -3,14 +3,11 @@ tests/helpers/live_airflow.py) with the stream and the demo feed DAGs unpaused; 
 Chromium logs in, opens "Stream" in the navigation and watches the charts fill while the feed runs
 (the panel refreshes itself, no reload). Every request the browser makes stays on 127.0.0.1; plain
 HTTP without a login is refused. Airflow's own StatsD metrics reach a UDP server on the loopback.
-
-MARKET_SPREAD_UI_SCREENSHOT=docs/stream-page.png saves the screenshot the README shows.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest
@@ -18,7 +15,6 @@ import pytest
 from tests.helpers.airflow import wait_for
 from tests.helpers.browser import chrome, http, log_in, requested, wait_until
 from tests.helpers.live_airflow import require_plugin
-from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.slow
 LIVE_DAGS = ("market_spread_stream", "market_spread_feed")
@@ -104,8 +100,7 @@ def test_a_person_watches_the_charts_fill(airflow, tmp_path) -> None:
         assert "Lake writer" in text and "no live stream" not in text and "Metrics endpoint" in text
         session.switch_to.default_content()
         time.sleep(1)
-        shot = os.environ.get("MARKET_SPREAD_UI_SCREENSHOT")
-        assert session.save_screenshot(str(ROOT / shot) if shot else str(tmp_path / "stream-page.png"))
+        assert session.save_screenshot(str(tmp_path / "stream-page.png"))  # kept for a failed run's reader
         urls = requested(session)
     finally:
         session.quit()
