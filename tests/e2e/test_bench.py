@@ -232,3 +232,18 @@ def test_cluster_part_runs_each_path_on_a_local_cluster_with_the_same_alerts(tmp
         assert out["backlog"]["events"] == 2_000 and out["backlog"]["spark_jobs_per_batch"] == 0, out["backlog"]
     lines = "\n".join(bench_report.cluster_lines(out))
     assert "| 2,000 | " in lines and "alerts agree on both paths: True" in lines, lines
+
+
+def test_sql_part_times_whole_processes_on_datafusion_and_reports_the_target(tmp_path):
+    """A tiny run of part `sql`: the alerts written, each run a whole `sql` process answered without
+    Spark (the part fails on a fallback), the figures and the target in the report."""
+    from market_spread_tools import bench_sql
+
+    out = bench_sql.sql_part(tmp_path, 3_000, runs=2)
+    assert out["alerts"] == 3_000 and len(out["seconds"]) == 2 and out["median_s"] > 0, out
+    assert out["target_s"] == 1.5
+    lines = "\n".join(bench_sql.sql_lines({"sql": out}))
+    assert "over 3,000 alerts, whole process: median" in lines, lines
+    (target, measured, met) = bench_sql.sql_targets({"sql": out})[0]
+    assert target.startswith("sql over 3,000 alerts") and measured == f"{out['median_s']} s"
+    assert met == (out["median_s"] <= 1.5)

@@ -98,6 +98,10 @@ def measure(
             results["storage"] = storage_comparison(spark, work, plan)
     if "cluster" in parts:
         results["cluster"] = cluster(work, plan, results.get("throughput"))
+    if "sql" in parts:
+        from market_spread_tools.bench_sql import sql_part
+
+        results["sql"] = sql_part(work, plan.sql_alerts)
     results["peak_memory_mb"] = peak_memory_mb(spark)
     return results
 

@@ -13,7 +13,8 @@ from market_spread.errors import UsageError
 # local S3 server beside local disk (bench_storage). idle: the CPU an idle stream takes (bench_idle).
 # dirty: latency and batch cost with bad lines among the feed's (bench_dirty).
 # cluster: the backlog and the driver/executors crossover on a 2-worker local cluster (bench_cluster).
-PARTS = ("throughput", "latency", "growth", "symbols", "kafka", "dirty", "idle", "s3", "cluster")
+# sql: a person's first query over the alerts, a whole `sql` process each time (bench_sql).
+PARTS = ("throughput", "latency", "growth", "symbols", "kafka", "dirty", "idle", "s3", "cluster", "sql")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class Plan:
     # The cluster part's crossover: batch sizes in file pairs, and the events of a file pair.
     cluster_sizes: tuple[int, ...] = (1, 4)
     cluster_pair_events: int = 5_000
+    # The sql part's alerts (issue 68's target is for 1,000,000).
+    sql_alerts: int = 100_000
 
 
 # Quick: small enough for a few minutes; growth keeps 10 and 20 batches so that each window of
@@ -61,6 +64,7 @@ FULL = Plan(
     big_backlog_events=10_000_000,
     cluster_sizes=(1, 5, 20),
     cluster_pair_events=20_000,
+    sql_alerts=1_000_000,
 )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 
 from market_spread_tools.bench_phases import split_keys, split_rows
+from market_spread_tools.bench_sql import sql_lines, sql_targets
 
 DEFAULTS = "run with the product's defaults: StreamSpec's default trigger, no interval set by the bench"
 
@@ -62,7 +63,7 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
         )
     if results.get("storage"):
         out += storage_targets(results["storage"])
-    return out + issue43_targets(results)
+    return out + issue43_targets(results) + sql_targets(results)
 
 
 def _p50_p99(at: dict, behind_key: str) -> tuple[str, bool]:
@@ -464,6 +465,7 @@ def summary_markdown(results: dict, command: str) -> str:
         lines += [f"Batch time (s, 20k events) by number of symbols: {results['symbols_scaling']}.", ""]
     lines += storage_lines(results)
     lines += cluster_lines(results.get("cluster"))
+    lines += sql_lines(results)
     lines += [f"Peak memory of the job: {results['peak_memory_mb']} MB.", ""]
     checks = targets(results)
     if checks:
