@@ -61,7 +61,7 @@ SHOTS = (
         "data-quality.png",
         "Data quality",
         "Data quality",
-        "The quality report of the latest validation: every expectation of the alerts suite met.",
+        "Data Docs inside the UI: each validation of the alerts and symbol_state suites green, newest first.",
     ),
 )
 
