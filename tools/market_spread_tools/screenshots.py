@@ -24,6 +24,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +118,7 @@ def prepare(work: Path, port: int, proc: subprocess.Popen, minutes: float) -> st
     token = api_token(port, password)
     api = f"http://127.0.0.1:{port}/api/v2"
     for dag in ("market_spread_stream", "market_spread_feed"):
-        wait(f"{dag} parsed", lambda d=dag: _exists(api, token, d), 180, proc)
+        wait(f"{dag} parsed", partial(_exists, api, token, dag), 180, proc)
         set_paused(port, token, dag, False)
     say("stream and feed unpaused; waiting for batches")
     wait("the first alerts", lambda: any((work / "lake" / "alerts" / "_delta_log").glob("0*.json")), 900, proc)
