@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from market_spread.domain.columns import PRICE, TIME
-from market_spread.runtime.storage import Location, location
+from market_spread.runtime.storage import Location, delta_rs_target, location
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -234,15 +234,6 @@ def ensure_tables(spark: SparkSession, lake: str | Location) -> None:
     """Create missing tables empty, with their schema, so readers never meet a missing table."""
     from concurrent.futures import ThreadPoolExecutor
 
-    def create(name: str) -> None:
-        props = ", ".join(f"'{k}' = '{v}'" for k, v in table_properties(name).items())
-        table = DECLARED[name]
-        partition = f"PARTITIONED BY ({', '.join(table.partitions)})" if table.partitions else ""
-        spark.sql(
-            f"CREATE TABLE IF NOT EXISTS delta.`{table_path(lake, name)}` ({table.ddl}) USING DELTA {partition} "
-            f"TBLPROPERTIES ({props})"
-        )
-
     missing = []
     for name in DECLARED:
         path = table_path(lake, name)
@@ -250,11 +241,34 @@ def ensure_tables(spark: SparkSession, lake: str | Location) -> None:
             _upgrade(spark, name, path)
         else:
             missing.append(name)
-    # Five commits to five tables: side by side, as a new lake's start otherwise waits for each in
-    # turn (measured: docs/performance.md, row 'start-up reads the Delta log with delta-rs').
+    # Side by side: on S3 each creation is a few requests.
     with ThreadPoolExecutor(max_workers=max(1, len(missing)), thread_name_prefix="create-table") as pool:
-        for done in [pool.submit(create, name) for name in missing]:
+        for done in [pool.submit(create_table, lake, name) for name in missing]:
             done.result()
+
+
+def create_table(lake: str | Location, name: str) -> None:
+    """Table `name` created empty by delta-rs, unless it exists: the same protocol, schema and
+    properties as Spark's CREATE TABLE, in milliseconds where Spark's took a new lake's start a
+    second of JVM work (docs/performance.md, row 'new tables created by delta-rs')."""
+    from deltalake import DeltaTable, Schema
+
+    table = DECLARED[name]
+    uri, options = delta_rs_target(table_path(lake, name))
+    try:
+        DeltaTable.create(
+            uri,
+            schema=Schema.from_arrow(table.schema),  # keeps NOT NULL, which Table.arrow drops
+            mode="ignore",
+            partition_by=list(table.partitions) or None,
+            configuration=table_properties(name),
+            storage_options=options,
+            # delta-rs 1.6 cannot parse delta.checkpointRetentionDuration's interval (Spark can)
+            raise_if_key_not_exists=False,
+        )
+    except Exception:
+        if not is_delta_table(table_path(lake, name)):  # another writer's creation won the race
+            raise
 
 
 def register_views(spark: SparkSession, lake: str | Location) -> list[str]:
