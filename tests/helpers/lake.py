@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
 from market_spread.domain.rules import Thresholds
 from market_spread.lake import tables as lake_mod
-from market_spread.runtime.storage import location
+from market_spread.runtime.storage import location, open_delta
 from market_spread.stream.query import run_query
 from market_spread.stream.spec import StreamSpec
 from tests.helpers.symbols import SYMBOLS
@@ -36,12 +37,34 @@ def read_table(spark, lake: Path, table: str):
 
 
 def rows(spark, lake: Path, table: str, drop=PROCESSING_COLUMNS) -> list[dict]:
-    """A table's rows as dicts in a stable order, processing-time columns (`drop`) left out."""
+    """A table's rows as dicts in a stable order, processing-time columns (`drop`) left out. Read
+    with delta-rs (milliseconds; the shared session's scan of a table costs a JVM second or more),
+    through Spark when delta-rs cannot read the table's features; timestamps naive UTC as Spark gives
+    them. `rows_with_spark` reads with Spark whatever the table."""
+    from deltalake.exceptions import DeltaProtocolError
+
+    try:
+        found = open_delta(location(lake_mod.table_path(lake, table))).to_pyarrow_table().to_pylist()
+    except DeltaProtocolError:
+        return rows_with_spark(spark, lake, table, drop)
+    return _stable([{k: _naive_utc(v) for k, v in r.items() if k not in drop} for r in found])
+
+
+def rows_with_spark(spark, lake: Path, table: str, drop=PROCESSING_COLUMNS) -> list[dict]:
+    """`rows` as Spark reads them."""
     df = read_table(spark, lake, table)
     keep = [c for c in df.columns if c not in drop]
-    return sorted(
-        (r.asDict() for r in df.select(*keep).collect()), key=lambda d: json.dumps(d, default=str, sort_keys=True)
-    )
+    return _stable([r.asDict() for r in df.select(*keep).collect()])
+
+
+def _stable(found: list[dict]) -> list[dict]:
+    return sorted(found, key=lambda d: json.dumps(d, default=str, sort_keys=True))
+
+
+def _naive_utc(value):
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value.astimezone(UTC).replace(tzinfo=None)
+    return value
 
 
 def alerts_by_order(spark, lake: Path) -> dict[str, dict]:
@@ -50,19 +73,15 @@ def alerts_by_order(spark, lake: Path) -> dict[str, dict]:
 
 def assert_same_tables(spark, lake, reference, tables=("alerts", "symbol_state", "quotes")) -> None:
     """The product tables of two lakes hold the same rows (any order), processing-time columns aside."""
-    from pyspark.testing import assertDataFrameEqual
-
-    def frame(root: Path, table: str):
-        df = read_table(spark, root, table)
-        return df.drop(*[c for c in PROCESSING_COLUMNS if c in df.columns])
-
     for table in tables:
-        assertDataFrameEqual(frame(lake, table), frame(reference, table))
+        assert rows(spark, lake, table) == rows(spark, reference, table), table
 
 
-def comparable_tables(spark, lake: Path) -> dict[str, list[dict]]:
-    """Every product table minus processing-time columns: equal across cuttings, runs and crashes."""
-    out = {t: rows(spark, lake, t) for t in lake_mod.TABLES if t != "batch_metrics"}
+def comparable_tables(spark, lake: Path, read=None) -> dict[str, list[dict]]:
+    """Every product table minus processing-time columns: equal across cuttings, runs and crashes
+    (`read`: `rows` unless told, or `rows_with_spark`)."""
+    read = read or rows
+    out = {t: read(spark, lake, t) for t in lake_mod.TABLES if t != "batch_metrics"}
     out["quarantine"] = [
         {k: v for k, v in r.items() if k != "source_file"} | {"file": Path(r["source_file"]).name}
         for r in out["quarantine"]
@@ -71,33 +90,15 @@ def comparable_tables(spark, lake: Path) -> dict[str, list[dict]]:
 
 
 def comparable_tables_delta_rs(lake) -> dict[str, list[dict]]:
-    """comparable_tables read with delta-rs instead of Spark (local or S3): the same rows, timestamps
-    with their zone, in a second instead of the shared session's half-minute of table scans. Compare
-    only with lakes read the same way."""
-    from market_spread.runtime.storage import open_delta
-
-    out = {}
-    for table in lake_mod.TABLES:
-        if table == "batch_metrics":
-            continue
-        found = open_delta(location(lake_mod.table_path(lake, table))).to_pyarrow_table().to_pylist()
-        kept = [{k: v for k, v in r.items() if k not in PROCESSING_COLUMNS} for r in found]
-        if table == "quarantine":
-            kept = [
-                {k: v for k, v in r.items() if k != "source_file"} | {"file": Path(r["source_file"]).name} for r in kept
-            ]
-        out[table] = sorted(kept, key=lambda d: json.dumps(d, default=str, sort_keys=True))
-    return out
+    """comparable_tables without a Spark session (the lake local or on S3)."""
+    return comparable_tables(None, lake)
 
 
 def metrics_totals(spark, lake: Path) -> dict[str, int]:
     """What batch_metrics adds up to over every batch, and how many batches there were."""
-    df = read_table(spark, lake, "batch_metrics")
-    row = df.selectExpr("sum(quotes) q", "sum(orders) o", "sum(alerts) a", "sum(quarantined) x", "count(*) n").first()
-    return {
-        "quotes": row.q or 0,
-        "orders": row.o or 0,
-        "alerts": row.a or 0,
-        "quarantined": row.x or 0,
-        "batches": row.n,
-    }
+    found = rows(spark, lake, "batch_metrics", drop=())
+    totals = {key: sum(r[column] or 0 for r in found) for key, column in _TOTALS.items()}
+    return totals | {"batches": len(found)}
+
+
+_TOTALS = {"quotes": "quotes", "orders": "orders", "alerts": "alerts", "quarantined": "quarantined"}

@@ -22,6 +22,7 @@ from tests.helpers.lake import (
     metrics_totals,
     read_table,
     rows,
+    rows_with_spark,
     stream,
 )
 from tests.helpers.landing import land, land_file
@@ -315,6 +316,8 @@ def test_same_alerts_whatever_the_cutting_into_files_and_runs(spark, place, tmp_
     for lake in (many / "lake", staged / "lake"):
         assert_same_tables(spark, lake, one / "lake")
     assert metrics_totals(spark, staged / "lake")["batches"] == 4
+    # Spark and delta-rs (the tests' reader) see the same rows.
+    assert comparable_tables(spark, one / "lake", read=rows_with_spark) == comparable_tables(spark, one / "lake")
 
 
 def test_small_and_large_batches_give_the_same_tables_whoever_commits_them(spark, tmp_path, monkeypatch):
