@@ -247,4 +247,7 @@ def valid_orders(parsed: DataFrame) -> DataFrame:
 
 
 def quarantined(parsed: DataFrame) -> DataFrame:
-    return parsed.where("reason IS NOT NULL").select("stream", F.col("line").alias("raw"), "reason", "source_file")
+    # Spark's text source keeps a line's bytes as they are; a Parquet string must be UTF-8, or Arrow
+    # readers (delta-rs, DuckDB, Polars) fail on the table: invalid bytes become U+FFFD.
+    raw = F.make_valid_utf8("line").alias("raw")
+    return parsed.where("reason IS NOT NULL").select("stream", raw, "reason", "source_file")
