@@ -4,7 +4,6 @@ mid-run (issue 8), and with landing, lake and checkpoint only on an S3 server (i
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -18,12 +17,11 @@ from pathlib import Path
 import pytest
 
 from market_spread.feeds.generate import Generator, write_backlog
-from market_spread.lake.tables import TABLES, table_path
 from market_spread.runtime.cluster_conf import is_local, session_conf
 from market_spread_tools.cluster import LocalCluster
 from market_spread_tools.spark_auth import secret_of
 from tests.helpers.cli import CLI
-from tests.helpers.lake import PROCESSING_COLUMNS, comparable_tables, metrics_totals, read_table, stream
+from tests.helpers.lake import comparable_tables, metrics_totals, read_table, stream
 from tests.helpers.landing import land, land_pair
 from tests.helpers.net import not_loopback, tree
 from tests.helpers.records import order, quote
@@ -212,6 +210,16 @@ def _app_dirs(cluster: LocalCluster) -> dict[str, set[str]]:
     return {name: {p.name for p in work.glob("app-*")} for name, work in cluster.worker_dirs.items()}
 
 
+def _new_apps(cluster: LocalCluster, before: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Application ids each worker ran an executor for since `before` (an `_app_dirs` of then)."""
+    return {name: apps - before.get(name, set()) for name, apps in _app_dirs(cluster).items()}
+
+
+def _executor_logs(cluster: LocalCluster, worker: str, app: str) -> str:
+    """The stderr of the executors `worker` ran for application `app`."""
+    return "".join(p.read_text(errors="replace") for p in (cluster.worker_dirs[worker] / app).glob("*/stderr"))
+
+
 def test_session_conf_is_empty_for_local_masters_and_maps_the_environment():
     assert is_local("local[*]") and is_local("local") and not is_local("spark://h:7077")
     assert session_conf("local[2]", {"MARKET_SPREAD_EXECUTOR_MEMORY": "3g"}) == {}
@@ -247,7 +255,7 @@ def test_cluster_run_gives_the_same_tables_as_a_local_run(tmp_path, spark, data,
         assert jobs and set(jobs) == {0}, jobs
 
     # The application ran on the cluster: both workers started an executor of it.
-    new = {name: apps - before.get(name, set()) for name, apps in _app_dirs(cluster).items()}
+    new = _new_apps(cluster, before)
     ran = [name for name, apps in new.items() if apps]
     assert len(ran) == 2, f"executors ran on {ran} only"
 
@@ -290,10 +298,10 @@ def test_a_cluster_stream_listens_on_loopback_with_authentication_and_survives_a
         run.kill()
     # The surviving worker's executor fetched the Delta JARs from the driver (spark.jars is shipped,
     # not preinstalled), and no Python worker started on either: the plan is JVM-only on executors.
-    new = {name: apps - before.get(name, set()) for name, apps in _app_dirs(cluster).items()}
+    new = _new_apps(cluster, before)
     (survivor,) = [name for name, apps in new.items() if apps and name != victim]
     (app,) = new[survivor]
-    logs = "".join(p.read_text(errors="replace") for p in (cluster.worker_dirs[survivor] / app).glob("*/stderr"))
+    logs = _executor_logs(cluster, survivor, app)
     assert "Fetching spark://" in logs and "delta-spark_" in logs, f"{survivor}: no Delta JAR fetched"
     assert not executor_python["mark"].exists(), "an executor started a Python worker"
     # Whatever the stopped stream left: drain it on the one surviving worker.
@@ -405,35 +413,9 @@ def _assert_loopback_and_authenticated(run, cluster, before: dict) -> None:
     procs = tree([run.proc.pid, *(p.pid for p in cluster.procs.values() if p.poll() is None)])
     assert not_loopback(procs) == []
     assert _leaks(secret_of(cluster.conf_dir)) == []
-    new = {name: apps - before.get(name, set()) for name, apps in _app_dirs(cluster).items()}
+    new = _new_apps(cluster, before)
     logs = [p for name, apps in new.items() for app in apps for p in (cluster.worker_dirs[name] / app).glob("*/stderr")]
     assert logs and all(AUTH_ON in p.read_text(errors="replace") for p in logs), logs
-
-
-def _delta_rows(table) -> list[dict]:
-    """A table's rows read with delta-rs (no Spark), as comparable_tables gives them: processing-time
-    columns left out, the quarantine's source file by name, in a stable order."""
-    from market_spread.runtime.storage import open_delta
-
-    found = open_delta(table).to_pyarrow_table().to_pylist()
-    out = [{k: v for k, v in r.items() if k not in PROCESSING_COLUMNS} for r in found]
-    if "source_file" in (found[0] if found else {}):
-        out = [
-            {k: v for k, v in r.items() if k != "source_file"} | {"file": r["source_file"].rsplit("/", 1)[-1]}
-            for r in out
-        ]
-    return sorted(out, key=lambda d: json.dumps(d, default=str, sort_keys=True))
-
-
-def _delta_tables(lake) -> dict[str, list[dict]]:
-    return {t: _delta_rows(table_path(lake, t)) for t in TABLES if t != "batch_metrics"}
-
-
-def _delta_counts(lake) -> dict[str, int]:
-    from market_spread.runtime.storage import open_delta
-
-    metrics = open_delta(table_path(lake, "batch_metrics")).to_pyarrow_table().to_pylist()
-    return {k: sum(r[k] or 0 for r in metrics) for k in ("quotes", "orders", "alerts", "quarantined")}
 
 
 def _land_with_an_s3_client(store, source: Path, landing: str) -> int:
@@ -480,16 +462,16 @@ def test_a_cluster_stream_with_landing_lake_and_checkpoint_only_on_s3(
     with object_store.environ():
         # Read back with delta-rs and compared to the local run's lake (the oracle), read the same way.
         reference = data["root"] / "reference-lake"
-        assert _delta_tables(lake) == _delta_tables(reference)
-        assert _delta_counts(lake) == _counts(data["totals"])
+        assert comparable_tables(None, lake) == comparable_tables(None, reference)
+        assert _counts(metrics_totals(None, lake)) == _counts(data["totals"])
         assert any((location(lake) / "_checkpoints" / "stream" / "commits").iterdir()), "checkpoint not on S3"
     # Both workers ran executors of this application, which fetched the S3A connector from the driver.
-    new = {name: apps - before.get(name, set()) for name, apps in _app_dirs(cluster).items()}
+    new = _new_apps(cluster, before)
     ran = [name for name, apps in new.items() if apps]
     assert len(ran) == 2, f"executors ran on {ran} only"
     for name in ran:
         (app,) = new[name]
-        logs = "".join(p.read_text(errors="replace") for p in (cluster.worker_dirs[name] / app).glob("*/stderr"))
+        logs = _executor_logs(cluster, name, app)
         assert "hadoop-aws-" in logs and "Fetching spark://" in logs, f"{name}: the S3A connector was not fetched"
     assert not executor_python["mark"].exists(), "an executor started a Python worker"
     # Nothing of the lake, its checkpoint or the landing is a local file: not here, not in the cluster's folders.

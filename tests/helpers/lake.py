@@ -89,16 +89,8 @@ def comparable_tables(spark, lake: Path, read=None) -> dict[str, list[dict]]:
     return out
 
 
-def comparable_tables_delta_rs(lake) -> dict[str, list[dict]]:
-    """comparable_tables without a Spark session (the lake local or on S3)."""
-    return comparable_tables(None, lake)
-
-
 def metrics_totals(spark, lake: Path) -> dict[str, int]:
     """What batch_metrics adds up to over every batch, and how many batches there were."""
     found = rows(spark, lake, "batch_metrics", drop=())
-    totals = {key: sum(r[column] or 0 for r in found) for key, column in _TOTALS.items()}
+    totals = {key: sum(r[key] or 0 for r in found) for key in ("quotes", "orders", "alerts", "quarantined")}
     return totals | {"batches": len(found)}
-
-
-_TOTALS = {"quotes": "quotes", "orders": "orders", "alerts": "alerts", "quarantined": "quarantined"}

@@ -46,7 +46,7 @@ from tests.helpers.campaign import (
     wait_for_lock,
     window_folder,
 )
-from tests.helpers.lake import comparable_tables_delta_rs, metrics_totals, rows, stream
+from tests.helpers.lake import comparable_tables, metrics_totals, rows, stream
 from tests.helpers.storage import Place, arg
 from tests.helpers.symbols import SYMBOLS, symbols_file
 
@@ -170,9 +170,8 @@ def run_crash_campaign(spark, place: Place, tmp_path: Path, monkeypatch: pytest.
         shutil.copy(path, clean / "landing" / feed / path.name)
     assert stream(spark, clean / "landing", clean / "lake") == 0
 
-    # Read with delta-rs (a second; the shared session's scans took 35-55 s of two busy cores):
-    # batch_metrics below is still read by Spark, on both lakes.
-    got, want = comparable_tables_delta_rs(lake), comparable_tables_delta_rs(clean / "lake")
+    # Read with delta-rs (tests.helpers.lake.rows; the shared session's scans took 35-55 s here).
+    got, want = comparable_tables(spark, lake), comparable_tables(spark, clean / "lake")
     lost = doubled = 0
     for table in want:
         t_lost, t_doubled = diff_rows(got[table], want[table])

@@ -98,9 +98,10 @@ def test_hand_made_hostile_lines_are_accounted_for(spark, tmp_path):
         (landing / feed / "truncated.jsonl").write_bytes(lines[0][: len(lines[0]) // 2])  # no newline at the end
     assert stream(spark, landing, lake) == 0
     _check_conservation(spark, landing, lake)
+    quarantine = rows(spark, lake, "quarantine")
     # Read by delta-rs (rows): bytes that are not UTF-8 are stored as U+FFFD, as Arrow readers need.
-    assert "\ufffd\ufffd\x00garbage" in {r["raw"] for r in rows(spark, lake, "quarantine")}
-    reasons = {r["reason"] for r in rows(spark, lake, "quarantine")}
+    assert "\ufffd\ufffd\x00garbage" in {r["raw"] for r in quarantine}
+    reasons = {r["reason"] for r in quarantine}
     for expected in ("not_json_object", "unknown_symbol", "bad_time", "unknown_side", "wrong_type:bid"):
         assert expected in reasons
 

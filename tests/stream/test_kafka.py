@@ -42,7 +42,7 @@ from tests.helpers.campaign import (
     window_folder,
 )
 from tests.helpers.cli import market_spread
-from tests.helpers.lake import comparable_tables, comparable_tables_delta_rs, metrics_totals, rows, stream
+from tests.helpers.lake import comparable_tables, metrics_totals, rows, stream
 from tests.helpers.landing import land
 from tests.helpers.records import BAD_ORDERS, BAD_QUOTES, T, order, quote
 from tests.helpers.symbols import symbols_file
@@ -270,11 +270,10 @@ def _producer_thread(sink: KafkaSink, files, stop: threading.Event, pause: float
 def _compare_with_files(spark, lake: Path, source: Path, tmp_path: Path, lines: int) -> dict:
     clean = tmp_path / "clean"
     assert stream(spark, source, clean / "lake", symbols=SYMBOLS[:5]) == 0
-    # Both lakes read with delta-rs (a second against half a minute of Spark scans on busy cores);
-    # the quarantine and batch_metrics below are still read by Spark.
+    # Both lakes read with delta-rs (tests.helpers.lake.rows), as every table below.
     got, want = (
-        _without_source(comparable_tables_delta_rs(lake)),
-        _without_source(comparable_tables_delta_rs(clean / "lake")),
+        _without_source(comparable_tables(spark, lake)),
+        _without_source(comparable_tables(spark, clean / "lake")),
     )
     lost = doubled = 0
     for table in want:
