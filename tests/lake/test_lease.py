@@ -158,3 +158,110 @@ def test_a_holder_that_cannot_renew_stops_before_its_lease_could_expire(lake, mo
     finally:
         monkeypatch.undo()
         holder.release()
+
+
+def _stall_renewals(holder: Lease) -> None:
+    """The holder's renewal thread stops, as if the store had not answered it (a stalled writer)."""
+    holder._stop.set()
+    assert holder._thread is not None
+    holder._thread.join(10)
+
+
+def test_a_stalled_holder_renewing_after_a_takeover_extends_nothing(lake, monkeypatch):
+    """Renewals stall past the ttl; a contender takes the next generation just after the stalled
+    holder listed the generations (so its listing shows none newer): its renewal must not extend."""
+    import market_spread.runtime.lease as lease_mod
+
+    holder = Lease(lake, ttl=2.0)
+    holder.acquire()
+    _stall_renewals(holder)
+    holder.check()
+    mine = read_lease(lake)
+    time.sleep(2.1)  # past the ttl: the record has expired for everyone
+    contender = Lease(lake, ttl=30.0)
+    listed = lease_mod.generations
+
+    taken: list[int] = []
+
+    def listing_then_takeover(where):
+        found = listed(where)
+        if not taken:
+            taken.append(1)
+            contender.acquire()  # between the holder's listing and its write
+        return found
+
+    monkeypatch.setattr(lease_mod, "generations", listing_then_takeover)
+    try:
+        holder.renew()
+        monkeypatch.setattr(lease_mod, "generations", listed)
+        assert contender.generation == holder.generation + 1
+        contender_generation = contender.generation
+        with pytest.raises(LeaseLost, match=r"lapsed before it could be renewed .*commits nothing more and stops$"):
+            holder.check()
+        # Its object was not rewritten, and a later renewal that sees the newer generation changes nothing.
+        assert json.loads(lease_mod._object(lake, holder.generation).read_text())["expires_at"] == mine["expires_at"]
+        holder.renew()
+        with pytest.raises(LeaseLost):
+            holder.check()
+        contender.check()
+    finally:
+        holder.release()
+        contender.release()
+    assert read_lease(lake)["generation"] == contender_generation == generations(lake)[-1]
+
+
+def test_a_lapsed_lease_is_lost_for_good_even_with_no_newer_generation(lake):
+    holder = Lease(lake, ttl=1.5)
+    holder.acquire()
+    try:
+        _stall_renewals(holder)
+        time.sleep(holder.ttl - holder.margin + 0.1)
+        with pytest.raises(LeaseLost, match="could not be renewed"):
+            holder.check()
+        holder.renew()  # the store answers again: too late, a contender may be taking it
+        assert generations(lake)[-1] == holder.generation  # nobody took it, yet
+        with pytest.raises(LeaseLost):
+            holder.check()
+    finally:
+        holder.release()
+
+
+def _kept_table(tmp_path):
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from market_spread.lake.commits import BatchMark, KeptTable, Upkeep
+
+    rows = pa.table({"n": pa.array([1], pa.int64())})
+    write_deltalake(str(tmp_path / "t"), rows)
+    return KeptTable(str(tmp_path / "t"), Upkeep()), BatchMark("lease-test", 7), rows
+
+
+def test_a_commit_try_that_outlives_the_lease_stops_the_stream(lake, tmp_path):
+    """The proof is asked again once the try has ended: a try that ran past what was left of the
+    lease raises LeaseLost (the commit itself may have landed: the txn mark makes a restart safe)."""
+    from deltalake import write_deltalake
+
+    holder = Lease(lake, ttl=1.5)
+    holder.acquire()
+    kept, mark, rows = _kept_table(tmp_path)
+
+    def slow_append(table) -> None:
+        time.sleep(holder.ttl - holder.margin + 0.1)  # longer than the whole validity of one renewal
+        write_deltalake(table, rows, mode="append", commit_properties=mark.commit_properties())
+
+    try:
+        kept.commit(slow_append, mark, holder.check)  # renewals running: the lease held throughout
+        assert kept.current().version() == 1
+        _stall_renewals(holder)
+        began = time.monotonic()
+        with pytest.raises(
+            LeaseLost, match=r"^a commit took \d+\.\d s, longer than the \d+\.\d s the lake's lease had"
+        ):
+            kept.commit(slow_append, mark, holder.check)
+        assert time.monotonic() - began < 2 * holder.ttl  # at once, not after the commit's retries
+        with pytest.raises(LeaseLost):
+            holder.check()  # and for good
+    finally:
+        holder.release()
+        kept.upkeep.settle()

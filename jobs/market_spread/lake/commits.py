@@ -29,6 +29,7 @@ from typing import Any
 
 from market_spread.errors import DiskFull, MarketSpreadError
 from market_spread.lake.tables import batch_tag
+from market_spread.runtime.lease import prove
 from market_spread.runtime.storage import open_delta
 
 ATTEMPTS = 5  # a commit that lost a race is tried again against the new version this many times
@@ -212,23 +213,23 @@ class KeptTable:
                 if self._table is not None and fresh.version() >= self._opened_at:
                     self._replacement = fresh
 
-    def commit(self, operation: Callable[[Any], None], mark: BatchMark, guard: Callable[[], None] | None) -> None:
+    def commit(self, operation: Callable[[Any], None], mark: BatchMark, guard: Callable[[], object] | None) -> None:
         """Run `operation` (one delta-rs commit of `mark`'s batch) on the kept table. A commit that
         lost a race is tried again on the table's new version; one found in the log already (its
         answer lost) counts as made. `guard` (the stream's proof it still holds the lake) runs right
-        before each try."""
+        before each try, and its proof is asked again once the try has ended (runtime.lease)."""
         failure: BaseException | None = None
         for attempt in range(ATTEMPTS):
             with self.lock:
                 table = self.current()
-                if guard is not None:
-                    guard()
+                proof = prove(guard)
                 try:
                     operation(table)
                 except Exception as exc:  # noqa: BLE001 - sorted below: raised, or tried again
                     failure = _classify(self.path, exc)
                 else:
                     self.after_commit()
+                    proof.still_held()  # LeaseLost: the try outlived the lease
                     return
                 try:
                     if _already_marked(self.refresh(), mark):

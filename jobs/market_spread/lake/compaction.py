@@ -100,7 +100,7 @@ class Compactor:
         table = max(pending, key=lambda t: pending[t])
         return table if pending[table] >= self.every else None
 
-    def run(self, committed: dict[str, int], guard: Callable[[], None] | None = None) -> Compaction | None:
+    def run(self, committed: dict[str, int], guard: Callable[[], object] | None = None) -> Compaction | None:
         """Start compacting the table that is due on the background thread, tagging the commit
         with its last batch (`committed`), unless a compaction is still running; `guard` runs
         before its commit (LakeTables.compact). Returns the compaction that has finished since the

@@ -25,6 +25,7 @@ from market_spread.lake.commits import (
     marked_version,
     no_hooks,
 )
+from market_spread.runtime.lease import prove
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 # read from its checkpoint (stream.query).
 DEFAULT_STREAM_ID = "market-spread"
 
-Guard = Callable[[], None] | None
+Guard = Callable[[], object] | None  # the lease's check: its proof is asked again after the commit
 
 
 def records_changes(table: Any) -> bool:
@@ -181,8 +182,7 @@ class LakeTables:
         from market_spread.runtime.spark import session_settings
 
         kept, mark = self.kept(name), self.mark(batch_id)
-        if guard is not None:
-            guard()
+        proof = prove(guard)
         columns: dict[str, str | Column] = {c: f"s.{c}" for c in source.columns}
         with session_settings(source.sparkSession, {**mark.spark_conf(), USER_METADATA: lake_mod.batch_tag(batch_id)}):
             (
@@ -194,6 +194,7 @@ class LakeTables:
                 .execute()
             )
         kept.mark_stale()
+        proof.still_held()
 
     def _violation(self, name: str, rows: pa.Table, batch_id: int) -> ConstraintViolated:
         """The one-line error of rows that break the table's rules, naming the CHECK constraints they
@@ -232,8 +233,7 @@ class LakeTables:
         return self.spark
 
     def _spark_append(self, kept: KeptTable, rows: pa.Table, mark: BatchMark, guard: Guard) -> None:
-        if guard is not None:
-            guard()
+        proof = prove(guard)
         frame = self._session(kept).createDataFrame(rows)
         (
             frame.write.format("delta")
@@ -243,6 +243,7 @@ class LakeTables:
             .save(kept.path)
         )
         kept.mark_stale()
+        proof.still_held()
 
     def compact(self, name: str, batch_id: int, target_bytes: int, guard: Guard = None) -> Future:
         """Bin-pack the table's files under `target_bytes` (delta-rs's compaction: one commit that
@@ -259,14 +260,14 @@ class LakeTables:
         began, kept = time.perf_counter(), self.kept(name)
         with kept.lock:
             table = kept.current()
-            if guard is not None:
-                guard()
+            proof = prove(guard)
             metrics = table.optimize.compact(
                 target_size=target_bytes,
                 post_commithook_properties=no_hooks(),
                 commit_properties=CommitProperties(custom_metadata={"userMetadata": lake_mod.batch_tag(batch_id)}),
             )
             kept.after_commit()
+            proof.still_held()
         return metrics, int((time.perf_counter() - began) * 1000)
 
     # -- what this process knows ------------------------------------------------------------------

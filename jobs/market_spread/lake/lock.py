@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import IO
 
 from market_spread.errors import MarketSpreadError
-from market_spread.runtime.lease import Lease, LeaseBusy
+from market_spread.runtime.lease import Lease, LeaseBusy, Proof
 from market_spread.runtime.processes import process_start_time, record_alive, this_host
 from market_spread.runtime.storage import Location, S3Path
 from market_spread.runtime.stream_contract import LOCK_FILE
@@ -111,8 +111,9 @@ class LeaseLock:
     def record(self, **extra: object) -> None:
         self.lease.record(**extra)
 
-    def check(self) -> None:
-        self.lease.check()
+    def check(self) -> Proof:
+        """The lease's proof, right before a commit try; the commit asks it again after (`still_held`)."""
+        return self.lease.check()
 
     def release(self) -> None:
         self.lease.release()

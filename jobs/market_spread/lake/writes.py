@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 
 from market_spread.lake import tables as lake_mod
 from market_spread.runtime import settings
+from market_spread.runtime.lease import prove
 
 if TYPE_CHECKING:
     from market_spread.lake.commits import BatchMark
@@ -32,15 +33,20 @@ def literal_row(spark: SparkSession, table: str, values: dict[str, Any]) -> Data
     return spark.range(1).select(*[F.lit(values[n]).cast(t).alias(n) for n, t in columns])
 
 
-def append(df: DataFrame, path: str, mark: "BatchMark | None" = None) -> None:
+def append(
+    df: DataFrame, path: str, mark: "BatchMark | None" = None, guard: Callable[[], object] | None = None
+) -> None:
     """Append through Spark; with `mark`, the commit carries the batch's txn and tag, and Delta skips
-    it when the table already holds that batch of the stream."""
+    it when the table already holds that batch of the stream. `guard` (the lease's check) runs right
+    before it and its proof is asked again after it (runtime.lease: LeaseLost if it outlived the lease)."""
+    proof = prove(guard)
     writer = df.write.format("delta").mode("append")
     if mark is not None:
         from market_spread.lake.tables import batch_tag
 
         writer = writer.options(**mark.spark_options()).option("userMetadata", batch_tag(mark.batch_id))
     writer.save(path)
+    proof.still_held()
 
 
 # The phase (batch_metrics, bench) each concurrent task's time is recorded under; tables not named here are appends.

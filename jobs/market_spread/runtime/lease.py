@@ -8,11 +8,18 @@ JVM's pid) and an expiry, which the holder renews every `ttl/6` seconds by rewri
 - A contender takes the next generation only when the newest one is released, expired (by the
   contender's clock), or held by a process of this host that is gone (a restart after a crash does not
   wait for the expiry: the pid and its start time say the holder is dead; its JVM is waited for).
-- The holder proves it still holds the lease before each batch's commits (`check`): its last
-  successful renewal is younger than `ttl - margin`, and no newer generation exists. Otherwise it
-  raises LeaseLost and commits nothing. A contender waits for the full `ttl` after the last renewal
-  it could have seen, so the holder stops at least `margin` seconds before anyone else may start,
-  with clocks that agree to within that margin.
+- The holder proves it still holds the lease right before each commit try (`check`, which gives a
+  `Proof`): its last successful renewal is younger than `ttl - margin`, and no newer generation
+  exists. Otherwise it raises LeaseLost and commits nothing. A contender waits for the full `ttl`
+  after the last renewal it could have seen, so the holder stops at least `margin` seconds before
+  anyone else may start, with clocks that agree to within that margin.
+- A renewal is fenced: it extends the lease only if it saw no newer generation before rewriting its
+  own object and its write ended while the lease was still valid. A renewal that comes later (the
+  store unreachable for longer than `ttl - margin`) extends nothing: a contender may have read the
+  lapsed record and be about to take the next generation. Either way the lease is lost for good.
+- After each commit try the commit asks the proof again (`Proof.still_held`): a try that ended
+  after the lease lapsed (it outlived what was left of it) raises LeaseLost, so the stream stops at
+  once and says so. With fenced renewals a lease still valid at the try's end was held throughout.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -155,7 +163,8 @@ class Lease:
         self.renew()
 
     def renew(self) -> None:
-        """Rewrite this generation with a new expiry, unless a newer generation exists (lost)."""
+        """Rewrite this generation with a new expiry, fenced: only while no newer generation exists
+        and the lease has not lapsed (else it is lost for good; see the module)."""
         assert self.generation is not None
         with self._write:
             if self._lost:
@@ -164,7 +173,14 @@ class Lease:
             if generations(self.lake)[-1:] != [self.generation]:
                 self._lost = "another writer took the lake's lease over"
                 return
-            _object(self.lake, self.generation).write_bytes(self._payload(self.generation))
+            if started < self._valid_until:
+                _object(self.lake, self.generation).write_bytes(self._payload(self.generation))
+            if time.monotonic() >= self._valid_until:
+                self._lost = (
+                    f"the lake's lease lapsed before it could be renewed (no renewal for {self.ttl - self.margin:.0f} s: "
+                    "object store unreachable?), so another writer may have taken it"
+                )
+                return
             self._valid_until = started + self.ttl - self.margin
 
     def _renew_loop(self) -> None:
@@ -174,16 +190,30 @@ class Lease:
             except Exception as exc:  # noqa: BLE001 - the store unreachable: check() decides, by the clock
                 print(f"market-spread stream: warning: could not renew the lake's lease: {exc}", flush=True)
 
-    def check(self) -> None:
-        """LeaseLost unless this process can still prove it holds the lease (see the module)."""
+    def check(self) -> "Proof":
+        """LeaseLost unless this process can still prove it holds the lease (see the module); the
+        proof, which the commit asks again once its try has ended (`Proof.still_held`)."""
+        # No lock: a renewal in flight holds it for its requests; a commit must not wait for them.
+        now, until = time.monotonic(), self._valid_until
+        if not self._lost and now >= until:
+            self._lost = (
+                f"the lake's lease could not be renewed for {self.ttl - self.margin:.0f} s (object store unreachable?)"
+            )
         if self._lost:
             raise LeaseLost(f"{self._lost}: this stream commits nothing more and stops")
-        remaining = self._valid_until - time.monotonic()
-        if remaining <= 0:
-            raise LeaseLost(
-                f"the lake's lease could not be renewed for {self.ttl - self.margin:.0f} s "
-                "(object store unreachable?): this stream commits nothing more and stops"
+        return Proof(self, now, until)
+
+    def still_held(self, proof: "Proof") -> None:
+        """LeaseLost when the commit try `proof` began is over and the lease lapsed meanwhile (or was
+        lost): the try outlived what was left of the lease, and this stream stops at once."""
+        now = time.monotonic()
+        if not self._lost and now >= self._valid_until:
+            self._lost = (
+                f"a commit took {now - proof.at:.1f} s, longer than the {proof.until - proof.at:.1f} s "
+                "the lake's lease had left when it began"
             )
+        if self._lost:
+            raise LeaseLost(f"{self._lost}: this stream commits nothing more and stops")
 
     def release(self) -> None:
         """Stop renewing and mark this generation released (unless another writer took over)."""
@@ -197,6 +227,30 @@ class Lease:
                 record = json.loads(self._payload(self.generation))
                 _object(self.lake, self.generation).write_text(json.dumps({**record, "released": True}))
         self.generation = None
+
+
+@dataclass(frozen=True)
+class Proof:
+    """What one check proved: the lease held at `at` and, unless renewed, until `until` (monotonic
+    seconds). `still_held()` after the commit try: LeaseLost if the try outlived the lease."""
+
+    lease: Lease | None
+    at: float = 0.0
+    until: float = 0.0
+
+    def still_held(self) -> None:
+        if self.lease is not None:
+            self.lease.still_held(self)
+
+
+NO_PROOF = Proof(None)  # a guard with nothing to prove afterwards (the lock file on a local disk)
+
+
+def prove(guard: Callable[[], object] | None) -> Proof:
+    """Run a commit's guard (the stream's proof that it holds the lake, right before a try) and
+    keep what it proved, for the check after the try."""
+    proof = guard() if guard is not None else None
+    return proof if isinstance(proof, Proof) else NO_PROOF
 
 
 def _holder_text(record: dict[str, Any]) -> str:

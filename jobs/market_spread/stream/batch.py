@@ -310,8 +310,7 @@ def _planned_writes(
             rows_now = rows() if rows else delta_rs.arrow_rows(table, frame)
             appended[table] = batch.tables.append(table, rows_now, batch_id, batch.settings.before_commit)
         else:
-            batch.settings.guard()
-            append(frame, batch.path(table), batch.tables.mark(batch_id))
+            append(frame, batch.path(table), batch.tables.mark(batch_id), batch.settings.before_commit)
 
     writes: dict[str, Callable[[], None]] = {}
     newest = None

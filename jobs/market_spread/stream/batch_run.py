@@ -45,6 +45,8 @@ class BatchResult:
     skipped: list[str] = field(default_factory=list)  # tables already written by an earlier attempt
     compaction: Compaction | None = None  # the table compacted after this batch (lake.compaction)
     on_driver: bool = False  # parsed and checked on the driver (stream.driver_batch), not by Spark's plan
+    # Per table, the library its commits went through and why (lake.protocol): metrics and the Stream page.
+    writers: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def progress_line(self) -> str:
         return (
@@ -116,11 +118,11 @@ def commit_metrics(batch: BatchRun, driver_commits: bool) -> None:
                 "batch_metrics", one_row("batch_metrics", values), batch_id, batch.settings.before_commit
             )
         else:
-            batch.settings.guard()
             append(
                 literal_row(batch.spark, "batch_metrics", values),
                 batch.path("batch_metrics"),
                 batch.tables.mark(batch_id),
+                batch.settings.before_commit,
             )
         batch.committed["batch_metrics"] = batch_id
     else:
@@ -195,7 +197,7 @@ def compact_step(batch: BatchRun, compactor: Compactor, written: list[str]) -> N
 
 
 def compact_quietly(
-    compactor: Compactor, committed: dict[str, int], wait: bool = False, guard: Callable[[], None] | None = None
+    compactor: Compactor, committed: dict[str, int], wait: bool = False, guard: Callable[[], object] | None = None
 ) -> Compaction | None:
     """`compactor.run` (and with `wait`, waiting for the compaction it starts), whose failure does
     not fail the batch: every row of the batch is committed and a failed compaction commits

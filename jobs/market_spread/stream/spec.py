@@ -37,9 +37,10 @@ class StreamSpec:
     kafka: KafkaSettings | None = None  # read these Kafka topics instead of the landing folder
     master: str | None = None  # Spark master URL (default: local)
     progress_every: int = 1  # one summary line per N batches
-    # Called before each batch's commits: raises when this stream may no longer write the lake
-    # (its lease on object storage lost: lake.lock).
-    before_commit: Callable[[], None] | None = None
+    # Called right before each commit try: raises when this stream may no longer write the lake
+    # (its lease on object storage lost: lake.lock); returns the lease's proof, which the commit
+    # asks again once the try has ended (runtime.lease.prove).
+    before_commit: Callable[[], object] | None = None
 
     @property
     def checkpoint_path(self) -> Location:
@@ -64,7 +65,6 @@ class StreamSpec:
 
         return pa.array(sorted(self.universe), pa.string())
 
-    def guard(self) -> None:
-        """Raise when the stream may no longer commit (before_commit)."""
-        if self.before_commit is not None:
-            self.before_commit()
+    def guard(self) -> object:
+        """Raise when the stream may no longer commit (before_commit); else its proof, if any."""
+        return self.before_commit() if self.before_commit is not None else None
