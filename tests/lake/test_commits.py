@@ -185,7 +185,9 @@ def test_a_feature_delta_rs_cannot_write_sends_that_tables_commits_through_spark
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
     lake.append("alerts", alerts(1), 1)
     lake.append("alerts", alerts(2), 2)
-    assert lake.kept("alerts").spark_only and "go through Spark from now on" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert lake.route("alerts").writer == "delta-spark", said
+    assert said.count("alerts: commits through delta-spark, reads through spark (its features typeWidening)") == 1, said
     assert spark.read.format("delta").load(path).count() == 4
     assert DeltaTable(path).transaction_version(STREAM) == 2, "Spark's commits carry the mark too"
     assert [h["engineInfo"] for h in DeltaTable(path).history(2)][0].startswith("Apache-Spark")

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from market_spread.errors import DiskFull, MarketSpreadError
+from market_spread.lake.protocol import delta_rs_writes
 from market_spread.lake.tables import batch_tag
 from market_spread.runtime.lease import prove
 from market_spread.runtime.storage import open_delta
@@ -147,7 +148,7 @@ class KeptTable:
         self._cleaned_at = float("-inf")  # the last clean-up (monotonic): the first checkpoint cleans
         self._stale = False
         self._replacement: Any = None  # opened from a new checkpoint by the upkeep thread
-        self.spark_only = False  # a feature delta-rs cannot write: commits go through Spark
+        self.route: Any = None  # how it is committed to and read, as last decided (lake.protocol.Route)
         # The rows this process overwrote the table with, and the commit that wrote them: reading them
         # back cost a GET of the table's file each batch on S3. Any other commit changes the version.
         self._written: tuple[tuple[str, int], Any] | None = None
@@ -186,21 +187,23 @@ class KeptTable:
         with self.lock:
             self._table = self._replacement = None
 
-    def rows(self, table: Any) -> Any:
+    def rows(self, table: Any, read: Callable[[], Any]) -> Any:
         """The table's rows (Arrow): those of this process's last overwrite while the table is still
-        at that commit (the same table, the same version), else read from the store."""
+        at that commit (the same table, the same version), else `read()` from the store."""
         if self._written is not None and self._written[0] == _identity(table):
             return self._written[1]
-        return table.to_pyarrow_table()
+        return read()
 
     def overwritten(self, table: Any, rows: Any) -> None:
         """`table` was just overwritten with `rows` by this process (delta-rs advanced it in place)."""
         self._written = (_identity(table), rows)
 
     def after_commit(self) -> None:
-        """A checkpoint at each interval of the table's versions, written off the batch's path."""
+        """A checkpoint at each interval of the table's versions, written off the batch's path
+        (delta-rs's commits only: Spark checkpoints its own, and a table delta-rs cannot write may
+        hold what its checkpoint would lose, such as domain metadata)."""
         version = self._table.version()
-        if version % self._interval == 0:
+        if version % self._interval == 0 and delta_rs_writes(self._table):
             self.upkeep.submit("checkpoint", self.path, self._checkpoint)
 
     def _checkpoint(self) -> None:
@@ -298,6 +301,8 @@ def checkpoint(path: str, clean: bool = True) -> Any:
     checkpoint, or None when it failed (said, not raised: a failure costs only the shortcut)."""
     try:
         table = open_delta(path)
+        if not delta_rs_writes(table):  # a user's feature since the commit: Spark's to checkpoint
+            return None
         table.create_checkpoint()
         if clean:
             table.cleanup_metadata()

@@ -25,6 +25,7 @@ from market_spread.lake.commits import (
     marked_version,
     no_hooks,
 )
+from market_spread.lake.protocol import DELTA_RS, Route, route
 from market_spread.runtime.lease import prove
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ class LakeTables:
         from deltalake import write_deltalake
 
         mark, kept = self.mark(batch_id), self.kept(name)
-        if not kept.spark_only:
+        if self.route(name).writer == DELTA_RS:
             try:
                 kept.commit(
                     lambda table: write_deltalake(
@@ -106,8 +107,8 @@ class LakeTables:
                     guard,
                 )
                 return rows.num_rows
-            except NeedsSpark as exc:
-                self._to_spark(kept, exc)
+            except NeedsSpark:  # a feature turned on since the route was read: Spark's turn
+                self.route(name, fresh=True)
             except ConstraintViolated:
                 raise self._violation(name, rows, batch_id) from None
         self._spark_append(kept, rows, mark, guard)
@@ -138,7 +139,7 @@ class LakeTables:
 
         def merge(table: Any) -> None:
             if replace is not None and not records_changes(table):
-                rows, before = replace(kept.rows(table)), table.version()
+                rows, before = replace(kept.rows(table, lambda: self._rows(name, table))), table.version()
                 write_deltalake(
                     table,
                     rows,
@@ -164,12 +165,12 @@ class LakeTables:
                 .execute()
             )
 
-        if not kept.spark_only:
+        if self.route(name).writer == DELTA_RS:
             try:
                 kept.commit(merge, mark, guard)
                 return
-            except NeedsSpark as exc:
-                self._to_spark(kept, exc)
+            except NeedsSpark:  # a feature turned on since the route was read: Spark's turn
+                self.route(name, fresh=True)
             except ConstraintViolated:
                 raise self._violation(name, source, batch_id) from None
         self.spark_merge(name, self._session(kept).createDataFrame(source), batch_id, spark_condition, guard)
@@ -214,16 +215,53 @@ class LakeTables:
             "then start the stream again"
         )
 
-    def _to_spark(self, kept: KeptTable, why: NeedsSpark) -> None:
+    def route(self, name: str, fresh: bool = False) -> Route:
+        """How table `name` is committed to and read now (lake.protocol), from its protocol as this
+        process last read it (`fresh`: read from the log first); said once each time it changes.
+        FeatureNotHonoured when no library can write one of its features."""
         import sys
 
-        self._session(kept)
-        kept.spark_only = True
-        print(
-            f"market-spread stream: {why}; this table's commits go through Spark from now on",
-            file=sys.stderr,
-            flush=True,
-        )
+        kept = self.kept(name)
+        chosen = route(kept.refresh() if fresh else kept.current(), name, kept.path)
+        if chosen != kept.route:
+            if kept.route is not None or chosen.writer != DELTA_RS:
+                print(
+                    f"market-spread stream: {name}: commits through {chosen.writer}, reads through {chosen.reader}"
+                    + (f" (its features {chosen.why})" if chosen.why else ""),
+                    file=sys.stderr,
+                    flush=True,
+                )
+            kept.route = chosen
+        return chosen
+
+    def routes(self, names: tuple[str, ...] = lake_mod.TABLES) -> dict[str, Route]:
+        """Every table's route read fresh from its log: run before a batch's first commit, so a table
+        no library can write stops the stream before the batch commits anything."""
+        return {name: self.route(name, fresh=True) for name in names if lake_mod.is_delta_table(self.path(name))}
+
+    def query(self, name: str, sql: str) -> pa.Table:
+        """The rows of `sql` over table `name` (written `{t}` in it) as Arrow: delta-rs's query
+        engine where it reads every feature of the table, else Spark (type widening)."""
+        kept = self.kept(name)
+        table = kept.current()
+        if self.route(name).reader == DELTA_RS:
+            from deltalake import QueryBuilder
+
+            return pa.table(QueryBuilder().register("t", table).execute(sql.format(t="t")))
+        spark = self._session(kept)
+        view = f"market_spread_{name}_{threading.get_ident()}"  # a view per thread: reads run side by side
+        spark.read.format("delta").load(kept.path).createOrReplaceTempView(view)
+        try:
+            return spark.sql(sql.format(t=view)).toArrow()
+        finally:
+            spark.catalog.dropTempView(view)
+
+    def _rows(self, name: str, table: Any) -> pa.Table:
+        """Every row of table `name` (the delta-rs `table` as it stands), in the declared schema."""
+        from deltalake import QueryBuilder
+
+        rows = pa.table(QueryBuilder().register("t", table).execute("SELECT * FROM t"))
+        return rows.select(lake_mod.arrow_schema(name).names).cast(lake_mod.arrow_schema(name))
 
     def _session(self, kept: KeptTable) -> "SparkSession":
         if self.spark is None:
@@ -261,14 +299,23 @@ class LakeTables:
         with kept.lock:
             table = kept.current()
             proof = prove(guard)
-            metrics = table.optimize.compact(
-                target_size=target_bytes,
-                post_commithook_properties=no_hooks(),
-                commit_properties=CommitProperties(custom_metadata={"userMetadata": lake_mod.batch_tag(batch_id)}),
-            )
-            kept.after_commit()
+            if self.route(name).writer != DELTA_RS:  # the writer rule holds for compaction too
+                metrics = self._spark_compact(kept)
+            else:
+                metrics = table.optimize.compact(
+                    target_size=target_bytes,
+                    post_commithook_properties=no_hooks(),
+                    commit_properties=CommitProperties(custom_metadata={"userMetadata": lake_mod.batch_tag(batch_id)}),
+                )
+                kept.after_commit()
             proof.still_held()
         return metrics, int((time.perf_counter() - began) * 1000)
+
+    def _spark_compact(self, kept: KeptTable) -> dict[str, Any]:
+        """Delta's OPTIMIZE through Spark (a table delta-rs cannot write); its file counts."""
+        row = self._session(kept).sql(f"OPTIMIZE delta.`{kept.path}`").first()
+        kept.mark_stale()
+        return {} if row is None else row["metrics"].asDict()
 
     # -- what this process knows ------------------------------------------------------------------
     def committed_elsewhere(self) -> None:

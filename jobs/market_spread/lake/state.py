@@ -95,15 +95,12 @@ def late_history_rows(tables: LakeTables, late: list[dict]) -> pa.Table:
     to its last late order (`from_current_quote`): the as-of choice needs nothing older. Reading a
     whole day for every late symbol grew with the day (measured: docs/performance.md, row 'late
     orders' history in widening steps')."""
-    from deltalake import QueryBuilder
-
     firsts = {r["symbol"]: r["first_order"] for r in late}
     lasts = {r["symbol"]: r["last_order"] for r in late}
     first = min(firsts.values())
     recent_from = first - LATE_RECENT_WINDOW
     floor = first.date() - timedelta(days=LATE_LOOKBACK_DAYS)
     ceiling = max(lasts.values()).date()
-    history = tables.read("quotes")  # with every quote committed before this batch (lake.commits)
 
     def date(d) -> str:
         return f"CAST('{d.isoformat()}' AS DATE)"
@@ -113,11 +110,11 @@ def late_history_rows(tables: LakeTables, late: list[dict]) -> pa.Table:
 
     def read(symbols: list[str], where: str) -> pa.Table:
         names = ", ".join("'" + s.replace("'", "''") + "'" for s in symbols)
-        rows = pa.table(
-            QueryBuilder()
-            .register("h", history)
-            .execute(f"SELECT {', '.join(STATE_QUOTE_COLUMNS)} FROM h WHERE {where} AND symbol IN ({names})")
-        ).cast(ARROW_SCHEMA)  # DataFusion answers with string views
+        # With every quote committed before this batch (lake.commits); DataFusion answers with string
+        # views, Spark with a widened type where a user widened one: cast to ours.
+        rows = tables.query(
+            "quotes", f"SELECT {', '.join(STATE_QUOTE_COLUMNS)} FROM {{t}} WHERE {where} AND symbol IN ({names})"
+        ).cast(ARROW_SCHEMA)
         # Up to each symbol's last late order: later quotes cannot be current for any of them.
         return rows.filter(pc.less_equal(rows["quote_time"], _per_row(rows, lasts)))
 

@@ -52,15 +52,10 @@ class StateMirror:
         self.enabled = MIRROR_MAX_ROWS > 0
 
     def _load(self) -> None:
-        from deltalake import QueryBuilder
-
-        # Through delta-rs's own query engine: a process that read with pyarrow's dataset scanner
-        # sometimes aborted at exit ("terminate called without an active exception", 1 of 2 runs here).
-        table = pa.table(
-            QueryBuilder()
-            .register("s", self.tables.read("symbol_state"))
-            .execute(f"SELECT {', '.join(STATE_QUOTE_COLUMNS)} FROM s")
-        )
+        # Through delta-rs's own query engine (or Spark, for a feature it cannot read): a process that
+        # read with pyarrow's dataset scanner sometimes aborted at exit ("terminate called without an
+        # active exception", 1 of 2 runs here).
+        table = self.tables.query("symbol_state", f"SELECT {', '.join(STATE_QUOTE_COLUMNS)} FROM {{t}}")
         if table.num_rows > MIRROR_MAX_ROWS:
             self.enabled = False
             return

@@ -161,7 +161,8 @@ def arrow_schema(table: str) -> pa.Schema:
     return DECLARED[table].arrow
 
 
-# Written to every table. No deletion vectors, no column mapping: delta-rs must read the tables.
+# Written to every new table. No deletion vectors, no column mapping: the product enables no feature
+# delta-rs cannot read; a user may enable them later (USER_PROPERTIES, lake.protocol).
 # Bounded growth: commit files older than 5 minutes go at the next log clean-up (lake.commits), and
 # so do the tombstones of removed files. Each delta-rs commit lists the whole `_delta_log` (a local
 # file system enumerates the folder even from an offset), so a commit's cost grows with what the log
@@ -309,6 +310,7 @@ def _upgrade(spark: SparkSession, name: str, path: str) -> None:
 # earlier releases wrote: those, or none, are this release's to set; any other value is the user's.
 # The rest (deletion vectors off, the statistics columns) are what delta-rs and exact decimals need.
 USER_PROPERTIES = {
+    "delta.enableDeletionVectors": {"false"},  # a user's `true` stays (lake.protocol routes the commits)
     "delta.logRetentionDuration": {"interval 7 days", "interval 30 minutes"},
     "delta.deletedFileRetentionDuration": {"interval 30 minutes"},
     "delta.checkpointRetentionDuration": set(),

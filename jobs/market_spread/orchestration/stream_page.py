@@ -153,7 +153,18 @@ def _facts(status: StreamStatus) -> list[tuple[str, str]]:
         ("Stall limit", f"{status.limit:.0f}s without a batch while input waits (market_spread_stall_seconds)"),
         ("Health record", f"written {written}"),
         ("Metrics endpoint", health.get("metrics_endpoint") or health.get("metrics_note") or "off"),
+        ("Table writers", _writers(health.get("writers") or {})),
     ]
+
+
+def _writers(writers: dict) -> str:
+    """Which library commits to each table, and why a table left delta-rs (the features it has)."""
+    if not writers:
+        return "not known yet (the next batch says)"
+    return "; ".join(
+        f"{table}: {entry.get('writer')}" + (f" ({entry['why']})" if entry.get("why") else "")
+        for table, entry in sorted(writers.items())
+    )
 
 
 def panel(status: StreamStatus, window_name: str, base: str) -> str:

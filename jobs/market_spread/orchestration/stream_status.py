@@ -287,6 +287,7 @@ def as_json(status: StreamStatus) -> dict[str, Any]:
         "waiting_error": status.waiting_error,
         "stall_limit_seconds": status.limit,
         "stalled": status.stalled,
+        "writers": status.health.get("writers") or {},
         "metrics_endpoint": status.health.get("metrics_endpoint"),
         "metrics_note": status.health.get("metrics_note"),
         "health_written_at": status.health.get("written_at"),

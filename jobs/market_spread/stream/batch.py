@@ -84,6 +84,7 @@ class BatchProcessor:
     universe_table: DataFrame | None = None  # the symbols as a table in this session (transforms.parsing)
     # Set once a batch's error was said in one line (stream.query): the query's failure is not said again.
     error_said: threading.Event = field(default_factory=threading.Event)
+    exit_code: int = 1  # the stream's exit code when a batch failed (its error's own, if it has one)
 
     def settle(self) -> None:
         """At the query's end: the upkeep the last batches started (a checkpoint, a compaction) ends,
@@ -121,6 +122,9 @@ class BatchProcessor:
         if self.reader is None:
             self.reader = DriverReader(_kafka_reader(self.settings))
         try:
+            # Each table's writer from its protocol as it stands (users change it at any time): a
+            # feature no library can write stops the stream before this batch commits anything.
+            routes = self.tables.routes()
             result = process_batch(
                 batch_df,
                 batch_id,
@@ -141,6 +145,7 @@ class BatchProcessor:
             self.state.reset()
             raise
         self.last_lines = result.input_lines
+        result.writers = {name: (r.writer, r.why) for name, r in routes.items()}
         self.on_batch(result)
 
 

@@ -53,6 +53,7 @@ class Committed:
     committed_at: float
     files: tuple[str, ...] = ()
     last_offsets: dict[str, int] = field(default_factory=dict)
+    writers: dict[str, tuple[str, str]] = field(default_factory=dict)  # table -> (library, why)
 
 
 class HealthSampler(threading.Thread):
@@ -78,6 +79,7 @@ class HealthSampler(threading.Thread):
         previous = read_health(place.lake)
         self.series = MinuteSeries.from_rows(previous.get("minutes"))
         self.last_batch: dict[str, Any] | None = previous.get("last_batch")
+        self.writers: dict[str, Any] = previous.get("writers") or {}
         self.backlog: dict[str, Any] = {}
         self.next_offsets: dict[str, int] | None = None  # Kafka: where each partition's next batch begins
         self.warned: set[str] = set()
@@ -138,6 +140,8 @@ class HealthSampler(threading.Thread):
             return
         last = items[-1]
         self.last_batch = {"batch_id": last.batch_id, "started_at": last.started_at, "committed_at": last.committed_at}
+        if last.writers:
+            self.writers = {table: {"writer": w, "why": why} for table, (w, why) in last.writers.items()}
         if self.probe is not None:
             self._measure_kafka(items)
             return
@@ -215,6 +219,7 @@ class HealthSampler(threading.Thread):
                 "metrics_endpoint": self.endpoint,
                 "metrics_note": self.endpoint_note,
                 "last_batch": self.last_batch,
+                "writers": self.writers,
                 "backlog": self.backlog,
                 "minutes": self.series.rows(),
             },
@@ -268,6 +273,7 @@ class Observer:
                         now,
                         tuple(result.files),
                         dict(result.last_offsets),
+                        dict(getattr(result, "writers", {})),
                     )
                 )
         except Exception as exc:  # noqa: BLE001 - see the class docstring

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 PREFIX = "market_spread"
 BATCH_SECONDS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 LATENCY_SECONDS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 3600)
+WRITERS = ("delta-rs", "delta-spark")  # lake.protocol's writers, named here: metrics import no lake
 # batch_metrics' counts, by BatchResult field: (metric name, help)
 COUNTS = {
     "input_lines": (
@@ -85,6 +86,13 @@ class StreamMetrics:
             "(0 when none waits): a stall shows as a growing value.",
             registry=r,
         )
+        self.table_writer = Gauge(
+            f"{PREFIX}_table_writer",
+            "1 for the library each table's commits go through now (delta-rs, or delta-spark for a "
+            "feature delta-rs cannot write), 0 for the other.",
+            ["table", "writer"],
+            registry=r,
+        )
         self.started = Gauge(
             f"{PREFIX}_stream_start_time_seconds", "Unix time this stream process started.", registry=r
         )
@@ -102,6 +110,9 @@ class StreamMetrics:
         self.batch_seconds.observe(float(result.seconds))
         self.last_batch_id.set(result.batch_id)
         self.last_batch_time.set(committed_at)
+        for table, (writer, _why) in getattr(result, "writers", {}).items():
+            for library in WRITERS:
+                self.table_writer.labels(table, library).set(1 if library == writer else 0)
         return True
 
 

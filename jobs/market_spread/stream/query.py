@@ -191,6 +191,7 @@ def _guarded_processor(
         except MarketSpreadError as exc:  # said in one line here: Spark wraps it in pages of its own
             print(f"market-spread stream: error: batch {batch_id}: {exc}", file=sys.stderr, flush=True)
             processor.error_said.set()
+            processor.exit_code = getattr(exc, "exit_code", 1)
             raise
         finally:
             busy.clear()
@@ -269,11 +270,12 @@ def run_query(
         # ends before the signal handlers are given back.
         with started(spark, spec, on_batch) as run:
             try:
-                return supervise(run.query, run.busy, stop_requested, run.processor.error_said)
+                code = supervise(run.query, run.busy, stop_requested, run.processor.error_said)
             except StreamingQueryException as exc:
                 if not run.processor.error_said.is_set():
                     print(f"market-spread stream: error: {failure_line(exc)}", file=sys.stderr, flush=True)
-                return 1
+                code = 1
+            return run.processor.exit_code if code == 1 else code
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
