@@ -70,3 +70,13 @@ def test_batch_leaves_name_a_foreach_batch_batchs_sources(spark, tmp_path):
     assert [[leaf.kind for leaf in leaves] for leaves in seen] == [["FileScanRDD"]]
     ((path, read, size),) = seen[0][0].files
     assert path.endswith("/in/a.txt") and read == size == 2
+
+
+def test_the_floor_under_s3as_time_outs_is_lowered(spark):
+    before = spark_jvm.s3a_request_floor(spark)
+    assert before == 15.0  # hadoop-aws 3.4.2's: any lower time-out is raised to it
+    try:
+        spark_jvm.bound_s3a_requests(spark, 1.167)
+        assert spark_jvm.s3a_request_floor(spark) == 1.167
+    finally:
+        spark_jvm.bound_s3a_requests(spark, before)

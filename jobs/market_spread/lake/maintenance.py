@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 from market_spread.errors import UsageError
 from market_spread.lake.lock import LakeBusy, LeaseLock, WriterLock, writer_lock
 from market_spread.runtime import spark_jvm
-from market_spread.runtime.storage import Location, location
+from market_spread.runtime.storage import Location, S3Config, location
 
 DEFAULT_RETAIN_HOURS = 168  # Delta's own default retention: 7 days
 EXTRA_TABLES = ("quality_results",)
@@ -157,6 +157,7 @@ def maintain(spec: MaintainSpec) -> int:
             # table on a few cores (measured: docs/performance.md, row 'VACUUM's file listing').
             extra_conf={"spark.sql.sources.parallelPartitionDiscovery.parallelism": "8"},
         )
+        spark_jvm.bound_s3a_requests(spark, S3Config.from_env().s3a_try_seconds)  # under the lease, as the stream's
         _configure(spark, spec, lock, exclusive)
         failed = [table for table in known if not _maintain_table(spark, spec, table, exclusive)]
     finally:

@@ -37,9 +37,11 @@ class S3Config:
         return self.endpoint is not None and self.endpoint.lower().startswith("http://")
 
     def hadoop_conf(self) -> dict[str, str]:
-        """Spark settings for the S3A connector: a non-AWS endpoint needs path-style requests."""
+        """Spark settings for the S3A connector: a non-AWS endpoint needs path-style requests; every
+        request bounded by the lease (`s3a_bounds`)."""
         prefix = "spark.hadoop.fs.s3a."
         conf = {
+            **{prefix + key: setting for key, setting in self.s3a_bounds().items()},
             prefix + "endpoint.region": self.region,
             # s3:// given to Spark by hand reads through S3A as well
             "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
@@ -54,6 +56,35 @@ class S3Config:
             conf[prefix + "aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
         return conf
 
+    def s3a_bounds(self) -> dict[str, str]:
+        """S3A's time-outs and retries (`fs.s3a.` keys of hadoop-aws 3.4.2), bounded as delta-rs's
+        are: one request with its retries ends within `request_seconds`. Two tries, S3A's own retry
+        policy's (the SDK's retries off, so the count is known), the wait between them at most three
+        retry intervals (Hadoop's exponential back-off: the interval doubled, times 0.5 to 1.5), each
+        try cut off by every time-out S3A has. Below 15 s hadoop-aws raises its time-outs to 15 s
+        unless the JVM's floor is lowered (runtime.spark_jvm.bound_s3a_requests)."""
+        interval, each = self.request_seconds / 10, self.s3a_try_seconds
+        return {
+            "attempts.maximum": "0",
+            "retry.limit": "1",
+            "retry.interval": _ms(interval),
+            "retry.throttle.limit": "1",
+            "retry.throttle.interval": _ms(interval),
+            "connection.request.timeout": _ms(each),
+            # A small file's PUT (a Delta commit through S3A is one) and each part of a large upload,
+            # whose parts are 8 MB (not 64) so that one reaches the store within the time-out.
+            "connection.part.upload.timeout": _ms(each),
+            "multipart.size": "8M",
+            "connection.timeout": _ms(each),
+            "connection.establish.timeout": _ms(each),
+            "connection.acquisition.timeout": _ms(each),
+        }
+
+    @property
+    def s3a_try_seconds(self) -> float:
+        """One S3A try's time-outs: two tries and the wait between them (three tenths) fit the bound."""
+        return (self.request_seconds - 3 * self.request_seconds / 10) / 2
+
     def delta_rs_options(self) -> dict[str, str]:
         """delta-rs (object_store) options: its commits are put-if-absent on S3 (If-None-Match), and
         each request with its retries ends within `request_seconds`."""
@@ -66,3 +97,7 @@ class S3Config:
         if self.access_key and self.secret_key:
             options.update(AWS_ACCESS_KEY_ID=self.access_key, AWS_SECRET_ACCESS_KEY=self.secret_key)
         return options
+
+
+def _ms(seconds: float) -> str:
+    return f"{max(1, round(seconds * 1000))}ms"

@@ -57,6 +57,24 @@ def driver_pid(spark: SparkSession) -> int:
     return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
 
 
+def bound_s3a_requests(spark: SparkSession, seconds: float) -> None:
+    """Let S3A's time-outs go down to `seconds` in this driver's JVM (runtime.s3_config.s3a_bounds):
+    hadoop-aws 3.4.2 raises any below its floor, 15 s, to 15 s, and only this static lowers it. For
+    the S3A clients made after it (one per bucket, at a bucket's first use); executors of a cluster
+    keep the floor (they write data files, never a commit)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None  # a started session has its JVM
+    floor = jvm.java.time.Duration.ofMillis(max(1, int(seconds * 1000)))
+    jvm.org.apache.hadoop.fs.s3a.impl.AWSClientConfig.setMinimumOperationDuration(floor)
+
+
+def s3a_request_floor(spark: SparkSession) -> float:
+    """hadoop-aws's floor under S3A's time-outs in this JVM, in seconds (bound_s3a_requests)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return int(jvm.org.apache.hadoop.fs.s3a.impl.AWSClientConfig.getMinimumOperationDuration().toMillis()) / 1000
+
+
 def release_checkpoint(spark: SparkSession, kept: DataFrame) -> None:
     """Drop the blocks of a `localCheckpoint` now, through the context: `RDD.unpersist` warns about
     the truncated lineage every time."""

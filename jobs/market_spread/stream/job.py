@@ -15,7 +15,7 @@ from market_spread.lake.deltalog import latest_version
 from market_spread.lake.lock import LakeBusy, LeaseLock, WriterLock, writer_lock
 from market_spread.runtime import spark_jvm
 from market_spread.runtime.spark import FULL_JIT_BACKLOG_BYTES, build_session
-from market_spread.runtime.storage import Location, is_s3
+from market_spread.runtime.storage import Location, S3Config, is_s3
 from market_spread.runtime.stream_contract import EXIT_LAKE_BUSY, EXIT_REFUSED
 from market_spread.stream import catch_up
 from market_spread.stream.checkpoint_files import offset_files
@@ -136,6 +136,7 @@ def _run_stream(spec: StreamSpec, checkpoint: Location, lock: WriterLock | Lease
     )
     spark = build_session("market-spread-stream", master=spec.master, extra_conf=extra_conf, long_running=long_running)
     lock.record(jvm_pid=spark_jvm.driver_pid(spark))
+    spark_jvm.bound_s3a_requests(spark, S3Config.from_env().s3a_try_seconds)  # before any S3A client
     summary = ProgressSummary(spec.progress_every) if spec.progress_every > 1 else None
     # Prometheus metrics and the health record the Stream page reads (stream.health_sampler).
     query = replace(
