@@ -368,6 +368,17 @@ declare(
     shown_default="on",
 )
 declare(
+    P + "SYNC",
+    boolean,
+    True,
+    "On a local disk, flush each batch's writes to stable storage (syncfs of the lake's and the "
+    "checkpoint's file systems) after its last commit, before Spark records the batch as done, so that a "
+    "power loss loses or doubles nothing (contract 5.6). Off only to measure what it costs: a power loss "
+    "could then leave an empty commit file or a batch recorded as done that the lake lacks.",
+    ("stream",),
+    shown_default="on",
+)
+declare(
     P + "KAFKA_ON_DRIVER",
     boolean,
     True,

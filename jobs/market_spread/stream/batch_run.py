@@ -19,6 +19,7 @@ from market_spread.lake.compaction import Compaction, Compactor
 from market_spread.lake.lake_tables import LakeTables
 from market_spread.lake.state_mirror import StateMirror
 from market_spread.lake.writes import append, literal_row, ms_since, run_all
+from market_spread.runtime import durable
 from market_spread.runtime.spark import batch_jobs, spark_jobs_so_far
 from market_spread.stream.spec import StreamSpec
 from market_spread.transforms import parsing
@@ -178,11 +179,21 @@ def run_writes(
 
 
 def finish(batch: BatchRun, written: list[str], driver_commits: bool, compactor: Compactor | None) -> None:
-    """The batch_metrics row last, then compaction (each commit proves the lease right before it)."""
+    """The batch_metrics row last, then the batch made durable, then compaction (each commit proves
+    the lease right before it)."""
     commit_metrics(batch, driver_commits)
+    sync_step(batch)
     if compactor is not None:
         compact_step(batch, compactor, written)
     batch.result.seconds = time.perf_counter() - batch.t0
+
+
+def sync_step(batch: BatchRun) -> None:
+    """After the batch's last commit and before it returns to Spark (which then writes the
+    checkpoint's `commits/B`): what it wrote on a local disk, lake and checkpoint, on stable storage
+    (runtime.durable). Its time counts in the batch's, not in its metrics row (committed before)."""
+    spec = batch.settings
+    batch.result.phases_ms["sync"] = int(1000 * durable.make_durable((spec.lake, spec.checkpoint_path)))
 
 
 def compact_step(batch: BatchRun, compactor: Compactor, written: list[str]) -> None:
