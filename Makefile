@@ -30,16 +30,20 @@ S3_JAR_GROUPS := org.apache.hadoop,software.amazon.awssdk,software.amazon.events
 S3PROXY_JAR := .cache/s3proxy
 # The Data Docs' CSS and scripts (their CDNs' files, from the npm registry): reports render offline.
 DATADOCS_ASSETS := .cache/datadocs-assets
+# Delta's log store that publishes a commit only if its version is absent (every session registers it).
+LOGSTORE := .cache/logstore
+LOGSTORE_SRC := jobs/market_spread/runtime/java/PutIfAbsentLogStore.java
 
 .PHONY: setup run test test-fast lint reliability bench clean check-tools jvm-archive browser screenshots
 
 setup: check-tools $(VENV)/.installed $(JARS)/.fetched $(KAFKA_JARS)/.fetched $(BROKER_JARS)/.fetched \
-	$(S3_JARS)/.fetched $(S3PROXY_JAR)/.fetched $(DATADOCS_ASSETS)/.fetched jvm-archive
+	$(S3_JARS)/.fetched $(S3PROXY_JAR)/.fetched $(DATADOCS_ASSETS)/.fetched $(LOGSTORE)/.built jvm-archive
 
 check-tools:
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found: install Python 3.11" >&2; exit 1; }
 	@command -v java >/dev/null || { echo "error: java not found: install a JDK 17 (apt-get install openjdk-17-jdk-headless)" >&2; exit 1; }
 	@java -version 2>&1 | grep -qE 'version "17' || { echo "error: Spark 4.1 here is tested on Java 17; found: $$(java -version 2>&1 | head -1)" >&2; exit 1; }
+	@command -v javac >/dev/null || { echo "error: javac not found: install a JDK 17 (apt-get install openjdk-17-jdk-headless)" >&2; exit 1; }
 	@command -v mvn >/dev/null || { echo "error: mvn not found: install Maven (apt-get install maven) to fetch the Delta JARs" >&2; exit 1; }
 
 $(VENV)/.installed: pyproject.toml
@@ -99,11 +103,21 @@ $(DATADOCS_ASSETS)/.fetched: jobs/market_spread/orchestration/datadocs_assets.py
 	elif $(PY) -m market_spread_tools.datadocs_assets $(DATADOCS_ASSETS); then touch $@; \
 	else echo "note: the Data Docs' styles could not be fetched: the reports will render without them"; fi
 
+# The log store (runtime/java/PutIfAbsentLogStore.java), compiled against Delta's storage API and the
+# Hadoop client API of pyspark's own jars/ folder; a JAR of its own, which every session's spark.jars lists.
+$(LOGSTORE)/.built: $(LOGSTORE_SRC) $(VENV)/.installed $(JARS)/.fetched
+	@rm -rf $(LOGSTORE)/classes && mkdir -p $(LOGSTORE)/classes
+	javac --release 17 -Xlint:all -Werror -d $(LOGSTORE)/classes $(LOGSTORE_SRC) -cp "$$(ls $(JARS)/delta-storage-*.jar):$$($(PY) \
+	    -c 'import glob, os, pyspark; print(*glob.glob(os.path.dirname(pyspark.__file__) + "/jars/hadoop-client-api-*.jar"))')"
+	jar cf $(LOGSTORE)/market-spread-logstore.jar.tmp -C $(LOGSTORE)/classes .
+	@mv $(LOGSTORE)/market-spread-logstore.jar.tmp $(LOGSTORE)/market-spread-logstore.jar && rm -rf $(LOGSTORE)/classes
+	@touch $@
+
 # The driver JVM's class-data-sharing archive (runtime/jvm_archive.py): ~4 s off every Spark start.
 # Run at every set-up, not behind a stamp: it returns at once when the archive for this Java, Spark
 # and JARs is there, and writes it again when it is not (new JARs, or one set aside as damaged).
 # Never fatal: without the archive every command still runs, only its JVM starts slower.
-jvm-archive: $(VENV)/.installed $(JARS)/.fetched $(S3_JARS)/.fetched
+jvm-archive: $(VENV)/.installed $(JARS)/.fetched $(S3_JARS)/.fetched $(LOGSTORE)/.built
 	-@$(PY) -m market_spread_tools.jvm_archive
 
 run: setup

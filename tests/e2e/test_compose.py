@@ -420,6 +420,19 @@ def test_dockerfile_fetches_the_s3_pieces_like_make_setup():
     assert "MARKET_SPREAD_S3PROXY_JARS=/opt/market-spread/.cache/s3proxy" in text
 
 
+def test_dockerfile_builds_the_log_store_like_make_setup():
+    """The Delta log store every session registers (issue 64), compiled from the same source against
+    the Hadoop client API of the Spark pyspark installs."""
+    import pyspark
+
+    makefile, text = (ROOT / "Makefile").read_text(), DOCKERFILE.read_text()
+    source = re.search(r"^LOGSTORE_SRC := (\S+)$", makefile, re.M).group(1)
+    assert f"COPY {source} " in text and "market-spread-logstore.jar" in text
+    version = re.search(r"^ARG HADOOP_CLIENT_API=(\S+)$", text, re.M).group(1)
+    assert (Path(pyspark.__file__).parent / "jars" / f"hadoop-client-api-{version}.jar").is_file()
+    assert "MARKET_SPREAD_LOGSTORE_JARS=/opt/market-spread/.cache/logstore" in text
+
+
 def _config(service: dict, target: str) -> Path:
     """The repository file a service mounts at `target` (read-only)."""
     mounts = {item.split(":")[1]: item for item in service["volumes"]}
