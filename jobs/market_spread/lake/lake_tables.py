@@ -25,7 +25,7 @@ from market_spread.lake.commits import (
     marked_version,
     no_hooks,
 )
-from market_spread.lake.protocol import DELTA_RS, Route, route
+from market_spread.lake.protocol import DELTA_RS, Route, reader_features, route
 from market_spread.runtime.lease import prove
 
 if TYPE_CHECKING:
@@ -183,6 +183,7 @@ class LakeTables:
         from market_spread.runtime.spark import session_settings
 
         kept, mark = self.kept(name), self.mark(batch_id)
+        source = self._widened(kept, source)
         proof = prove(guard)
         columns: dict[str, str | Column] = {c: f"s.{c}" for c in source.columns}
         with session_settings(source.sparkSession, {**mark.spark_conf(), USER_METADATA: lake_mod.batch_tag(batch_id)}):
@@ -270,9 +271,17 @@ class LakeTables:
             )
         return self.spark
 
+    def _widened(self, kept: KeptTable, frame: "DataFrame") -> "DataFrame":
+        """`frame` cast to the table's column types where a user widened one (type widening): Spark's
+        append refuses a decimal narrower than its column, and its MERGE compares unlike structs."""
+        if "typeWidening" not in reader_features(kept.current()):
+            return frame
+        target = frame.sparkSession.read.format("delta").load(kept.path).schema
+        return frame.select([frame[f.name].cast(f.dataType) for f in target if f.name in frame.columns])
+
     def _spark_append(self, kept: KeptTable, rows: pa.Table, mark: BatchMark, guard: Guard) -> None:
         proof = prove(guard)
-        frame = self._session(kept).createDataFrame(rows)
+        frame = self._widened(kept, self._session(kept).createDataFrame(rows))
         (
             frame.write.format("delta")
             .mode("append")

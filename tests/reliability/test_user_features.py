@@ -1,0 +1,184 @@
+"""Users own their tables (contract 4): a running stream meets Delta features turned on from Spark
+one after another, on local disk and on S3, and keeps committing correct alerts through the library
+that can write each table (lake.protocol); the features stay on, Spark and delta-rs (where it reads
+the table) see the same rows.
+
+`make test` turns them on in two steps (SHORT); MARKET_SPREAD_RELIABILITY=full (`make reliability`)
+one feature at a time on every table where Delta allows it (STEPS): a step costs a few seconds of
+ALTERs and a batch committed through delta-spark."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from deltalake import DeltaTable
+
+from market_spread.lake import tables as lake_mod
+from market_spread.lake.protocol import FeatureNotHonoured
+from market_spread.runtime.storage import delta_rs_target
+from tests.helpers.campaign import FULL
+from tests.helpers.lake import rows, rows_with_spark
+from tests.helpers.landing import land
+from tests.helpers.records import order, quote
+from tests.stream.test_freshness import running, wait_for
+
+SYMBOLS = [f"F{k}" for k in range(4)]
+DAY = "2026-11-24T10:"
+ALL = lake_mod.TABLES
+CLUSTER_BY = {"alerts": "symbol", "symbol_state": "symbol", "quarantine": "stream", "batch_metrics": "batch_id"}
+# (what a user does, per table: the statements), in the order the test turns them on.
+STEPS: list[tuple[str, dict[str, list[str]]]] = [
+    (
+        "deletion vectors, row tracking, in-commit timestamps",
+        {
+            t: [
+                "SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true', 'delta.enableRowTracking' = 'true', "
+                "'delta.enableInCommitTimestamps' = 'true')"
+            ]
+            for t in ALL
+        },
+    ),
+    ("liquid clustering", {t: [f"CLUSTER BY ({c})"] for t, c in CLUSTER_BY.items()}),
+    (
+        "change data feed, column mapping by name",
+        {
+            t: ["SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true', 'delta.columnMapping.mode' = 'name')"]
+            for t in ALL
+        },
+    ),
+    (
+        "CHECK constraints",
+        {
+            "alerts": ["ADD CONSTRAINT sane_qty CHECK (qty < 1000000)"],
+            "quotes": ["ADD CONSTRAINT positive_bid CHECK (bid > 0)"],
+            "symbol_state": ["ADD CONSTRAINT positive_offer CHECK (offer > 0)"],
+        },
+    ),
+    (
+        "type widening",
+        {
+            t: ["SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')", f"ALTER COLUMN {c} TYPE DECIMAL(20, 8)"]
+            for t, c in (("alerts", "price"), ("quotes", "offer"), ("symbol_state", "bid"))
+        },
+    ),
+    ("v2 checkpoints", {t: ["SET TBLPROPERTIES ('delta.checkpointPolicy' = 'v2')"] for t in ALL}),
+]
+# Every feature in two steps, each table's in as few statements as Delta allows.
+SHORT: list[tuple[str, dict[str, list[str]]]] = [
+    (
+        "deletion vectors, row tracking, in-commit timestamps, change data feed, column mapping",
+        {
+            t: [
+                "SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true', 'delta.enableRowTracking' = 'true', "
+                "'delta.enableInCommitTimestamps' = 'true', 'delta.enableChangeDataFeed' = 'true', "
+                "'delta.columnMapping.mode' = 'name')"
+            ]
+            for t in ALL
+        },
+    ),
+    (
+        "liquid clustering, CHECK constraints, type widening, v2 checkpoints",
+        {
+            t: [
+                "SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true', 'delta.checkpointPolicy' = 'v2')",
+                *STEPS[1][1].get(t, []),
+                *STEPS[3][1].get(t, []),
+                *STEPS[4][1].get(t, [])[1:],
+            ]
+            for t in ALL
+        },
+    ),
+]
+PLAN = STEPS if FULL else SHORT
+EXPECTED_FEATURES = {
+    "alerts": {"deletionVectors", "rowTracking", "inCommitTimestamp", "clustering", "changeDataFeed"}
+    | {"columnMapping", "checkConstraints", "typeWidening", "v2Checkpoint"},
+    "quotes": {"deletionVectors", "rowTracking", "inCommitTimestamp", "changeDataFeed", "columnMapping"}
+    | {"checkConstraints", "typeWidening", "v2Checkpoint"},
+}
+
+
+def turn_on(spark, lake, statements: dict[str, list[str]]) -> None:
+    for table, alters in statements.items():
+        for alter in alters:
+            spark.sql(f"ALTER TABLE delta.`{lake_mod.table_path(lake, table)}` {alter}")
+
+
+def step_input(step: int) -> tuple[list[str], list[str], list[tuple[str, str]]]:
+    """A step's quotes (even symbols wide, odd narrow, a minute apart per step), its orders half a
+    minute later, and the alerts they must give: (order id, reason)."""
+    minute = f"{10 + step:02d}"
+    quotes = [
+        quote(s, f"{DAY}{minute}:00Z", "10.00", "11.00" if k % 2 == 0 else "10.01") for k, s in enumerate(SYMBOLS)
+    ]
+    orders = [order(f"{s}-{step}", s, f"{DAY}{minute}:30Z") for s in SYMBOLS] + [
+        order(f"nomarket-{step}", "F9", f"{DAY}{minute}:30Z")
+    ]
+    alerts = [(f"{s}-{step}", "wide_spread") for k, s in enumerate(SYMBOLS) if k % 2 == 0]
+    return quotes, orders, alerts + [(f"nomarket-{step}", "no_market_data")]
+
+
+def features(lake, table: str) -> set[str]:
+    uri, options = delta_rs_target(lake_mod.table_path(lake, table))
+    protocol = DeltaTable(uri, storage_options=options).protocol()
+    return set(protocol.writer_features or ())
+
+
+def test_features_turned_on_one_after_another_mid_stream_keep_it_committing_correct_alerts(spark, place):
+    landing, lake = place / "landing", place / "lake"
+    expected: list[tuple[str, str]] = []
+    with running(spark, landing, lake, symbols=[*SYMBOLS, "F9"]) as (batches, query):
+        for step, (what, statements) in enumerate([("none", {}), *PLAN]):
+            t0 = time.monotonic()
+            turn_on(spark, lake, statements)
+            t1 = time.monotonic()
+            quotes, orders, alerts = step_input(step)
+            target = sum(b.quotes + b.orders for b in batches) + len(quotes) + len(orders)
+            land(landing, "quotes", quotes)
+            land(landing, "orders", orders)
+            wait_for(batches, query, lambda n=target: sum(b.quotes + b.orders for b in batches) >= n)
+            print(f"{what}: turned on in {t1 - t0:.1f}s, its input committed in {time.monotonic() - t1:.1f}s")
+            expected += alerts
+            if step == 1:  # a data-protection request: Spark's DELETE writes a deletion vector
+                spark.sql(f"DELETE FROM delta.`{lake_mod.table_path(lake, 'alerts')}` WHERE order_id = 'F0-0'")
+                expected.remove(("F0-0", "wide_spread"))
+        assert query.isActive and query.exception() is None
+        last = batches[-1]
+    assert sorted((a["order_id"], a["reason"]) for a in rows_with_spark(spark, lake, "alerts")) == sorted(expected)
+    for table, wanted in EXPECTED_FEATURES.items():
+        assert wanted <= features(lake, table), f"{table}: a user's feature was turned off"
+    assert last.writers["alerts"][0] == "delta-spark" and "rowTracking" in last.writers["alerts"][1], last.writers
+    for table in ("quarantine", "batch_metrics"):  # no type widening: delta-rs reads them
+        assert rows(spark, lake, table, drop=()) == rows_with_spark(spark, lake, table, drop=()), table
+
+
+def test_a_feature_no_library_can_write_stops_the_stream_in_one_line_with_exit_5(spark, tmp_path, capfd, monkeypatch):
+    """Deletion vectors stand in for a feature neither library writes (say a commit coordinator's):
+    the run after a user turns it on stops before its batch commits anything, with one line naming
+    the table, the feature and the statement that drops it, and exit code 5."""
+    from market_spread.lake import protocol
+    from market_spread.stream.query import run_query
+    from market_spread.stream.spec import StreamSpec
+
+    monkeypatch.setattr(protocol, "DELTA_SPARK_WRITES", protocol.DELTA_SPARK_WRITES - {"deletionVectors"})
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    spec = StreamSpec(lake=lake, symbols=SYMBOLS, landing=landing, available_now=True)
+    quotes, orders, _ = step_input(0)
+    land(landing, "quotes", quotes)
+    assert run_query(spark, spec) == 0
+    turn_on(spark, lake, {"alerts": ["SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"]})
+    before = {t: DeltaTable(lake_mod.table_path(lake, t)).version() for t in ALL}
+    land(landing, "orders", orders)
+    capfd.readouterr()
+    assert run_query(spark, spec) == FeatureNotHonoured.exit_code == 5
+    said = [line for line in capfd.readouterr().err.splitlines() if "market-spread stream: error" in line]
+    assert len(said) == 1, said
+    assert "table alerts has the Delta feature deletionVectors" in said[0] and "DROP FEATURE deletionVectors" in said[0]
+    assert {t: DeltaTable(lake_mod.table_path(lake, t)).version() for t in ALL} == before, "nothing committed"
+
+
+@pytest.fixture(autouse=True)
+def _no_compaction(monkeypatch):
+    """Compaction is tested elsewhere; here it would only add commits between the steps."""
+    monkeypatch.setenv("MARKET_SPREAD_COMPACT_EVERY", "0")
