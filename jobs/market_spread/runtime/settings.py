@@ -141,6 +141,17 @@ declare(
     to_jobs=True,
 )
 declare(
+    P + "LOGSTORE_JARS",
+    path,
+    None,
+    "Folder of the JAR `make setup` compiles from runtime/java/PutIfAbsentLogStore.java: "
+    "the Delta log store every Spark session registers, which publishes a commit only if its "
+    "version is absent.",
+    (SPARK,),
+    shown_default="`.cache/logstore` in the project home",
+    to_jobs=True,
+)
+declare(
     P + "S3PROXY_JARS",
     path,
     None,

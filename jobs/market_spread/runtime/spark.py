@@ -28,14 +28,14 @@ class MissingJars(UsageError):
 
 
 def cached_jars(variable: str, subdir: str, marker: str, what: str) -> list[str]:
-    """The JARs `make setup` fetched with Maven into `.cache/SUBDIR` (or the folder `variable` names).
+    """The JARs `make setup` fetched with Maven (or built) into `.cache/SUBDIR` (or the folder `variable` names).
 
     Raises MissingJars unless one of them starts with `marker`."""
     folder = Path(value(variable) or project_home() / ".cache" / subdir)
     jars = sorted(glob.glob(str(folder / "*.jar")))
     if not any(Path(j).name.startswith(marker) for j in jars):
         raise MissingJars(
-            f"no {what} JARs in {folder}: run `make setup` (fetches them with Maven once), "
+            f"no {what} JARs in {folder}: run `make setup` (fetches or builds them once), "
             f"or point {variable} at a folder holding them"
         )
     return jars
@@ -52,15 +52,27 @@ def s3_jars() -> list[str]:
     return cached_jars("MARKET_SPREAD_S3_JARS", "s3-jars", "hadoop-aws-", "S3A connector (hadoop-aws)")
 
 
+def log_store_jars() -> list[str]:
+    """The log store's JAR `make setup` compiles (LOG_STORE); MissingJars says what to do if it is missing."""
+    return cached_jars("MARKET_SPREAD_LOGSTORE_JARS", "logstore", "market-spread-logstore", "log store")
+
+
+# Delta's log store for the lake's schemes, from runtime/java/PutIfAbsentLogStore.java: a commit
+# N.json is published only if absent (If-None-Match on S3, a hard link on disk), as delta-rs does.
+# Delta's default stores check, then write over it, so a Spark commit could erase a delta-rs one.
+LOG_STORE = "market_spread.runtime.PutIfAbsentLogStore"
+LOG_STORE_CONF = {f"spark.delta.logStore.{scheme}.impl": LOG_STORE for scheme in ("s3a", "s3", "file")}
+
+
 def session_jars() -> list[str]:
-    """Every session's JARs: Delta's, and the S3A connector's when they are there (a lake on local
-    disk never needs them, so their absence is no error here). The driver's class archive is keyed
-    by this list: whatever builds a session or the archive takes it from here."""
+    """Every session's JARs: Delta's, the log store's, and the S3A connector's when they are there (a
+    lake on local disk never needs them, so their absence is no error here). The driver's class
+    archive is keyed by this list: whatever builds a session or the archive takes it from here."""
     try:
         extra = s3_jars()
     except MissingJars:
         extra = []
-    return delta_jars() + extra
+    return delta_jars() + log_store_jars() + extra
 
 
 # C1 only, with room for its larger code: a cold JVM spends much of its first minute compiling with
@@ -148,6 +160,7 @@ def delta_conf(jars: list[str], shuffle_partitions: int) -> dict[str, str]:
         "spark.jars": ",".join(jars),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        **LOG_STORE_CONF,
         # Delta rebuilds table snapshots with 50 tasks by default: far too many for small logs.
         "spark.databricks.delta.snapshotPartitions": str(max(2, shuffle_partitions)),
         # Tables must stay readable by delta-rs: no deletion vectors, no v2 checkpoints.
