@@ -137,6 +137,10 @@ def print_summary(rows: list[tuple], total: float, query) -> None:
         "median phases (ms): "
         + ", ".join(f"{k} {statistics.median(r[0].phases_ms.get(k, 0) for r in steady):.0f}" for k in keys)
     )
+    spread = {k: sorted(r[0].phases_ms.get(k, 0) for r in steady) for k in keys}
+    print(
+        "p90 / max phases (ms): " + ", ".join(f"{k} {v[int(0.9 * (len(v) - 1))]} / {v[-1]}" for k, v in spread.items())
+    )
     # The streaming engine's own steps (listing, offset and commit logs) around each foreachBatch call.
     progress = [p["durationMs"] for p in query.recentProgress if p.get("numInputRows")][2:]
     steps = sorted({k for d in progress for k in d})

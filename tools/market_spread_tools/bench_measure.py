@@ -131,6 +131,7 @@ PHASES = {
     "merge": "MERGE symbol_state",
     "write": "writes (wall)",
     "commit_metrics": "commit batch_metrics",
+    "sync": "flush to disk",
 }
 
 
