@@ -51,8 +51,8 @@ STEPS: list[tuple[str, dict[str, list[str]]]] = [
         "CHECK constraints",
         {
             "alerts": ["ADD CONSTRAINT sane_qty CHECK (qty < 1000000)"],
-            "quotes": ["ADD CONSTRAINT positive_bid CHECK (bid > 0)"],
-            "symbol_state": ["ADD CONSTRAINT positive_offer CHECK (offer > 0)"],
+            "quotes": ["ADD CONSTRAINT bid_below_1000 CHECK (bid < 1000)"],
+            "symbol_state": ["ADD CONSTRAINT offer_below_5000 CHECK (offer < 5000)"],
         },
     ),
     (
@@ -119,6 +119,22 @@ def step_input(step: int) -> tuple[list[str], list[str], list[tuple[str, str]]]:
     return quotes, orders, alerts + [(f"nomarket-{step}", "no_market_data")]
 
 
+def breaking_input(step: int) -> tuple[list[str], list[str], list[tuple[str, str]]]:
+    """Lines whose rows break the constraints (the step's narrow and wide quotes stand): a quote of
+    F0 whose bid breaks `quotes`', one of F1 whose offer breaks `symbol_state`'s, both between the
+    step's quotes and its orders (were they taken, F0's orders would see a narrow quote and F1's a
+    wide one); an order of F0 whose alert breaks `alerts`'. Each goes to quarantine, naming them."""
+    minute = f"{10 + step:02d}"
+    quotes = [quote("F0", f"{DAY}{minute}:10Z", "2000.00", "2000.01"), quote("F1", f"{DAY}{minute}:10Z", "10", "6000")]
+    orders = [order(f"F0-huge-{step}", "F0", f"{DAY}{minute}:40Z", qty="5000000")]
+    reasons = [
+        (quotes[0], "check_constraint:quotes.bid_below_1000"),
+        (quotes[1], "check_constraint:symbol_state.offer_below_5000"),
+        (orders[0], "check_constraint:alerts.sane_qty"),
+    ]
+    return quotes, orders, reasons
+
+
 def features(lake, table: str) -> set[str]:
     uri, options = delta_rs_target(lake_mod.table_path(lake, table))
     protocol = DeltaTable(uri, storage_options=options).protocol()
@@ -128,16 +144,20 @@ def features(lake, table: str) -> set[str]:
 def test_features_turned_on_one_after_another_mid_stream_keep_it_committing_correct_alerts(spark, place):
     landing, lake = place / "landing", place / "lake"
     expected: list[tuple[str, str]] = []
+    quarantined: list[tuple[str, str]] = []
     with running(spark, landing, lake, symbols=[*SYMBOLS, "F9"]) as (batches, query):
         for step, (what, statements) in enumerate([("none", {}), *PLAN]):
             t0 = time.monotonic()
             turn_on(spark, lake, statements)
             t1 = time.monotonic()
             quotes, orders, alerts = step_input(step)
-            target = sum(b.quotes + b.orders for b in batches) + len(quotes) + len(orders)
+            if any("ADD CONSTRAINT" in alter for alters in statements.values() for alter in alters):
+                bad_quotes, bad_orders, reasons = breaking_input(step)
+                quotes, orders, quarantined = quotes + bad_quotes, orders + bad_orders, quarantined + reasons
+            target = sum(b.input_lines for b in batches) + len(quotes) + len(orders)
             land(landing, "quotes", quotes)
             land(landing, "orders", orders)
-            wait_for(batches, query, lambda n=target: sum(b.quotes + b.orders for b in batches) >= n)
+            wait_for(batches, query, lambda n=target: sum(b.input_lines for b in batches) >= n)
             print(f"{what}: turned on in {t1 - t0:.1f}s, its input committed in {time.monotonic() - t1:.1f}s")
             expected += alerts
             if step == 1:  # a data-protection request: Spark's DELETE writes a deletion vector
@@ -146,6 +166,10 @@ def test_features_turned_on_one_after_another_mid_stream_keep_it_committing_corr
         assert query.isActive and query.exception() is None
         last = batches[-1]
     assert sorted((a["order_id"], a["reason"]) for a in rows_with_spark(spark, lake, "alerts")) == sorted(expected)
+    assert sorted((q["raw"], q["reason"]) for q in rows_with_spark(spark, lake, "quarantine")) == sorted(quarantined)
+    assert sum(b.quarantined for b in batches) == 3 and sum(b.input_lines for b in batches) == sum(
+        b.quotes + b.orders + b.quarantined for b in batches
+    ), "every line in exactly one place"
     for table, wanted in EXPECTED_FEATURES.items():
         assert wanted <= features(lake, table), f"{table}: a user's feature was turned off"
     assert last.writers["alerts"][0] == "delta-spark" and "rowTracking" in last.writers["alerts"][1], last.writers

@@ -44,9 +44,9 @@ def wait_for(batches: list, query, done, timeout: float = 180.0) -> None:
 
 
 def land_and_wait(batches, query, landing, feed, lines) -> None:
-    seen = sum(b.quotes + b.orders for b in batches)
+    seen = sum(b.input_lines for b in batches)
     land(landing, feed, lines)
-    wait_for(batches, query, lambda: sum(b.quotes + b.orders for b in batches) >= seen + len(lines))
+    wait_for(batches, query, lambda: sum(b.input_lines for b in batches) >= seen + len(lines))
 
 
 def test_late_orders_are_checked_against_quotes_committed_a_moment_before(spark, place):
@@ -91,8 +91,8 @@ def test_late_orders_are_checked_against_quotes_committed_a_moment_before(spark,
 def test_features_turned_on_mid_stream_keep_it_running_and_are_honoured(spark, tmp_path, capfd):
     """A user turns on Change Data Feed on symbol_state and alerts and adds a CHECK constraint to
     alerts from Spark while the stream runs: the stream's next commits lose their race, are made on
-    the new versions, record change data; an order that breaks the constraint fails its batch with
-    one line naming it, and nothing of that batch's alerts is committed."""
+    the new versions, record change data; an order whose alert would break the constraint goes to
+    quarantine with a reason naming it (contract 5.5), and the stream runs on."""
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     state, alerts = lake / "symbol_state", lake / "alerts"
     with running(spark, landing, lake) as (batches, query):
@@ -107,14 +107,15 @@ def test_features_turned_on_mid_stream_keep_it_running_and_are_honoured(spark, t
         land_and_wait(batches, query, landing, "quotes", [quote(s, DAY + "02:00Z", "10.00", "10.50") for s in SYMBOLS])
         land_and_wait(batches, query, landing, "orders", [order(f"{s}-2", s, DAY + "02:30Z") for s in SYMBOLS])
         assert query.isActive and query.exception() is None
-        land(landing, "orders", [order("huge", SYMBOLS[0], DAY + "02:40Z", qty="5000000")])
-        wait_for(batches, query, lambda: not query.isActive)
-    assert "sane_qty" in str(query.exception())
-    said = [line for line in capfd.readouterr().err.splitlines() if "market-spread stream: error" in line]
-    assert len(said) == 1 and "sane_qty (qty < 1000000)" in said[0], said
+        huge = order("huge", SYMBOLS[0], DAY + "02:40Z", qty="5000000")
+        land_and_wait(batches, query, landing, "orders", [huge, order(f"{SYMBOLS[0]}-3", SYMBOLS[0], DAY + "02:45Z")])
+        assert query.isActive and query.exception() is None
+    assert [(q["raw"], q["reason"]) for q in rows(spark, lake, "quarantine")] == [
+        (huge, "check_constraint:alerts.sane_qty")
+    ]
     assert sorted(a["order_id"] for a in rows(spark, lake, "alerts")) == sorted(
-        [f"{s}-1" for s in SYMBOLS] + [f"{s}-2" for s in SYMBOLS]
-    ), "the failed batch's alert is not there"
+        [f"{s}-1" for s in SYMBOLS] + [f"{s}-2" for s in SYMBOLS] + [f"{SYMBOLS[0]}-3"]
+    ), "the rest of the batch is committed"
     changes = spark.sql(
         f"SELECT symbol, _change_type FROM table_changes_by_path('{state}', {from_version[state]})"
     ).collect()
@@ -124,7 +125,7 @@ def test_features_turned_on_mid_stream_keep_it_running_and_are_honoured(spark, t
     inserted = spark.sql(
         f"SELECT order_id FROM table_changes_by_path('{alerts}', {from_version[alerts]}) WHERE _change_type = 'insert'"
     ).collect()
-    assert sorted(r.order_id for r in inserted) == sorted(f"{s}-2" for s in SYMBOLS)
+    assert sorted(r.order_id for r in inserted) == sorted([f"{s}-2" for s in SYMBOLS] + [f"{SYMBOLS[0]}-3"])
 
 
 @pytest.fixture(autouse=True)

@@ -32,6 +32,7 @@ from market_spread.lake.protocol import delta_rs_writes
 from market_spread.lake.tables import batch_tag
 from market_spread.runtime.lease import prove
 from market_spread.runtime.storage import open_delta
+from market_spread.runtime.stream_contract import EXIT_FEATURE
 
 ATTEMPTS = 5  # a commit that lost a race is tried again against the new version this many times
 REOPEN_DEFAULT = 100  # commits between two openings of a kept table whose log has no checkpoint interval
@@ -64,7 +65,10 @@ class CommitRaced(MarketSpreadError):
 
 class ConstraintViolated(MarketSpreadError):
     """Rows of the batch break a CHECK constraint or invariant of the table: the batch fails without
-    that table's commit. Drop or change the constraint, or fix the input."""
+    that table's commit, and the stream stops (exit 5: the product's own rows cannot be honoured).
+    Drop or change the constraint, or fix the input."""
+
+    exit_code = EXIT_FEATURE
 
 
 class NeedsSpark(MarketSpreadError):

@@ -240,6 +240,13 @@ class LakeTables:
         no library can write stops the stream before the batch commits anything."""
         return {name: self.route(name, fresh=True) for name in names if lake_mod.is_delta_table(self.path(name))}
 
+    def constraints(self, name: str) -> dict[str, str]:
+        """Table `name`'s CHECK constraints (name -> SQL) as this process last read its log."""
+        config = self.kept(name).current().metadata().configuration
+        return {
+            k.removeprefix("delta.constraints."): v for k, v in config.items() if k.startswith("delta.constraints.")
+        }
+
     def query(self, name: str, sql: str) -> pa.Table:
         """The rows of `sql` over table `name` (written `{t}` in it) as Arrow: delta-rs's query
         engine where it reads every feature of the table, else Spark (type widening)."""
@@ -282,13 +289,18 @@ class LakeTables:
     def _spark_append(self, kept: KeptTable, rows: pa.Table, mark: BatchMark, guard: Guard) -> None:
         proof = prove(guard)
         frame = self._widened(kept, self._session(kept).createDataFrame(rows))
-        (
-            frame.write.format("delta")
-            .mode("append")
-            .options(**mark.spark_options())
-            .option("userMetadata", lake_mod.batch_tag(mark.batch_id))
-            .save(kept.path)
-        )
+        try:
+            (
+                frame.write.format("delta")
+                .mode("append")
+                .options(**mark.spark_options())
+                .option("userMetadata", lake_mod.batch_tag(mark.batch_id))
+                .save(kept.path)
+            )
+        except Exception as exc:  # noqa: BLE001 - a broken constraint said in one line; the rest raised as it is
+            if "DELTA_VIOLATE_CONSTRAINT" not in str(exc):
+                raise
+            raise self._violation(kept.path.rstrip("/").rsplit("/", 1)[-1], rows, mark.batch_id) from None
         kept.mark_stale()
         proof.still_held()
 

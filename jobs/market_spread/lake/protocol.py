@@ -84,7 +84,7 @@ class Route:
 
     writer: str  # DELTA_RS or DELTA_SPARK
     reader: str  # DELTA_RS or "spark"
-    why: str  # the features that sent it to Spark ("" when delta-rs does both)
+    why: str  # the features (or CHECK constraints) that sent it to Spark ("" when delta-rs does both)
 
 
 def writer_features(table: Any) -> set[str]:
@@ -123,6 +123,10 @@ def route(table: Any, name: str, path: str) -> Route:
             "from Spark, then start the stream again"
         )
     spark_writes = sorted(writes - DELTA_RS_WRITES)
+    config = table.metadata().configuration
+    if any(key.startswith("delta.constraints.") for key in config):
+        # Rows are checked by the engine that commits them: Spark (stream.constrained).
+        spark_writes.append("CHECK constraints")
     spark_reads = sorted(reader_features(table) - DELTA_RS_READS)
     return Route(
         writer=DELTA_SPARK if spark_writes else DELTA_RS,

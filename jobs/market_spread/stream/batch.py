@@ -28,7 +28,6 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TypeVar
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, Observation
@@ -44,13 +43,14 @@ from market_spread.runtime import settings as runtime_settings
 from market_spread.runtime import spark as runtime_spark
 from market_spread.runtime.spark import SMALL_BATCH_LINES, kept_for_batch, sized_for, spark_jobs_so_far
 from market_spread.runtime.storage import Location
-from market_spread.stream import driver_batch, driver_spark
+from market_spread.stream import constrained, driver_batch, driver_spark
 from market_spread.stream.batch_run import (
     BatchResult,
     BatchRun,
     compact_quietly,
     compaction_failed,
     finish,
+    once,
     run_writes,
 )
 from market_spread.stream.check import check_orders
@@ -60,6 +60,7 @@ from market_spread.stream.kafka_read import KafkaReader
 from market_spread.stream.spec import StreamSpec
 from market_spread.stream.summary import BatchSummary, summarize
 from market_spread.transforms import parsing
+from market_spread.transforms.constraints import Rules
 
 # BatchResult is defined with the steps' shared state (stream.batch_run); callers take it from here.
 __all__ = ["BatchProcessor", "BatchResult", "compact_quietly", "process_batch"]
@@ -167,6 +168,8 @@ class _Parsed:
     driver_commits: bool  # delta-rs commits at all (lake.delta_rs)
     on_driver: bool  # quote history and alerts are committed from the driver
     quarantine_on_driver: bool
+    rules: Rules  # a user's CHECK constraints on the checked tables (stream.constrained)
+    broken: pa.Table | None = None  # quarantine rows of orders whose alerts break one of them
 
 
 def process_batch(
@@ -214,15 +217,17 @@ def process_batch(
     )
     scope = ExitStack()  # the parsed batch's cache and the size-dependent settings, until the batch ends
     try:
+        rules = constrained.user_rules(batch)
         if (
-            state.ready()
+            not rules  # Spark checks the rows of constrained tables: its plan takes the batch
+            and state.ready()
             and driver_batch.likely_small(batch_df, lines_before, reader is not None and reader.kafka is not None)
             and driver_batch.driver_steps(batch, batch_df, compactor)
         ):
             return batch.result
         batch.describe("parse")
         tables.committed_elsewhere()  # Spark's plan commits to the lake: kept tables read their log again
-        parsed = _parse_step(batch, parsing.nonblank_lines(batch_df), scope, expect_small)
+        parsed = _parse_step(batch, parsing.nonblank_lines(batch_df), scope, expect_small, rules)
         alerts, observed = _check_step(batch, parsed)
         written = _write_step(batch, parsed, alerts, observed)
         finish(batch, written, parsed.driver_commits, compactor)
@@ -233,11 +238,12 @@ def process_batch(
         spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]  # None clears it; pyspark's stub says str
 
 
-def _parse_step(batch: BatchRun, lines: DataFrame, scope: ExitStack, expect_small: bool) -> _Parsed:
+def _parse_step(batch: BatchRun, lines: DataFrame, scope: ExitStack, expect_small: bool, rules: Rules) -> _Parsed:
     """Parse and sum up the batch in one job, then plan the rest knowing its size."""
     spark, settings, result = batch.spark, batch.settings, batch.result
     # Everything below reads the parsed batch several times: parse each input line once.
-    parsed = scope.enter_context(kept_for_batch(parsing.parse_lines(lines, batch.universe)))
+    parsing_plan = constrained.parse(batch, lines, rules) if rules else parsing.parse_lines(lines, batch.universe)
+    parsed = scope.enter_context(kept_for_batch(parsing_plan))
     # One job: parses and caches the batch, counts it and sums it up per symbol (stream.summary).
     summary = summarize(parsed, settings.thresholds, per_symbol=batch.state.enabled and expect_small)
     counts = summary.counts
@@ -258,7 +264,7 @@ def _parse_step(batch: BatchRun, lines: DataFrame, scope: ExitStack, expect_smal
 
     quotes = parsing.valid_quotes(parsed, settings.thresholds)
     orders = parsing.valid_orders(parsed)
-    return _Parsed(parsed, summary, quotes, orders, driver_commits, on_driver, quarantine_on_driver)
+    return _Parsed(parsed, summary, quotes, orders, driver_commits, on_driver, quarantine_on_driver, rules)
 
 
 def _check_step(batch: BatchRun, p: _Parsed) -> tuple[DataFrame | None, Observation]:
@@ -270,6 +276,8 @@ def _check_step(batch: BatchRun, p: _Parsed) -> tuple[DataFrame | None, Observat
         alerts, batch.result.late_symbols = check_orders(
             batch.settings, batch.state, p.quotes, p.orders, batch.batch_id, p.summary.bounds
         )
+        if p.rules.get("alerts"):
+            alerts, p.broken = constrained.split_alerts(batch, p.parsed, alerts, p.rules)
         if not p.on_driver:  # counted while it is written: no separate job computes the as-of check twice
             alerts = alerts.observe(observed, F.count(F.lit(1)).alias("n"))
     batch.result.phases_ms["check"] = ms_since(t1)  # planning, and the look-up of late symbols
@@ -320,7 +328,10 @@ def _planned_writes(
     writes: dict[str, Callable[[], None]] = {}
     newest = None
     if batch.result.quarantined:
-        quarantine = parsing.quarantined(p.parsed).select(
+        bad = parsing.quarantined(p.parsed)
+        if p.broken is not None and p.broken.num_rows:
+            bad = bad.unionByName(batch.spark.createDataFrame(p.broken, schema=bad.schema))
+        quarantine = bad.select(
             "stream",
             "raw",
             "reason",
@@ -348,22 +359,6 @@ def _planned_writes(
     if alerts is not None:
         writes["alerts"] = lambda: append_to("alerts", alerts)
     return writes, newest
-
-
-T = TypeVar("T")
-
-
-def once(compute: Callable[[], T]) -> Callable[[], T]:
-    """`compute()` run by the first of the concurrent writes that needs it, shared with the others."""
-    lock, box = threading.Lock(), list[T]()
-
-    def get() -> T:
-        with lock:
-            if not box:
-                box.append(compute())
-        return box[0]
-
-    return get
 
 
 def newest_quotes(

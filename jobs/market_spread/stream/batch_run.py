@@ -5,11 +5,12 @@ checking a batch end with: the writes side by side, the batch_metrics row, compa
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -226,3 +227,19 @@ def compaction_failed(compactor: Compactor, exc: BaseException) -> None:
     compactor.tables.forget()
     first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
     print(f"warning: compaction failed (no row changed; tried again later): {first}", file=sys.stderr, flush=True)
+
+
+T = TypeVar("T")
+
+
+def once(compute: Callable[[], T]) -> Callable[[], T]:
+    """`compute()` run by the first of the concurrent writes that needs it, shared with the others."""
+    lock, box = threading.Lock(), list[T]()
+
+    def get() -> T:
+        with lock:
+            if not box:
+                box.append(compute())
+        return box[0]
+
+    return get

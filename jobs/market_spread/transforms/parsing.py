@@ -125,10 +125,11 @@ def universe_table(spark, symbols: list[str]) -> DataFrame:
 Universe = list[str] | DataFrame  # the symbols, or their universe_table
 
 
-def parse_feed(lines: DataFrame, stream: str, symbols: Universe) -> DataFrame:
+def parse_feed(lines: DataFrame, stream: str, symbols: Universe, keep_lines: bool = False) -> DataFrame:
     """Parse one feed's lines (`line`, `source_file`) into the common shape of `COMMON_COLUMNS`.
 
-    `reason` is NULL for a valid line. The symbol check is a broadcast hash join with the universe
+    `reason` is NULL for a valid line, whose text is dropped unless `keep_lines` (a user's CHECK
+    constraint may still send it to quarantine: transforms.constraints). The symbol check is a broadcast hash join with the universe
     as a local table, not an IN over thousands of literals: Catalyst re-analyses such an IN in every
     query built on the batch, which cost seconds per micro-batch with 3,000 symbols.
     """
@@ -180,7 +181,7 @@ def parse_feed(lines: DataFrame, stream: str, symbols: Universe) -> DataFrame:
         F.lit(stream).alias("stream"),
         # Only a failing line's text is needed (for quarantine): dropping valid lines' text halves
         # the cost of caching the parsed batch.
-        F.when(F.col("reason").isNotNull(), F.col("line")).alias("line"),
+        (F.col("line") if keep_lines else F.when(F.col("reason").isNotNull(), F.col("line"))).alias("line"),
         "source_file",
         "reason",
         *[pick(name, spark_type) for name, spark_type in COMMON_COLUMNS],
@@ -202,10 +203,11 @@ COMMON_COLUMNS = (
 )
 
 
-def parse_lines(lines: DataFrame, symbols: Universe) -> DataFrame:
-    """Both feeds of a batch (`stream`, `line`, `source_file`) parsed into the common shape."""
-    return parse_feed(lines.where("stream = 'quotes'"), "quotes", symbols).unionByName(
-        parse_feed(lines.where("stream = 'orders'"), "orders", symbols)
+def parse_lines(lines: DataFrame, symbols: Universe, keep_lines: tuple[str, ...] = ()) -> DataFrame:
+    """Both feeds of a batch (`stream`, `line`, `source_file`) parsed into the common shape; the
+    text of valid lines kept for the feeds in `keep_lines`."""
+    return parse_feed(lines.where("stream = 'quotes'"), "quotes", symbols, "quotes" in keep_lines).unionByName(
+        parse_feed(lines.where("stream = 'orders'"), "orders", symbols, "orders" in keep_lines)
     )
 
 
