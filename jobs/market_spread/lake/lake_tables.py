@@ -183,7 +183,7 @@ class LakeTables:
         from market_spread.runtime.spark import session_settings
 
         kept, mark = self.kept(name), self.mark(batch_id)
-        source = self._widened(kept, source)
+        source = self.widened(name, source)
         proof = prove(guard)
         columns: dict[str, str | Column] = {c: f"s.{c}" for c in source.columns}
         with session_settings(source.sparkSession, {**mark.spark_conf(), USER_METADATA: lake_mod.batch_tag(batch_id)}):
@@ -278,9 +278,10 @@ class LakeTables:
             )
         return self.spark
 
-    def _widened(self, kept: KeptTable, frame: "DataFrame") -> "DataFrame":
+    def widened(self, name: str, frame: "DataFrame") -> "DataFrame":
         """`frame` cast to the table's column types where a user widened one (type widening): Spark's
         append refuses a decimal narrower than its column, and its MERGE compares unlike structs."""
+        kept = self.kept(name)
         if "typeWidening" not in reader_features(kept.current()):
             return frame
         target = frame.sparkSession.read.format("delta").load(kept.path).schema
@@ -288,7 +289,7 @@ class LakeTables:
 
     def _spark_append(self, kept: KeptTable, rows: pa.Table, mark: BatchMark, guard: Guard) -> None:
         proof = prove(guard)
-        frame = self._widened(kept, self._session(kept).createDataFrame(rows))
+        frame = self.widened(name, self._session(kept).createDataFrame(rows))
         try:
             (
                 frame.write.format("delta")

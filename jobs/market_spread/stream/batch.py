@@ -323,6 +323,7 @@ def _planned_writes(
             rows_now = rows() if rows else delta_rs.arrow_rows(table, frame)
             appended[table] = batch.tables.append(table, rows_now, batch_id, batch.settings.before_commit)
         else:
+            frame = batch.tables.widened(table, frame)
             append(frame, batch.path(table), batch.tables.mark(batch_id), batch.settings.before_commit)
 
     writes: dict[str, Callable[[], None]] = {}
