@@ -289,6 +289,7 @@ class LakeTables:
 
     def _spark_append(self, kept: KeptTable, rows: pa.Table, mark: BatchMark, guard: Guard) -> None:
         proof = prove(guard)
+        name = kept.path.rstrip("/").rsplit("/", 1)[-1]
         frame = self.widened(name, self._session(kept).createDataFrame(rows))
         try:
             (
@@ -301,7 +302,7 @@ class LakeTables:
         except Exception as exc:  # noqa: BLE001 - a broken constraint said in one line; the rest raised as it is
             if "DELTA_VIOLATE_CONSTRAINT" not in str(exc):
                 raise
-            raise self._violation(kept.path.rstrip("/").rsplit("/", 1)[-1], rows, mark.batch_id) from None
+            raise self._violation(name, rows, mark.batch_id) from None
         kept.mark_stale()
         proof.still_held()
 
