@@ -1,10 +1,13 @@
 """Profile small micro-batches: time per phase and Spark jobs per batch.
 
-    .venv/bin/python tools/profile_batches.py [--pairs 12] [--events 2000] [--symbols 3000]
+    .venv/bin/python tools/profile_batches.py [--pairs 12] [--events 2000] [--symbols 3000] [--alter SQL]
 
 Lands PAIRS file pairs of EVENTS events each, runs the stream (available-now, one pair per batch)
 and prints, per batch, its wall time, phases and the number of Spark jobs it ran. Used to measure
-performance changes one at a time on the same machine in the same run.
+performance changes one at a time on the same machine in the same run. `--alter` (repeatable) runs
+`ALTER TABLE delta.`<table>` SQL` on every table of the new lake before the stream starts, as a
+user turning on a feature would (for example `SET TBLPROPERTIES ('delta.enableRowTracking' =
+'true')`, which sends the commits through delta-spark: lake.protocol).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--work", default=None)
     parser.add_argument("--jobs", action="store_true", help="list each batch's Spark jobs")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
+    parser.add_argument("--alter", action="append", default=[], metavar="SQL", help="ALTER TABLE each table: SQL")
     return parser.parse_args()
 
 
@@ -168,6 +172,13 @@ def main() -> int:
 
     extra = dict(c.split("=", 1) for c in args.conf)
     spark = build_session("profile", master="local[*]", extra_conf=extra or None, long_running=True)
+    if args.alter:
+        from market_spread.lake.tables import TABLES, ensure_tables, table_path
+
+        ensure_tables(spark, lake)
+        for table in TABLES:
+            for sql in args.alter:
+                spark.sql(f"ALTER TABLE delta.`{table_path(lake, table)}` {sql}")
     profiler = Profiler(spark, args.jobs)
     start = time.perf_counter()
     spec = StreamSpec(lake=lake, symbols=symbols, landing=landing, max_files_per_batch=1, available_now=True)

@@ -244,3 +244,17 @@ def test_the_page_opens_on_a_window_that_fits_a_young_stream(place) -> None:
         assert f'?window={opens_on}" class=current>{opens_on}</a>' in page, (age, opens_on)
         assert len(client().get("/status.json").json()["minutes"]) == WINDOWS[opens_on]
     assert '?window=6h" class=current' in client().get("/?window=6h").text  # a window asked for is kept
+
+
+def test_each_tables_writer_and_why_it_left_delta_rs_are_shown(place) -> None:
+    """The stream's health record names each table's writer (lake.protocol): the page says which
+    library commits to each table and the features that sent a table to delta-spark."""
+    lake, _ = place
+    writers = {
+        "alerts": {"writer": "delta-spark", "why": "domainMetadata, rowTracking"},
+        "quotes": {"writer": "delta-rs", "why": ""},
+    }
+    write_health(lake, {"written_at": time.time() - 3, "minutes": MinuteSeries().rows(), "writers": writers})
+    page = client().get("/").text
+    assert "Table writers</dt><dd>alerts: delta-spark (domainMetadata, rowTracking); quotes: delta-rs</dd>" in page
+    assert client().get("/status.json").json()["writers"] == writers

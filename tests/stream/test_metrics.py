@@ -130,7 +130,11 @@ def test_the_endpoint_counts_what_batch_metrics_holds(tmp_path: Path) -> None:
             log,
             60,
         )
-        assert scrape(port)["market_spread_input_waiting_seconds"] == 0
+        scraped = scrape(port)
+        assert scraped["market_spread_input_waiting_seconds"] == 0
+        for table in ("alerts", "quotes", "symbol_state", "quarantine", "batch_metrics"):  # no user feature
+            assert scraped[f"market_spread_table_writer{{table={table},writer=delta-rs}}"] == 1, table
+            assert scraped[f"market_spread_table_writer{{table={table},writer=delta-spark}}"] == 0, table
         # The record is rewritten after each sample (every 5 s), so it may lag the endpoint by one.
         _wait(
             "the page's latency: the same 4 files",
@@ -142,6 +146,7 @@ def test_the_endpoint_counts_what_batch_metrics_holds(tmp_path: Path) -> None:
         health = read_health(lake)
         assert health["metrics_endpoint"] == f"http://127.0.0.1:{port}/metrics"
         assert health["last_batch"]["batch_id"] == max(r["batch_id"] for r in batch_rows(lake))
+        assert health["writers"]["alerts"] == {"writer": "delta-rs", "why": ""}
     finally:
         stop(proc, signal.SIGTERM, timeout=120)
     assert proc.returncode == 0, log.read_text()[-3000:]
