@@ -237,8 +237,10 @@ class LakeTables:
 
     def routes(self, names: tuple[str, ...] = lake_mod.TABLES) -> dict[str, Route]:
         """Every table's route read fresh from its log: run before a batch's first commit, so a table
-        no library can write stops the stream before the batch commits anything."""
-        return {name: self.route(name, fresh=True) for name in names if lake_mod.is_delta_table(self.path(name))}
+        no library can write stops the stream before the batch commits anything. Side by side: on S3
+        each read of a log is a request."""
+        present = [name for name in names if name in self._kept or lake_mod.is_delta_table(self.path(name))]
+        return dict(zip(present, self.write_pool.map(lambda name: self.route(name, fresh=True), present)))
 
     def constraints(self, name: str) -> dict[str, str]:
         """Table `name`'s CHECK constraints (name -> SQL) as this process last read its log."""
@@ -266,10 +268,10 @@ class LakeTables:
 
     def _rows(self, name: str, table: Any) -> pa.Table:
         """Every row of table `name` (the delta-rs `table` as it stands), in the declared schema."""
-        from deltalake import QueryBuilder
+        from market_spread.runtime.storage import read_rows
 
-        rows = pa.table(QueryBuilder().register("t", table).execute("SELECT * FROM t"))
-        return rows.select(lake_mod.arrow_schema(name).names).cast(lake_mod.arrow_schema(name))
+        schema = lake_mod.arrow_schema(name)
+        return read_rows(table, schema.names).cast(schema)
 
     def _session(self, kept: KeptTable) -> "SparkSession":
         if self.spark is None:

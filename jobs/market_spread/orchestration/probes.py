@@ -52,9 +52,9 @@ def last_batch(lake: Location) -> dict[str, Any] | None:
     path = lake / "batch_metrics"
     if not (path / "_delta_log").is_dir():
         return None
-    from market_spread.runtime.storage import open_delta
+    from market_spread.runtime.storage import open_delta, read_rows
 
-    table = open_delta(path).to_pyarrow_table(columns=["batch_id", "finished_at", "quotes", "orders", "alerts"])
+    table = read_rows(open_delta(path), ["batch_id", "finished_at", "quotes", "orders", "alerts"])
     if table.num_rows == 0:
         return None
     rows = table.to_pylist()

@@ -32,9 +32,9 @@ def _results(lake: Location, run_id: str | None) -> list[dict[str, Any]]:
     path = lake / RESULTS_TABLE
     if run_id is None or not any((path / "_delta_log").glob("[0-9]*.json")):
         return []
-    from market_spread.runtime.storage import open_delta
+    from market_spread.runtime.storage import open_delta, read_rows
 
-    return open_delta(path).to_pyarrow_table().to_pylist()
+    return read_rows(open_delta(path)).to_pylist()
 
 
 def _batches_checked(run: list[dict[str, Any]]) -> int:

@@ -61,17 +61,15 @@ def _passed_alert_runs(lake: str | Location, columns: list[str]):
     Read with delta-rs: a few columns of a small table, without the Spark jobs of a Delta snapshot.
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    from market_spread.runtime.storage import open_delta
+    from market_spread.runtime.storage import open_delta, read_rows
 
     path = lake_mod.table_path(lake, RESULTS_TABLE)
     if not lake_mod.is_delta_table(path):
         return None
     table = open_delta(path)
     present = {f.name for f in table.schema().fields}
-    passed = (pc.field("suite") == "alerts") & pc.field("run_passed")
-    runs = table.to_pyarrow_dataset().to_table(columns=[c for c in columns if c in present], filter=passed)
+    runs = read_rows(table, [c for c in columns if c in present], "suite = 'alerts' AND run_passed")
     for name in columns:
         if name not in present:
             runs = runs.append_column(name, pa.nulls(runs.num_rows, pa.int64()))

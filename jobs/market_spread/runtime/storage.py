@@ -95,6 +95,20 @@ def open_delta(table: "str | Path | S3Path") -> Any:
     return DeltaTable(uri, storage_options=options)
 
 
+def read_rows(table: Any, columns: list[str] | None = None, where: str | None = None) -> Any:
+    """Rows of an open delta-rs table as an Arrow table, through delta-rs's query engine, which reads
+    deletion vectors, column mapping and v2 checkpoints a user may turn on (`to_pyarrow_table` refuses
+    them). Strings as plain Arrow strings, not DataFusion's views."""
+    import pyarrow as pa
+    from deltalake import QueryBuilder
+
+    picked = ", ".join(f'"{c}"' for c in columns) if columns else "*"
+    sql = f"SELECT {picked} FROM t" + (f" WHERE {where}" if where else "")
+    rows = pa.table(QueryBuilder().register("t", table).execute(sql))
+    plain = [pa.field(f.name, pa.string()) if f.type == pa.string_view() else f for f in rows.schema]
+    return rows.cast(pa.schema(plain))
+
+
 @contextmanager
 def local_copy(folder: Location) -> Iterator[Path]:
     """A local folder to work in: `folder` itself when local; for an S3 prefix, a temporary copy of
