@@ -45,11 +45,14 @@ def test_a_batch_is_flushed_after_its_last_commit_and_before_it_returns(spark, t
     monkeypatch.setattr(durable, "sync_file_system", recording)
     spec = StreamSpec(lake=lake, symbols=list(SYMBOLS), landing=landing, available_now=True, max_files_per_batch=1)
     assert run_query(spark, spec, on_batch=lambda result: events.append(("on_batch", result.batch_id))) == 0
-    # One flush a batch (the lake and its checkpoint share a file system): with that batch's
-    # batch_metrics commit in, before Spark wrote its commits/B, and before its on_batch.
+    # Two flushes a batch (the lake and its checkpoint share a file system): at its start, with its
+    # offsets/B written and nothing of it committed; after its batch_metrics commit, before Spark
+    # wrote its commits/B, and before its on_batch.
     assert events == [
+        ("sync", None, [], True),
         ("sync", 0, [], True),
         ("on_batch", 0),
+        ("sync", 0, [0], True),
         ("sync", 1, [0], True),
         ("on_batch", 1),
     ]
@@ -66,3 +69,36 @@ def test_the_flush_can_be_turned_off_to_measure_it(spark, tmp_path, monkeypatch)
     spec = StreamSpec(lake=lake, symbols=list(SYMBOLS), landing=landing, available_now=True)
     assert run_query(spark, spec) == 0
     assert calls == [] and _metrics_batch(lake) == 0
+
+
+def test_checkpoint_files_a_power_loss_left_empty_are_dropped_and_the_run_goes_on_exactly(spark, tmp_path, capsys):
+    """What a power loss can leave (contract 5.6): the newest `commits/B` empty (batch B replayed, its
+    commits skipped by their marks), and the next batch's `offsets/B+1` and source log entry empty
+    (that batch committed nothing: its first flush never ran). The stream drops them, says so, and
+    its tables equal those of an uninterrupted run."""
+    from tests.helpers.lake import comparable_tables, metrics_totals, stream
+
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    checkpoint = lake / lake_mod.CHECKPOINT_SUBDIR
+    land(landing, "quotes", [quote(SYMBOLS[0], 1, "10.00", "11.00")], name="p0.jsonl")
+    land(landing, "orders", [order("o0", SYMBOLS[0], 2)], name="p0.jsonl")
+    spec = StreamSpec(lake=lake, symbols=list(SYMBOLS), landing=landing, available_now=True)
+    assert run_query(spark, spec) == 0
+    (checkpoint / "commits" / "0").write_bytes(b"")
+    for torn in (checkpoint / "offsets" / "1", checkpoint / "sources" / "0" / "1"):
+        torn.write_bytes(b"")
+    land(landing, "orders", [order("o1", SYMBOLS[0], 3)], name="p1.jsonl")
+    capsys.readouterr()
+    assert run_query(spark, spec) == 0
+    said = capsys.readouterr().out
+    assert said.count("was left empty or cut short (a power loss?): dropped") == 3, said
+    reference = tmp_path / "reference"
+    assert stream(spark, landing, reference) == 0
+    assert comparable_tables(spark, lake) == comparable_tables(spark, reference)
+    totals = metrics_totals(spark, lake)
+    assert {k: v for k, v in totals.items() if k != "batches"} == {
+        "quotes": 1,
+        "orders": 2,
+        "alerts": 2,
+        "quarantined": 0,
+    }

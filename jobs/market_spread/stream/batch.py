@@ -39,6 +39,7 @@ from market_spread.lake.lake_tables import DEFAULT_STREAM_ID, LakeTables
 from market_spread.lake.state import merge_state, newest_of_rows, newest_per_symbol
 from market_spread.lake.state_mirror import StateMirror
 from market_spread.lake.writes import append, ms_since
+from market_spread.runtime import durable
 from market_spread.runtime import settings as runtime_settings
 from market_spread.runtime import spark as runtime_spark
 from market_spread.runtime.spark import SMALL_BATCH_LINES, kept_for_batch, sized_for, spark_jobs_so_far
@@ -123,6 +124,10 @@ class BatchProcessor:
         if self.reader is None:
             self.reader = DriverReader(_kafka_reader(self.settings))
         try:
+            # The batch's planned input (`offsets/B`, the source log) on stable storage before its
+            # first commit: a power loss can then tear only a batch that committed nothing
+            # (stream.checkpoint_files.repair_torn_tail).
+            flushed = durable.make_durable((self.settings.lake, self.checkpoint))
             # Each table's writer from its protocol as it stands (users change it at any time): a
             # feature no library can write stops the stream before this batch commits anything.
             routes = self.tables.routes()
@@ -147,6 +152,7 @@ class BatchProcessor:
             raise
         self.last_lines = result.input_lines
         result.writers = {name: (r.writer, r.why) for name, r in routes.items()}
+        result.phases_ms["sync_input"] = int(1000 * flushed)
         self.on_batch(result)
 
 

@@ -49,3 +49,42 @@ def query_id(checkpoint: Location) -> str | None:
     except (OSError, ValueError, IndexError, AttributeError):
         return None
     return found if isinstance(found, str) and found else None
+
+
+def _whole(path: Location) -> bool:
+    """Whether a numbered log file holds what Spark writes: a version line (`v1`), then JSON."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return bool(lines) and lines[0].startswith("v") and lines[0][1:].isdigit()
+
+
+def repair_torn_tail(checkpoint: Location) -> list[str]:
+    """After a power loss on a local disk: drop the newest batch's checkpoint files that the disk
+    left empty or cut short (Spark cannot start over them). Safe because every batch flushes the
+    disk before its first commit (stream.batch): a batch whose `offsets/B` or source log entry is
+    torn committed nothing, and one whose `commits/B` is torn is replayed, its commits skipped by
+    their marks. Returns what was dropped (said by the caller); nothing on S3, where a PUT is whole."""
+    if isinstance(checkpoint, S3Path):
+        return []
+    logs = [checkpoint / "offsets", *sorted(numbered_dirs(checkpoint / "sources"))]
+    newest = [found[-1] for found in (numbered(log) for log in logs) if found]
+    commits = numbered(checkpoint / "commits")
+    dropped: list[Location] = []
+    if commits and not _whole(commits[-1]):
+        dropped.append(commits[-1])
+    torn = {int(p.name) for p in newest if not _whole(p)}
+    if torn:  # that batch never passed its first flush: its planned input goes, Spark plans it again
+        dropped += [p for p in newest if int(p.name) >= min(torn)]
+    for path in dropped:
+        path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
+    return [str(p) for p in dropped]
+
+
+def numbered_dirs(folder: Location) -> list[Location]:
+    """The source logs of a checkpoint's `sources/` (one folder per source, named by its index)."""
+    if not folder.is_dir():
+        return []
+    return [p for p in folder.iterdir() if p.name.isdigit() and p.is_dir()]

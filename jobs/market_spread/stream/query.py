@@ -148,6 +148,8 @@ def trigger_label(spec: StreamSpec) -> str:
 
 
 def _prepare(spark: SparkSession, spec: StreamSpec) -> bool:
+    from market_spread.stream.checkpoint_files import repair_torn_tail
+
     """The landing folders, the tables and the checkpoint's layout, ready before the query starts.
     Returns whether landing files are archived once read."""
     from market_spread.stream import checkpoint_layout
@@ -157,6 +159,8 @@ def _prepare(spark: SparkSession, spec: StreamSpec) -> bool:
         assert landing is not None  # a file stream reads a landing folder (stream.job.check_spec)
         (landing / name).mkdir(parents=True, exist_ok=True)
     lake_mod.ensure_tables(spark, spec.lake)
+    for dropped in repair_torn_tail(spec.checkpoint_path):
+        print(f"market-spread stream: {dropped} was left empty or cut short (a power loss?): dropped", flush=True)
     if files:
         moved = checkpoint_layout.prepare(spec.checkpoint_path)
         if moved:
