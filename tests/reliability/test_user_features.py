@@ -229,3 +229,46 @@ def test_a_feature_no_library_can_write_stops_the_stream_in_one_line_with_exit_5
 def _no_compaction(monkeypatch):
     """Compaction is tested elsewhere; here it would only add commits between the steps."""
     monkeypatch.setenv("MARKET_SPREAD_COMPACT_EVERY", "0")
+
+
+# One table per feature, as a user turns it on (make reliability: a minute of Spark DDL).
+PROBES = {
+    "deletion vectors": ["SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')", "DELETE FROM {t} WHERE n = 2"],
+    "row tracking": ["SET TBLPROPERTIES ('delta.enableRowTracking' = 'true')"],
+    "clustering": ["CLUSTER BY (symbol)"],
+    "in-commit timestamps": ["SET TBLPROPERTIES ('delta.enableInCommitTimestamps' = 'true')"],
+    "change data feed": ["SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')"],
+    "column mapping": ["SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')"],
+    "type widening": ["SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')", "ALTER COLUMN n TYPE BIGINT"],
+    "v2 checkpoints": ["SET TBLPROPERTIES ('delta.checkpointPolicy' = 'v2')"],
+}
+
+
+@pytest.mark.skipif(not FULL, reason="make reliability (MARKET_SPREAD_RELIABILITY=full): a minute of DDL")
+@pytest.mark.parametrize("feature", PROBES)
+def test_the_routes_feature_sets_agree_with_what_delta_rs_does(spark, tmp_path, feature):
+    """lake.protocol's sets, measured once, against deltalake as installed: a table is routed to
+    delta-rs exactly when delta-rs commits to it, and read by delta-rs exactly when it reads it."""
+    import pyarrow as pa
+    from deltalake import QueryBuilder, write_deltalake
+
+    from market_spread.lake.protocol import DELTA_RS, route
+
+    path = str(tmp_path / "t")
+    spark.sql(f"CREATE TABLE delta.`{path}` (symbol STRING, n INT) USING delta")
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES ('A', 1), ('B', 2)")
+    for sql in PROBES[feature]:
+        spark.sql(sql.format(t=f"delta.`{path}`") if sql.startswith("DELETE") else f"ALTER TABLE delta.`{path}` {sql}")
+    chosen = route(DeltaTable(path), "t", path)
+    try:
+        QueryBuilder().register("t", DeltaTable(path)).execute("SELECT * FROM t").read_all()
+        reads = True
+    except Exception:  # noqa: BLE001 - delta-rs refuses the table's reader features
+        reads = False
+    written = DeltaTable(path).schema().to_arrow()
+    try:
+        write_deltalake(DeltaTable(path), pa.table({"symbol": ["C"], "n": [3]}).cast(pa.schema(written)), mode="append")
+        writes = True
+    except Exception:  # noqa: BLE001 - delta-rs refuses the table's writer features
+        writes = False
+    assert (chosen.writer == DELTA_RS, chosen.reader == DELTA_RS) == (writes, reads), (feature, chosen)

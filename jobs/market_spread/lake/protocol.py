@@ -62,12 +62,14 @@ DELTA_SPARK_WRITES = DELTA_RS_WRITES | frozenset(
     }
 )
 # Features a legacy protocol (no feature lists) implies, by writer version (Delta's protocol spec).
+# Writer version 4 also allows generated columns and 6 identity columns, which only a table created
+# with such a column uses (the product's never are): left out, or every table a user gave Change Data
+# Feed under a legacy protocol would leave delta-rs.
 _LEGACY_WRITER = {
     2: {"appendOnly", "invariants"},
     3: {"checkConstraints"},
-    4: {"changeDataFeed", "generatedColumns"},
+    4: {"changeDataFeed"},
     5: {"columnMapping"},
-    6: {"identityColumns"},
 }
 
 
@@ -119,7 +121,7 @@ def route(table: Any, name: str, path: str) -> Route:
     if unknown:
         raise FeatureNotHonoured(
             f"table {name} has the Delta feature {unknown[0]}, which neither delta-rs nor delta-spark "
-            f"can write for the stream: run `ALTER TABLE delta.`{path}` DROP FEATURE {unknown[0]}` "
+            f"can write for the stream: run ALTER TABLE delta.`{path}` DROP FEATURE {unknown[0]} "
             "from Spark, then start the stream again"
         )
     spark_writes = sorted(writes - DELTA_RS_WRITES)

@@ -130,7 +130,9 @@ class BatchProcessor:
             flushed = durable.make_durable((self.settings.lake, self.checkpoint))
             # Each table's writer from its protocol as it stands (users change it at any time): a
             # feature no library can write stops the stream before this batch commits anything.
+            began = time.perf_counter()
             routes = self.tables.routes()
+            protocol_ms = int(1000 * (time.perf_counter() - began))
             result = process_batch(
                 batch_df,
                 batch_id,
@@ -152,7 +154,7 @@ class BatchProcessor:
             raise
         self.last_lines = result.input_lines
         result.writers = {name: (r.writer, r.why) for name, r in routes.items()}
-        result.phases_ms["sync_input"] = int(1000 * flushed)
+        result.phases_ms.update(sync_input=int(1000 * flushed), protocol=protocol_ms)
         self.on_batch(result)
 
 
