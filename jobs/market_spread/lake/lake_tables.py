@@ -201,10 +201,8 @@ class LakeTables:
     def _violation(self, name: str, rows: pa.Table, batch_id: int) -> ConstraintViolated:
         """The one-line error of rows that break the table's rules, naming the CHECK constraints they
         break (evaluated by Spark, whose SQL the constraints are written in, when it is at hand)."""
-        config = self.kept(name).refresh().metadata().configuration
-        rules = {
-            k.removeprefix("delta.constraints."): v for k, v in config.items() if k.startswith("delta.constraints.")
-        }
+        self.kept(name).refresh()
+        rules = self.constraints(name)
         broken = sorted(rules)
         if self.spark is not None and rules:
             frame = self.spark.createDataFrame(rows)
