@@ -228,3 +228,32 @@ def test_lock_record_of_a_reused_pid_is_stale(tmp_path):
     finally:
         unrelated.kill()
         unrelated.wait()
+
+
+def test_a_constraint_the_products_own_rows_break_stops_the_command_in_one_line_exit_5(spark, tmp_path):
+    """A CHECK constraint on batch_metrics that its rows break cannot be honoured (contract 5.5): the
+    `stream` command says so in one line naming the table and the constraint, exits 5, and prints no
+    stack trace (Spark's report of the failed query is not shown); nothing of the batch is lost."""
+    from market_spread.lake import tables as lake_mod
+    from tests.helpers.lake import rows, stream
+    from tests.helpers.landing import land
+    from tests.helpers.records import order, quote
+
+    landing, lake, symbols = tmp_path / "landing", tmp_path / "lake", symbols_file(tmp_path, SYMBOLS)
+    land(landing, "quotes", [quote("AAPL", "2026-11-23T14:30:00.000Z", "1.10", "1.15")])
+    assert stream(spark, landing, lake) == 0
+    metrics = lake_mod.table_path(lake, "batch_metrics")
+    spark.sql(f"ALTER TABLE delta.`{metrics}` ADD CONSTRAINT few_quotes CHECK (quotes < 2)")
+    land(landing, "orders", [order("O-1", "AAPL", "2026-11-23T14:30:01.000Z")])
+    land(landing, "quotes", [quote(s, "2026-11-23T14:30:02.000Z", "1.10", "1.15") for s in ("AAPL", "MSFT")])
+    done = market_spread(
+        "stream", "--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols), "--available-now"
+    )
+    assert done.returncode == 5, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    said = [line for line in lines if "error" in line.lower()]
+    assert len(said) == 1, done.stderr[-3000:]
+    assert "batch_metrics" in said[0] and "few_quotes (quotes < 2)" in said[0], said
+    traced = [line for line in lines if line.lstrip().startswith(("at ", "Caused by")) or "Exception" in line]
+    assert not traced and "Traceback" not in done.stderr, done.stderr[-3000:]  # no stack trace
+    assert [a["order_id"] for a in rows(spark, lake, "alerts")] == ["O-1"], "the batch's other tables are in"

@@ -205,9 +205,17 @@ class LakeTables:
         rules = self.constraints(name)
         broken = sorted(rules)
         if self.spark is not None and rules:
-            frame = self.spark.createDataFrame(rows)
-            broken = [n for n in sorted(rules) if frame.where(f"NOT ({rules[n]})").limit(1).count()] or broken
-        named = ", ".join(f"{n} ({rules[n]})" for n in broken) or "an invariant of a column"
+            broken = self._broken(self.spark.createDataFrame(rows), rules) or broken
+        return self._violated(name, batch_id, {n: rules[n] for n in broken})
+
+    @staticmethod
+    def _broken(frame: "DataFrame", rules: dict[str, str]) -> list[str]:
+        """The constraints some row of `frame` breaks (false or null), by name."""
+        return [n for n in sorted(rules) if frame.where(f"NOT coalesce(({rules[n]}), false)").limit(1).count()]
+
+    @staticmethod
+    def _violated(name: str, batch_id: int, broken: dict[str, str]) -> ConstraintViolated:
+        named = ", ".join(f"{n} ({rule})" for n, rule in broken.items()) or "an invariant of a column"
         return ConstraintViolated(
             f"{name}: rows of batch {batch_id} break the table's CHECK constraint {named}; "
             "nothing of them was committed: drop or change the constraint, or correct the input, "
@@ -291,6 +299,10 @@ class LakeTables:
         proof = prove(guard)
         name = kept.path.rstrip("/").rsplit("/", 1)[-1]
         frame = self.widened(name, self._session(kept).createDataFrame(rows))
+        rules = self.constraints(name)
+        broken = self._broken(frame, rules) if rules else []
+        if broken:  # said before a Spark job fails on them, whose task errors would fill stderr
+            raise self._violated(name, mark.batch_id, {n: rules[n] for n in broken})
         try:
             (
                 frame.write.format("delta")
