@@ -52,9 +52,10 @@ def query_id(checkpoint: Location) -> str | None:
 
 
 def _whole(path: Location) -> bool:
-    """Whether a numbered log file holds what Spark writes: a version line (`v1`), then JSON."""
+    """Whether a numbered log file holds what Spark writes: a version line (`v1`), then JSON (the
+    Kafka source's first offsets file starts with a zero byte, for Spark 2.1's sake)."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8").lstrip("\x00").splitlines()
     except (OSError, UnicodeDecodeError):
         return False
     return bool(lines) and lines[0].startswith("v") and lines[0][1:].isdigit()
@@ -62,21 +63,15 @@ def _whole(path: Location) -> bool:
 
 def repair_torn_tail(checkpoint: Location) -> list[str]:
     """After a power loss on a local disk: drop the newest batch's checkpoint files that the disk
-    left empty or cut short (Spark cannot start over them). Safe because every batch flushes the
-    disk before its first commit (stream.batch): a batch whose `offsets/B` or source log entry is
-    torn committed nothing, and one whose `commits/B` is torn is replayed, its commits skipped by
-    their marks. Returns what was dropped (said by the caller); nothing on S3, where a PUT is whole."""
+    left empty or cut short (Spark cannot start over them), each log's newest file only. Safe
+    because every batch flushes the disk before its first commit (stream.batch): a batch whose
+    `offsets/B` or source log entry is torn committed nothing (Spark plans it again), and one whose
+    `commits/B` is torn is replayed, its commits skipped by their marks. Returns what was dropped (said by the caller); nothing on S3, where a PUT is whole."""
     if isinstance(checkpoint, S3Path):
         return []
-    logs = [checkpoint / "offsets", *sorted(numbered_dirs(checkpoint / "sources"))]
+    logs = [checkpoint / "offsets", checkpoint / "commits", *sorted(numbered_dirs(checkpoint / "sources"))]
     newest = [found[-1] for found in (numbered(log) for log in logs) if found]
-    commits = numbered(checkpoint / "commits")
-    dropped: list[Location] = []
-    if commits and not _whole(commits[-1]):
-        dropped.append(commits[-1])
-    torn = {int(p.name) for p in newest if not _whole(p)}
-    if torn:  # that batch never passed its first flush: its planned input goes, Spark plans it again
-        dropped += [p for p in newest if int(p.name) >= min(torn)]
+    dropped = [path for path in newest if not _whole(path)]
     for path in dropped:
         path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
         path.unlink(missing_ok=True)
