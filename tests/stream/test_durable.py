@@ -42,17 +42,25 @@ def test_a_batch_is_flushed_after_its_last_commit_and_before_it_returns(spark, t
         events.append(("sync", _metrics_batch(lake), done, (checkpoint / "offsets").exists()))
         flush(folder)
 
+    fsync = durable.fsync_files
+
+    def recording_input(paths) -> float:
+        names = sorted("/".join(p.parts[-2:]) for p in paths if p.exists())
+        events.append(("input", _metrics_batch(lake), names))
+        return fsync(paths)
+
     monkeypatch.setattr(durable, "sync_file_system", recording)
+    monkeypatch.setattr(durable, "fsync_files", recording_input)
     spec = StreamSpec(lake=lake, symbols=list(SYMBOLS), landing=landing, available_now=True, max_files_per_batch=1)
     assert run_query(spark, spec, on_batch=lambda result: events.append(("on_batch", result.batch_id))) == 0
-    # Two flushes a batch (the lake and its checkpoint share a file system): at its start, with its
-    # offsets/B written and nothing of it committed; after its batch_metrics commit, before Spark
-    # wrote its commits/B, and before its on_batch.
+    # At its start, the batch's offsets/B and source log entry fsynced, nothing of it committed
+    # yet; after its batch_metrics commit one flush of the file system (the lake and its checkpoint
+    # share one), before Spark wrote its commits/B, and before its on_batch.
     assert events == [
-        ("sync", None, [], True),
+        ("input", None, ["0/0", "1/0", "offsets/0"]),
         ("sync", 0, [], True),
         ("on_batch", 0),
-        ("sync", 0, [0], True),
+        ("input", 0, ["0/1", "1/1", "offsets/1"]),
         ("sync", 1, [0], True),
         ("on_batch", 1),
     ]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from market_spread.lake import spark_commits
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.commits import (
     BatchMark,
@@ -29,7 +30,7 @@ from market_spread.lake.protocol import DELTA_RS, Route, reader_features, route
 from market_spread.runtime.lease import prove
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from market_spread.runtime.storage import Location
 
@@ -176,25 +177,11 @@ class LakeTables:
         self.spark_merge(name, self._session(kept).createDataFrame(source), batch_id, spark_condition, guard)
 
     def spark_merge(self, name: str, source: "DataFrame", batch_id: int, condition: str, guard: Guard = None) -> None:
-        """The same MERGE through Spark, marked with the batch (Delta's idempotent-DML settings)."""
-        from delta.tables import DeltaTable
-
-        from market_spread.lake.writes import USER_METADATA
-        from market_spread.runtime.spark import session_settings
-
-        kept, mark = self.kept(name), self.mark(batch_id)
+        """The same MERGE through Spark, marked with the batch (lake.spark_commits)."""
+        kept = self.kept(name)
         source = self.widened(name, source)
         proof = prove(guard)
-        columns: dict[str, str | Column] = {c: f"s.{c}" for c in source.columns}
-        with session_settings(source.sparkSession, {**mark.spark_conf(), USER_METADATA: lake_mod.batch_tag(batch_id)}):
-            (
-                DeltaTable.forPath(source.sparkSession, kept.path)
-                .alias("t")
-                .merge(source.alias("s"), "t.symbol = s.symbol")
-                .whenMatchedUpdate(condition=condition, set=columns)
-                .whenNotMatchedInsert(values=columns)
-                .execute()
-            )
+        spark_commits.merge(source, kept.path, self.mark(batch_id), condition)
         kept.mark_stale()
         proof.still_held()
 
@@ -205,22 +192,8 @@ class LakeTables:
         rules = self.constraints(name)
         broken = sorted(rules)
         if self.spark is not None and rules:
-            broken = self._broken(self.spark.createDataFrame(rows), rules) or broken
-        return self._violated(name, batch_id, {n: rules[n] for n in broken})
-
-    @staticmethod
-    def _broken(frame: "DataFrame", rules: dict[str, str]) -> list[str]:
-        """The constraints some row of `frame` breaks (false or null), by name."""
-        return [n for n in sorted(rules) if frame.where(f"NOT coalesce(({rules[n]}), false)").limit(1).count()]
-
-    @staticmethod
-    def _violated(name: str, batch_id: int, broken: dict[str, str]) -> ConstraintViolated:
-        named = ", ".join(f"{n} ({rule})" for n, rule in broken.items()) or "an invariant of a column"
-        return ConstraintViolated(
-            f"{name}: rows of batch {batch_id} break the table's CHECK constraint {named}; "
-            "nothing of them was committed: drop or change the constraint, or correct the input, "
-            "then start the stream again"
-        )
+            broken = spark_commits.broken(self.spark.createDataFrame(rows), rules) or broken
+        return spark_commits.violated(name, batch_id, {n: rules[n] for n in broken})
 
     def route(self, name: str, fresh: bool = False) -> Route:
         """How table `name` is committed to and read now (lake.protocol), from its protocol as this
@@ -287,30 +260,22 @@ class LakeTables:
         return self.spark
 
     def widened(self, name: str, frame: "DataFrame") -> "DataFrame":
-        """`frame` cast to the table's column types where a user widened one (type widening): Spark's
-        append refuses a decimal narrower than its column, and its MERGE compares unlike structs."""
+        """`frame` cast up to the table's columns where a user widened one (type widening)."""
         kept = self.kept(name)
         if "typeWidening" not in reader_features(kept.current()):
             return frame
-        target = frame.sparkSession.read.format("delta").load(kept.path).schema
-        return frame.select([frame[f.name].cast(f.dataType) for f in target if f.name in frame.columns])
+        return spark_commits.widened(frame, kept.path)
 
     def _spark_append(self, kept: KeptTable, rows: pa.Table, mark: BatchMark, guard: Guard) -> None:
         proof = prove(guard)
         name = kept.path.rstrip("/").rsplit("/", 1)[-1]
         frame = self.widened(name, self._session(kept).createDataFrame(rows))
         rules = self.constraints(name)
-        broken = self._broken(frame, rules) if rules else []
+        broken = spark_commits.broken(frame, rules) if rules else []
         if broken:  # said before a Spark job fails on them, whose task errors would fill stderr
-            raise self._violated(name, mark.batch_id, {n: rules[n] for n in broken})
+            raise spark_commits.violated(name, mark.batch_id, {n: rules[n] for n in broken})
         try:
-            (
-                frame.write.format("delta")
-                .mode("append")
-                .options(**mark.spark_options())
-                .option("userMetadata", lake_mod.batch_tag(mark.batch_id))
-                .save(kept.path)
-            )
+            spark_commits.append(frame, kept.path, mark)
         except Exception as exc:  # noqa: BLE001 - a broken constraint said in one line; the rest raised as it is
             if "DELTA_VIOLATE_CONSTRAINT" not in str(exc):
                 raise
@@ -335,7 +300,8 @@ class LakeTables:
             table = kept.current()
             proof = prove(guard)
             if self.route(name).writer != DELTA_RS:  # the writer rule holds for compaction too
-                metrics = self._spark_compact(kept)
+                metrics = spark_commits.optimize(self._session(kept), kept.path)
+                kept.mark_stale()
             else:
                 metrics = table.optimize.compact(
                     target_size=target_bytes,
@@ -345,12 +311,6 @@ class LakeTables:
                 kept.after_commit()
             proof.still_held()
         return metrics, int((time.perf_counter() - began) * 1000)
-
-    def _spark_compact(self, kept: KeptTable) -> dict[str, Any]:
-        """Delta's OPTIMIZE through Spark (a table delta-rs cannot write); its file counts."""
-        row = self._session(kept).sql(f"OPTIMIZE delta.`{kept.path}`").first()
-        kept.mark_stale()
-        return {} if row is None else row["metrics"].asDict()
 
     # -- what this process knows ------------------------------------------------------------------
     def committed_elsewhere(self) -> None:

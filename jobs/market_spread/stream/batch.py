@@ -55,7 +55,7 @@ from market_spread.stream.batch_run import (
     run_writes,
 )
 from market_spread.stream.check import check_orders
-from market_spread.stream.checkpoint_files import query_id
+from market_spread.stream.checkpoint_files import planned_input, query_id
 from market_spread.stream.driver_read import DriverReader
 from market_spread.stream.kafka_read import KafkaReader
 from market_spread.stream.spec import StreamSpec
@@ -127,7 +127,7 @@ class BatchProcessor:
             # The batch's planned input (`offsets/B`, the source log) on stable storage before its
             # first commit: a power loss can then tear only a batch that committed nothing
             # (stream.checkpoint_files.repair_torn_tail).
-            flushed = durable.make_durable((self.settings.lake, self.checkpoint))
+            flushed = durable.fsync_files(planned_input(self.checkpoint, batch_id)) if self.checkpoint else 0.0
             # Each table's writer from its protocol as it stands (users change it at any time): a
             # feature no library can write stops the stream before this batch commits anything.
             began = time.perf_counter()

@@ -83,3 +83,14 @@ def numbered_dirs(folder: Location) -> list[Location]:
     if not folder.is_dir():
         return []
     return [p for p in folder.iterdir() if p.name.isdigit() and p.is_dir()]
+
+
+def planned_input(checkpoint: Location, batch_id: int) -> list[Location]:
+    """The checkpoint files Spark wrote for batch `batch_id` before running it: `offsets/B` and each
+    source's log entry of B (a file source's; a Kafka source has only its first offsets). None on
+    S3, where a PUT is durable once answered."""
+    if isinstance(checkpoint, S3Path):
+        return []
+    return [checkpoint / "offsets" / str(batch_id)] + [
+        log / str(batch_id) for log in numbered_dirs(checkpoint / "sources")
+    ]
