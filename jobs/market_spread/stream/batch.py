@@ -103,6 +103,10 @@ class BatchProcessor:
         if self.reader is not None:
             self.reader.close()
             self.reader = None
+        if self.warm is not None:
+            # Its Spark job still running when the session stops (a stream that failed at once)
+            # ends in Spark's errors of a broadcast gone, pages of them after the stream's one line.
+            self.warm.wait()
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         spark = batch_df.sparkSession
