@@ -246,17 +246,9 @@ def test_a_constraint_the_products_own_rows_break_stops_the_command_in_one_line_
     spark.sql(f"ALTER TABLE delta.`{metrics}` ADD CONSTRAINT few_quotes CHECK (quotes < 2)")
     land(landing, "orders", [order("O-1", "AAPL", "2026-11-23T14:30:01.000Z")])
     land(landing, "quotes", [quote(s, "2026-11-23T14:30:02.000Z", "1.10", "1.15") for s in ("AAPL", "MSFT")])
-    done = market_spread(
-        "stream",
-        "--landing",
-        str(landing),
-        "--lake",
-        str(lake),
-        "--symbols",
-        str(symbols),
-        "--available-now",
-        env={**os.environ, "MARKET_SPREAD_METRICS_PORT": "0"},  # another test's stream may hold 9407
-    )
+    where = ["--landing", str(landing), "--lake", str(lake), "--symbols", str(symbols)]
+    quiet = {**os.environ, "MARKET_SPREAD_METRICS_PORT": "0"}  # another test's stream may hold 9407
+    done = market_spread("stream", *where, "--available-now", env=quiet)
     assert done.returncode == 5, done.stderr[-3000:]
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     said = [line for line in lines if "error" in line.lower()]
