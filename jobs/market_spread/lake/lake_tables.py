@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from market_spread.lake import spark_commits
+from market_spread.lake import protocol, spark_commits
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.commits import (
     BatchMark,
@@ -112,7 +112,7 @@ class LakeTables:
                 self.route(name, fresh=True)
             except ConstraintViolated:
                 raise self._violation(name, rows, batch_id) from None
-        self._spark_append(kept, rows, mark, guard)
+        self._spark_append(name, rows, mark, guard)
         return rows.num_rows
 
     def merge(
@@ -223,10 +223,7 @@ class LakeTables:
 
     def constraints(self, name: str) -> dict[str, str]:
         """Table `name`'s CHECK constraints (name -> SQL) as this process last read its log."""
-        config = self.kept(name).current().metadata().configuration
-        return {
-            k.removeprefix("delta.constraints."): v for k, v in config.items() if k.startswith("delta.constraints.")
-        }
+        return protocol.constraints(self.kept(name).current())
 
     def query(self, name: str, sql: str) -> pa.Table:
         """The rows of `sql` over table `name` (written `{t}` in it) as Arrow: delta-rs's query
@@ -266,9 +263,9 @@ class LakeTables:
             return frame
         return spark_commits.widened(frame, kept.path)
 
-    def _spark_append(self, kept: KeptTable, rows: pa.Table, mark: BatchMark, guard: Guard) -> None:
+    def _spark_append(self, name: str, rows: pa.Table, mark: BatchMark, guard: Guard) -> None:
         proof = prove(guard)
-        name = kept.path.rstrip("/").rsplit("/", 1)[-1]
+        kept = self.kept(name)
         frame = self.widened(name, self._session(kept).createDataFrame(rows))
         rules = self.constraints(name)
         broken = spark_commits.broken(frame, rules) if rules else []

@@ -108,6 +108,12 @@ def reader_features(table: Any) -> set[str]:
     return {"columnMapping"} if protocol.min_reader_version >= 2 else set()
 
 
+def constraints(table: Any) -> dict[str, str]:
+    """The CHECK constraints (name -> SQL) of a delta-rs table, as its metadata holds them."""
+    config = table.metadata().configuration
+    return {k.removeprefix("delta.constraints."): v for k, v in config.items() if k.startswith("delta.constraints.")}
+
+
 def delta_rs_writes(table: Any) -> bool:
     """Whether delta-rs can write every feature of the delta-rs `table`."""
     return writer_features(table) <= DELTA_RS_WRITES
@@ -125,8 +131,7 @@ def route(table: Any, name: str, path: str) -> Route:
             "from Spark, then start the stream again"
         )
     spark_writes = sorted(writes - DELTA_RS_WRITES)
-    config = table.metadata().configuration
-    if any(key.startswith("delta.constraints.") for key in config):
+    if constraints(table):
         # Rows are checked by the engine that commits them: Spark (stream.constrained).
         spark_writes.append("CHECK constraints")
     spark_reads = sorted(reader_features(table) - DELTA_RS_READS)
