@@ -46,9 +46,9 @@ def merge(source: DataFrame, path: str, mark: BatchMark, condition: str) -> None
         )
 
 
-def optimize(frame_session: Any, path: str) -> dict[str, Any]:
+def optimize(spark: Any, path: str) -> dict[str, Any]:
     """Delta's OPTIMIZE of the table at `path`; its file counts (numFilesAdded, numFilesRemoved)."""
-    row = frame_session.sql(f"OPTIMIZE delta.`{path}`").first()
+    row = spark.sql(f"OPTIMIZE delta.`{path}`").first()
     return {} if row is None else row["metrics"].asDict()
 
 
