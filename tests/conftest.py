@@ -22,6 +22,20 @@ SHARED = ROOT.parent / "shared"
 os.environ.setdefault("MARKET_SPREAD_JIT", "quick")
 
 
+def _one_placement_on_s3(config, items) -> None:
+    """Drop the executors placement's S3 run of tests that take both `place` and `placement`, but for
+    those marked `every_place`: S3 and the placement are independent, so one such scenario each."""
+    keep, drop = [], []
+    for item in items:
+        params = getattr(item, "callspec", None)
+        params = params.params if params is not None else {}
+        on_both = params.get("place") == "s3" and params.get("placement") == "executors"
+        (drop if on_both and item.get_closest_marker("every_place") is None else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     """`make test`'s time with its set-up (the Makefile notes when it began), above pytest's own total."""
     began = os.environ.get("MARKET_SPREAD_TEST_BEGAN")
@@ -44,6 +58,14 @@ def spark():
     session = build_session("market-spread-tests", master="local[2]", shuffle_partitions=2, extra_conf=extra)
     yield session
     session.stop()
+
+
+@pytest.fixture(params=["driver", "executors"])
+def placement(request) -> str:
+    """Where the stream runs each batch's kernel (`stream --placement`): the driver process or Spark's
+    tasks. Tests of the contract's semantics take it; with `place` as well, the S3 run is on the
+    driver only, unless the test is marked `every_place` (pytest_collection_modifyitems)."""
+    return request.param
 
 
 @pytest.fixture(scope="session")
@@ -155,6 +177,7 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_collection_modifyitems(config, items) -> None:
+    _one_placement_on_s3(config, items)
     missing = [path for path in LONGEST_FIRST if not (ROOT / path).is_file()]
     if missing:  # a renamed file would silently lose its place
         raise pytest.UsageError(f"tests/conftest.py LONGEST_FIRST names files that do not exist: {missing}")

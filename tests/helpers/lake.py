@@ -18,15 +18,18 @@ from tests.helpers.symbols import SYMBOLS
 PROCESSING_COLUMNS = ("detected_at", "updated_at", "batch_id", "started_at", "finished_at")
 
 
-def stream(spark, landing: Path, lake: Path, symbols=SYMBOLS, max_spread="0.05", max_spread_ratio="0.05") -> int:
+def stream(
+    spark, landing: Path, lake: Path, symbols=SYMBOLS, max_spread="0.05", max_spread_ratio="0.05", placement="auto"
+) -> int:
     """Run the file stream over `landing` into `lake` until no file is left (available-now); either
-    may be local or on S3 (runtime.storage.location)."""
+    may be local or on S3 (runtime.storage.location). `placement`: `stream --placement`."""
     spec = StreamSpec(
         lake=location(lake),
         symbols=list(symbols),
         landing=location(landing),
         thresholds=Thresholds(Decimal(max_spread), Decimal(max_spread_ratio)),
         available_now=True,
+        placement=placement,
     )
     return run_query(spark, spec)
 

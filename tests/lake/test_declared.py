@@ -9,7 +9,10 @@ import pytest
 from market_spread.lake import tables as lake_mod
 from market_spread.stream.batch_run import one_row
 
-METRICS = {name: index for index, name in enumerate(lake_mod.arrow_schema("batch_metrics").names)}
+METRICS = {
+    name: "driver" if name == "placement" else index
+    for index, name in enumerate(lake_mod.arrow_schema("batch_metrics").names)
+}
 
 
 def test_the_ddl_and_arrow_schema_come_from_one_declaration():
@@ -20,7 +23,7 @@ def test_the_ddl_and_arrow_schema_come_from_one_declaration():
     assert lake_mod.arrow_schema("alerts").field("price").type == pa.decimal128(18, 8)
     assert lake_mod.arrow_schema("alerts").field("order_time").type == pa.timestamp("us", tz="UTC")
     assert lake_mod.TABLES == tuple(lake_mod.DECLARED) == tuple(lake_mod.SCHEMAS)
-    assert lake_mod.DECLARED["batch_metrics"].added_columns() == {"spark_jobs": "BIGINT"}
+    assert lake_mod.DECLARED["batch_metrics"].added_columns() == {"spark_jobs": "BIGINT", "placement": "STRING"}
     props = lake_mod.table_properties("quotes")
     assert props["delta.checkpointInterval"] == "10"
     assert "quote_date" not in props["delta.dataSkippingStatsColumns"].split(",")  # the partition column

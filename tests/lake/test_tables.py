@@ -12,7 +12,7 @@ from market_spread.lake.deltalog import max_from_stats, properties_and_columns
 def test_an_older_lake_gets_the_properties_and_columns_of_this_release(spark, tmp_path):
     lake = tmp_path / "lake"
     metrics = lake_mod.table_path(lake, "batch_metrics")
-    older_schema = lake_mod.SCHEMAS["batch_metrics"].replace(", spark_jobs BIGINT", "")
+    older_schema = lake_mod.SCHEMAS["batch_metrics"].replace(", spark_jobs BIGINT, placement STRING", "")
     spark.sql(
         f"CREATE TABLE delta.`{metrics}` ({older_schema}) USING DELTA TBLPROPERTIES ('delta.checkpointInterval' = '10', "
         "'delta.logRetentionDuration' = 'interval 30 minutes', 'delta.deletedFileRetentionDuration' = 'interval 30 minutes')"
@@ -31,7 +31,7 @@ def test_an_older_lake_gets_the_properties_and_columns_of_this_release(spark, tm
         for t in ("quotes", "alerts", "symbol_state", "batch_metrics")
     ]
     assert len(set(intervals)) == 4 and all(10 <= int(i) <= 13 for i in intervals), intervals
-    assert columns[-1] == "spark_jobs"
+    assert columns[-2:] == ["spark_jobs", "placement"]
     assert sorted(lake_mod.existing_tables(lake)) == sorted(lake_mod.TABLES), "the missing tables were created"
     assert DeltaTable(lake_mod.table_path(lake, "quotes")).metadata().partition_columns == ["quote_date"]
     assert properties_and_columns(tmp_path / "not-a-table") is None

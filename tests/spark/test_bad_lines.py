@@ -1,4 +1,4 @@
-"""The driver's quarantine reasons (domain.bad_lines) are Spark's (transforms.parsing), for every kind
+"""The driver's quarantine reasons (kernel.bad_lines) are Spark's (transforms.parsing), for every kind
 of bad line the contract names and for random mutations of valid lines; a line it is not certain of
 is left to Spark's parse. Spark's parse is the oracle here."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from market_spread.domain.bad_lines import certain_reason
+from market_spread.kernel.bad_lines import certain_reason
 from market_spread.transforms import parsing
 from tests.helpers.records import BAD_ORDERS, BAD_QUOTES, T, order, quote
 from tests.helpers.symbols import SYMBOLS

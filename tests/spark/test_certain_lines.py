@@ -1,4 +1,4 @@
-"""The driver's parse (domain.certain_lines, stream.driver_batch) takes a line only when Spark's parse
+"""The driver's parse (kernel.certain_lines, stream.driver_batch) takes a line only when Spark's parse
 (transforms.parsing) finds it valid with the very same values; the lines it refuses go to Spark.
 Spark's parse is the oracle here."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from market_spread.domain.certain_lines import is_blank, parse_order, parse_quote
-from market_spread.stream.driver_rows import sources as _sources
+from market_spread.kernel.certain_lines import is_blank, parse_order, parse_quote
+from market_spread.kernel.line_rows import sources as _sources
 from market_spread.transforms import parsing
 from tests.helpers.symbols import SYMBOLS
 from tests.spark.test_parsing_fast_paths import TRICKY_LINES
@@ -128,7 +128,9 @@ def test_landing_files_read_on_the_driver_give_the_lines_sparks_text_source_give
     a file that is not UTF-8 is left to Spark."""
     import pyarrow as pa
 
-    from market_spread.stream import driver_columns, driver_read, driver_rows
+    from market_spread.kernel import layout as driver_columns
+    from market_spread.kernel import line_rows as driver_rows
+    from market_spread.stream import driver_read
     from market_spread.stream.query import _landing_feeds
     from market_spread.stream.spec import StreamSpec
 

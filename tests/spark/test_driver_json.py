@@ -1,4 +1,4 @@
-"""stream.driver_json reads a landing file whole only as Spark's parse reads it: every row it takes
+"""kernel.file_json reads a landing file whole only as Spark's parse reads it: every row it takes
 is a line Spark finds valid, with the very same values; every other line comes back for the
 line-at-a-time way, or the whole file does. Spark's parse is the oracle, over files of valid lines
 with random mutations among them."""
@@ -10,7 +10,7 @@ import random
 import pyarrow as pa
 from pyspark.sql import functions as F
 
-from market_spread.stream import driver_json
+from market_spread.kernel import file_json as driver_json
 from market_spread.transforms import parsing
 from tests.helpers.records import T, order, quote
 from tests.helpers.symbols import SYMBOLS

@@ -1,6 +1,6 @@
-"""The driver's columns against plain-Python statements of the same things: stream.driver_columns
-takes a line only with the values domain.certain_lines gives it, and stream.driver_rows gives the
-same columns; domain.columns' as-of choice and newest quote follow the reference engine's quote key,
+"""The driver's columns against plain-Python statements of the same things: kernel.layout
+takes a line only with the values kernel.certain_lines gives it, and kernel.line_rows gives the
+same columns; kernel.columns' as-of choice and newest quote follow the reference engine's quote key,
 its reject rule is the reference's should_reject (exact at the thresholds)."""
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from market_spread.domain.certain_lines import Order, Quote, parse_order, parse_quote
 from market_spread.domain.rules import Thresholds
-from market_spread.stream import driver_columns as dc
-from market_spread.stream import driver_rows
+from market_spread.kernel import columns
+from market_spread.kernel import layout as dc
+from market_spread.kernel import line_rows as driver_rows
+from market_spread.kernel.certain_lines import Order, Quote, parse_order, parse_quote
 from market_spread_tools.reference import quote_key, should_reject
 from tests.helpers.records import order, quote
 
@@ -167,7 +168,7 @@ def test_the_as_of_choice_and_the_newest_quote_follow_the_quote_key(seed):
         for i in range(300)
     ]
     table = pa.table({"symbol": [o.symbol for o in orders], "time": pa.array([o.time for o in orders], pa.int64())})
-    chosen = dc.as_of(table, _quotes_table(quotes)).to_pylist()
+    chosen = columns.as_of(table, _quotes_table(quotes)).to_pylist()
 
     def key(q: Quote):
         return quote_key(q.time, q.seq, q.bid, q.offer)
@@ -179,7 +180,7 @@ def test_the_as_of_choice_and_the_newest_quote_follow_the_quote_key(seed):
     assert got == want
     newest = {
         r["symbol"]: Quote(r["symbol"], r["bid"], r["offer"], r["time"], r["seq"])
-        for r in dc.newest(_quotes_table(quotes)).to_pylist()
+        for r in columns.newest(_quotes_table(quotes)).to_pylist()
     }
     assert newest == {s: max((q for q in quotes if q.symbol == s), key=key) for s in {q.symbol for q in quotes}}
 
@@ -203,7 +204,7 @@ def test_the_reject_rule_is_should_rejects_exactly_at_its_thresholds():
         Thresholds(Decimal("0"), Decimal("0")),
         Thresholds(Decimal("100"), Decimal("0.00000001")),
     ):
-        got = dc.rejects(
+        got = columns.rejects(
             pa.array([b for b, _ in pairs], dc.PRICE), pa.array([o for _, o in pairs], dc.PRICE), thresholds
         ).to_pylist()
         assert got == [should_reject(b, o, thresholds.max_spread, thresholds.max_spread_ratio) for b, o in pairs]

@@ -30,8 +30,10 @@ from tests.helpers.records import BAD_ORDERS, BAD_QUOTES, T, at, order, quote
 from tests.helpers.symbols import SYMBOLS
 
 
-def _settings(lake: Path) -> StreamSpec:
-    return StreamSpec(lake=lake, symbols=list(SYMBOLS), thresholds=Thresholds(D("0.05"), D("0.05")))
+def _settings(lake: Path, placement: str = "auto") -> StreamSpec:
+    return StreamSpec(
+        lake=lake, symbols=list(SYMBOLS), thresholds=Thresholds(D("0.05"), D("0.05")), placement=placement
+    )
 
 
 def ts(text: str) -> dt.datetime:
@@ -41,7 +43,7 @@ def ts(text: str) -> dt.datetime:
 # The tests taking `place` run on local disk and on the run's S3 server (tests/helpers/storage.py).
 
 
-def test_orders_are_checked_as_of_their_time_within_a_batch(spark, place):
+def test_orders_are_checked_as_of_their_time_within_a_batch(spark, place, placement):
     landing, lake = place / "landing", place / "lake"
     land(
         landing,
@@ -62,7 +64,7 @@ def test_orders_are_checked_as_of_their_time_within_a_batch(spark, place):
             order("O-5", "AAPL", T.format(5)),  # a quote at the order's very time counts
         ],
     )
-    assert stream(spark, landing, lake) == 0
+    assert stream(spark, landing, lake, placement=placement) == 0
     alerts = alerts_by_order(spark, lake)
     assert set(alerts) == {"O-0", "O-2", "O-5"}
     assert alerts["O-0"]["reason"] == "no_market_data" and alerts["O-0"]["bid"] is None
@@ -93,14 +95,14 @@ def state_reader(request, monkeypatch):
     [("local", "state on the driver"), ("local", "state read by Spark"), ("s3", "state on the driver")],
     indirect=True,
 )
-def test_late_orders_are_checked_against_history_not_newer_state(spark, place, state_reader):
+def test_late_orders_are_checked_against_history_not_newer_state(spark, place, state_reader, placement):
     landing, lake = place / "landing", place / "lake"
     land(
         landing, "quotes", [quote("MSFT", T.format(1), "10.00", "10.50"), quote("MSFT", T.format(3), "10.00", "10.01")]
     )
-    assert stream(spark, landing, lake) == 0
+    assert stream(spark, landing, lake, placement=placement) == 0
     land(landing, "orders", [order("late", "MSFT", T.format(2)), order("now", "MSFT", T.format(4))])
-    assert stream(spark, landing, lake) == 0
+    assert stream(spark, landing, lake, placement=placement) == 0
     alerts = alerts_by_order(spark, lake)
     assert set(alerts) == {"late"}, "the late order meets the wide quote of its time; the current one is tight"
     assert alerts["late"]["quote_time"] == ts(T.format(1))
@@ -108,7 +110,7 @@ def test_late_orders_are_checked_against_history_not_newer_state(spark, place, s
     assert late.late_symbols == 1
 
 
-def test_late_orders_find_a_quote_days_older_than_the_lookback_window(spark, tmp_path, state_reader):
+def test_late_orders_find_a_quote_days_older_than_the_lookback_window(spark, tmp_path, state_reader, placement):
     """The history read for late orders starts a day before them; a symbol with no quote in that
     window is looked up further back, so the answer is the same as with an unbounded read."""
     landing, lake = tmp_path / "landing", tmp_path / "lake"
@@ -122,7 +124,7 @@ def test_late_orders_find_a_quote_days_older_than_the_lookback_window(spark, tmp
             quote("MSFT", "2026-11-23T15:00:00Z", "10.00", "10.01"),  # tight: the state, newer than the order
         ],
     )
-    assert stream(spark, landing, lake) == 0
+    assert stream(spark, landing, lake, placement=placement) == 0
     land(
         landing,
         "orders",
@@ -132,14 +134,14 @@ def test_late_orders_find_a_quote_days_older_than_the_lookback_window(spark, tmp
             order("msft-now", "MSFT", "2026-11-23T16:00:00Z"),
         ],
     )
-    assert stream(spark, landing, lake) == 0
+    assert stream(spark, landing, lake, placement=placement) == 0
     alerts = alerts_by_order(spark, lake)
     assert set(alerts) == {"msft-late", "ibm-late"}
     assert alerts["msft-late"]["quote_time"] == ts("2026-11-10T14:00:00Z")
     assert alerts["ibm-late"]["quote_time"] == ts("2026-11-22T20:00:00Z")
 
 
-def test_commits_carry_the_batch_and_a_replay_skips_what_a_table_already_holds(spark, tmp_path):
+def test_commits_carry_the_batch_and_a_replay_skips_what_a_table_already_holds(spark, tmp_path, placement):
     """Exactly once with Delta's own idempotency: each commit carries Delta's transaction identifier
     (txn: the stream's id, kept in its checkpoint, and the batch), and a batch at or below a table's
     last marked batch is not written again. A lake written before the marks: the rows' batch_id."""
@@ -150,7 +152,7 @@ def test_commits_carry_the_batch_and_a_replay_skips_what_a_table_already_holds(s
 
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     _generated(landing, files=1, seed=5)
-    assert stream(spark, landing, lake) == 0
+    assert stream(spark, landing, lake, placement=placement) == 0
     stream_id = query_id(lake / "_checkpoints" / "stream")
     for table in ("alerts", "quotes", "symbol_state", "batch_metrics"):
         log = lake / table / "_delta_log"
@@ -168,7 +170,9 @@ def test_commits_carry_the_batch_and_a_replay_skips_what_a_table_already_holds(s
         )
     )
     # Batch 0 again, as Spark replays it after a crash: nothing doubles.
-    result = pipeline.process_batch(batch, 0, _settings(lake), tables=LakeTables(str(lake), stream_id, spark))
+    result = pipeline.process_batch(
+        batch, 0, _settings(lake, placement), tables=LakeTables(str(lake), stream_id, spark)
+    )
     assert "alerts" in result.skipped and "batch_metrics" in result.skipped
     assert comparable_tables(spark, lake) == before
     # A lake of an earlier release, without txn marks: the highest batch_id of the rows says it.
@@ -177,13 +181,13 @@ def test_commits_carry_the_batch_and_a_replay_skips_what_a_table_already_holds(s
     assert LakeTables(str(other), stream_id).marks(("alerts", "quotes")) == {"alerts": 3, "quotes": -1}
 
 
-def test_a_late_quote_enters_history_but_never_overwrites_newer_state(spark, tmp_path):
+def test_a_late_quote_enters_history_but_never_overwrites_newer_state(spark, tmp_path, placement):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     land(landing, "quotes", [quote("IBM", T.format(5), "100.00", "100.01")])
-    assert stream(spark, landing, lake) == 0
+    assert stream(spark, landing, lake, placement=placement) == 0
     land(landing, "quotes", [quote("IBM", T.format(3), "100.00", "120.00")])
     land(landing, "orders", [order("O-4", "IBM", T.format(4)), order("O-6", "IBM", T.format(6))])
-    assert stream(spark, landing, lake) == 0
+    assert stream(spark, landing, lake, placement=placement) == 0
     state = rows(spark, lake, "symbol_state")
     assert [(r["symbol"], r["quote_time"], r["offer"]) for r in state] == [("IBM", ts(T.format(5)), D("100.01"))]
     assert len(rows(spark, lake, "quotes")) == 2
@@ -191,7 +195,7 @@ def test_a_late_quote_enters_history_but_never_overwrites_newer_state(spark, tmp
     assert set(alerts_by_order(spark, lake)) == {"O-4"}
 
 
-def test_ties_in_time_are_broken_by_seq_then_prices(spark, tmp_path):
+def test_ties_in_time_are_broken_by_seq_then_prices(spark, tmp_path, placement):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     same = T.format(1)
     land(
@@ -207,7 +211,7 @@ def test_ties_in_time_are_broken_by_seq_then_prices(spark, tmp_path):
         ],
     )
     land(landing, "orders", [order("a", "AAPL", same), order("m", "MSFT", same), order("i", "IBM", same)])
-    assert stream(spark, landing, lake) == 0
+    assert stream(spark, landing, lake, placement=placement) == 0
     alerts = alerts_by_order(spark, lake)
     assert set(alerts) == {"m", "i"}
     assert alerts["m"]["quote_seq"] == 1
@@ -216,11 +220,11 @@ def test_ties_in_time_are_broken_by_seq_then_prices(spark, tmp_path):
     assert state["MSFT"]["offer"] == D("1.5") and state["IBM"]["offer"] == D("1.5")
 
 
-def test_orders_without_market_data_are_rejected(spark, tmp_path):
+def test_orders_without_market_data_are_rejected(spark, tmp_path, placement):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     land(landing, "quotes", [quote("AAPL", T.format(1), "1.00", "1.01")])
     land(landing, "orders", [order("g", "GOOG", T.format(2)), order("a", "AAPL", T.format(2))])
-    assert stream(spark, landing, lake) == 0
+    assert stream(spark, landing, lake, placement=placement) == 0
     alerts = alerts_by_order(spark, lake)
     assert set(alerts) == {"g"}
     g = alerts["g"]
@@ -234,7 +238,7 @@ def test_orders_without_market_data_are_rejected(spark, tmp_path):
     assert (g["account"], g["side"], g["qty"], g["price"]) == (7, "BUY", D("100"), D("1.00"))
 
 
-def test_every_kind_of_bad_line_is_quarantined_once_and_every_line_is_accounted_for(spark, place):
+def test_every_kind_of_bad_line_is_quarantined_once_and_every_line_is_accounted_for(spark, place, placement):
     landing, lake = place / "landing", place / "lake"
     good_quotes = [quote("AAPL", T.format(0), "1.00", "1.01"), quote("AAPL", T.format(1), "1.00", "1.01", seq=3)]
     good_orders = [order("ok", "AAPL", T.format(2), qty="1.5")]
@@ -242,7 +246,7 @@ def test_every_kind_of_bad_line_is_quarantined_once_and_every_line_is_accounted_
     order_lines = good_orders + [l for ls in BAD_ORDERS.values() for l in ls]
     land(landing, "quotes", quote_lines)
     land(landing, "orders", order_lines)
-    assert stream(spark, landing, lake) == 0
+    assert stream(spark, landing, lake, placement=placement) == 0
 
     quarantine = rows(spark, lake, "quarantine")
     got: dict[str, list[str]] = {}
@@ -260,15 +264,15 @@ def test_every_kind_of_bad_line_is_quarantined_once_and_every_line_is_accounted_
     assert len(rows(spark, lake, "quotes")) == 2
 
 
-def test_repeated_order_ids_are_separate_orders(spark, tmp_path):
+def test_repeated_order_ids_are_separate_orders(spark, tmp_path, placement):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     land(landing, "orders", [order("dup", "TSLA", T.format(1)), order("dup", "TSLA", T.format(2), qty="5")])
-    assert stream(spark, landing, lake) == 0
+    assert stream(spark, landing, lake, placement=placement) == 0
     alerts = rows(spark, lake, "alerts")
     assert [(a["order_id"], a["qty"]) for a in alerts] == [("dup", D("100")), ("dup", D("5"))]
 
 
-def test_prices_are_exact_decimals_from_the_text(spark, tmp_path):
+def test_prices_are_exact_decimals_from_the_text(spark, tmp_path, placement):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     land(
         landing,
@@ -280,7 +284,7 @@ def test_prices_are_exact_decimals_from_the_text(spark, tmp_path):
             quote("GOOG", T.format(1), "0.1234567850000000000000000000001", "0.74749102461495"),  # rounded half-up
         ],
     )
-    assert stream(spark, landing, lake) == 0
+    assert stream(spark, landing, lake, placement=placement) == 0
     state = {r["symbol"]: r for r in rows(spark, lake, "symbol_state")}
     assert state["AAPL"]["should_reject_trades"] is True
     assert state["MSFT"]["should_reject_trades"] is True
@@ -295,15 +299,15 @@ def _generated(landing, files: int, seed: int = 5, quotes: int = 600, orders: in
     write_backlog(landing, gen, quotes, orders, files, f"cut{files}")
 
 
-def test_same_alerts_whatever_the_cutting_into_files_and_runs(spark, place, tmp_path):
+def test_same_alerts_whatever_the_cutting_into_files_and_runs(spark, place, tmp_path, placement):
     one = place / "one"
     _generated(one / "landing", files=1)
-    assert stream(spark, one / "landing", one / "lake") == 0
+    assert stream(spark, one / "landing", one / "lake", placement=placement) == 0
     assert rows(spark, one / "lake", "alerts"), "the generated data must produce alerts for this test to mean anything"
 
     many = place / "many"
     _generated(many / "landing", files=7)
-    assert stream(spark, many / "landing", many / "lake") == 0
+    assert stream(spark, many / "landing", many / "lake", placement=placement) == 0
 
     # Several runs: land the files pair by pair, a run after every few pairs.
     staged, source = place / "staged", tmp_path / "src"
@@ -312,7 +316,7 @@ def test_same_alerts_whatever_the_cutting_into_files_and_runs(spark, place, tmp_
         for k in chunk:
             for feed in ("quotes", "orders"):
                 land_file(source / feed / f"cut7-{k:05d}.jsonl", staged / "landing", feed)
-        assert stream(spark, staged / "landing", staged / "lake") == 0
+        assert stream(spark, staged / "landing", staged / "lake", placement=placement) == 0
     for lake in (many / "lake", staged / "lake"):
         assert_same_tables(spark, lake, one / "lake")
     assert metrics_totals(spark, staged / "lake")["batches"] == 4
@@ -367,12 +371,13 @@ def test_small_and_large_batches_give_the_same_tables_whoever_commits_them(spark
         assert comparable_tables(spark, lakes[name]) == want, name
 
 
-def test_a_batch_replayed_after_a_crash_between_its_writes_leaves_exact_tables(spark, place, monkeypatch):
+@pytest.mark.every_place
+def test_a_batch_replayed_after_a_crash_between_its_writes_leaves_exact_tables(spark, place, monkeypatch, placement):
     clean, crashed = place / "clean", place / "crashed"
     for root in (clean, crashed):
         _generated(root / "landing", files=2, seed=9)
         land(root / "landing", "quotes", ["garbage line"], name="zz-bad.jsonl")
-    assert stream(spark, clean / "landing", clean / "lake") == 0
+    assert stream(spark, clean / "landing", clean / "lake", placement=placement) == 0
 
     # Crash after the appends (quarantine, history, alerts) but before the state MERGE and metrics.
     real_merge = merge_state
@@ -384,11 +389,11 @@ def test_a_batch_replayed_after_a_crash_between_its_writes_leaves_exact_tables(s
 
     for checked_by in (pipeline, driver_batch):  # Spark's plan or the driver
         monkeypatch.setattr(checked_by, "merge_state", crash)
-    assert stream(spark, crashed / "landing", crashed / "lake") == 1
+    assert stream(spark, crashed / "landing", crashed / "lake", placement=placement) == 1
     assert rows(spark, crashed / "lake", "alerts"), "the appends happened before the crash"
     for checked_by in (pipeline, driver_batch):
         monkeypatch.setattr(checked_by, "merge_state", real_merge)
-    assert stream(spark, crashed / "landing", crashed / "lake") == 0
+    assert stream(spark, crashed / "landing", crashed / "lake", placement=placement) == 0
 
     assert comparable_tables(spark, crashed / "lake") == comparable_tables(spark, clean / "lake")
     totals = metrics_totals(spark, crashed / "lake")
@@ -398,11 +403,11 @@ def test_a_batch_replayed_after_a_crash_between_its_writes_leaves_exact_tables(s
     assert totals["quarantined"] == len(rows(spark, crashed / "lake", "quarantine")) == 1
 
 
-def test_tables_are_readable_without_spark_by_delta_rs(spark, place):
+def test_tables_are_readable_without_spark_by_delta_rs(spark, place, placement):
     landing, lake = place / "landing", place / "lake"
     _generated(landing, files=2, seed=3, quotes=100, orders=100)
     land(landing, "orders", ["oops"])
-    assert stream(spark, landing, lake) == 0
+    assert stream(spark, landing, lake, placement=placement) == 0
     for table in ("symbol_state", "alerts", "quotes", "quarantine", "batch_metrics"):
         arrow = place.open_delta(lake / table).to_pyarrow_table()
         assert arrow.num_rows == read_table(spark, lake, table).count() > 0, table
@@ -646,7 +651,7 @@ def test_a_stream_compacting_every_two_commits_gives_the_same_tables(spark, tmp_
     assert [committed[t] for t in ("alerts", "quotes", "symbol_state", "batch_metrics")] == [5] * 4
 
 
-def test_late_history_holds_only_what_the_as_of_choice_can_use(spark, tmp_path):
+def test_late_history_holds_only_what_the_as_of_choice_can_use(spark, tmp_path, placement):
     """lake.state.late_history_rows: per late symbol, from its newest quote at or before its first
     late order (every quote of that time) up to its last late order, found in the last minute, the
     lookback days or further back: nothing older, nothing later."""
@@ -668,7 +673,7 @@ def test_late_history_holds_only_what_the_as_of_choice_can_use(spark, tmp_path):
             quote("GOOG", "2026-11-20T09:00:00Z", "50.00", "50.50", seq=8),  # days before: the oldest step
         ],
     )
-    assert stream(spark, landing, lake) == 0
+    assert stream(spark, landing, lake, placement=placement) == 0
     at = lambda text: dt.datetime.fromisoformat(text.replace("Z", "+00:00"))  # noqa: E731
     late = [
         {"symbol": "MSFT", "first_order": at("2026-11-23T10:00:40Z"), "last_order": at("2026-11-23T10:01:00Z")},
@@ -687,13 +692,14 @@ def test_late_history_holds_only_what_the_as_of_choice_can_use(spark, tmp_path):
 
 def test_the_driver_and_sparks_plan_check_batches_alike(spark, tmp_path, monkeypatch):
     # A batch is parsed and checked on the driver (stream.driver_batch): lines in the product's own
-    # layout in Arrow's kernels (stream.driver_columns), the others line by line ("rows": every line
+    # layout in Arrow's kernels (kernel.layout), the others line by line ("rows": every line
     # goes that way here), bad lines given their quarantine reason there, and the few only Spark can
     # judge parsed by Spark alone; with that path off (MARKET_SPREAD_DRIVER_BATCH_LINES=0), Spark's
     # plan does it all. The same tables each way, over several batches, ties, orders without market
     # data, late orders (history) and bad lines of every sort.
     taken, left = [], []
-    from market_spread.stream import driver_batch, driver_columns
+    from market_spread.kernel import layout as driver_columns
+    from market_spread.stream import driver_batch
 
     real, real_split = driver_batch.driver_steps, driver_columns.split
 
@@ -701,17 +707,19 @@ def test_the_driver_and_sparks_plan_check_batches_alike(spark, tmp_path, monkeyp
         columns, _ = real_split(lines, universe)
         return driver_columns.ColumnBatch(columns.quotes.slice(0, 0), columns.orders.slice(0, 0), []), lines
 
-    monkeypatch.setattr(driver_batch, "driver_steps", lambda *args: taken.append(real(*args)) or taken[-1])
+    monkeypatch.setattr(driver_batch, "driver_steps", lambda *a, **k: taken.append(real(*a, **k)) or taken[-1])
     lakes = {}
-    for name, limit in (("driver", "50000"), ("rows", "50000"), ("spark", "0")):
+    for name, limit in (("driver", "50000"), ("rows", "50000"), ("spark", "0"), ("executors", "50000")):
         monkeypatch.setenv("MARKET_SPREAD_DRIVER_BATCH_LINES", limit)
-        split = (
-            (lambda *a: left.append(real_split(*a)[1].num_rows) or real_split(*a)) if name == "driver" else rows_only
-        )
+        split = {
+            "driver": lambda *a: left.append(real_split(*a)[1].num_rows) or real_split(*a),
+            "rows": rows_only,
+        }.get(name, real_split)
         monkeypatch.setattr(driver_columns, "split", split)
         landing, lake = tmp_path / name / "landing", tmp_path / name / "lake"
         _generated(landing, files=2, seed=21)
-        assert stream(spark, landing, lake) == 0
+        placement = "executors" if name == "executors" else "auto"  # the kernel in Spark's tasks
+        assert stream(spark, landing, lake, placement=placement) == 0
         land(
             landing,
             "quotes",
@@ -734,9 +742,9 @@ def test_the_driver_and_sparks_plan_check_batches_alike(spark, tmp_path, monkeyp
             ],
             name="b2.jsonl",
         )
-        assert stream(spark, landing, lake) == 0
+        assert stream(spark, landing, lake, placement=placement) == 0
         land(landing, "orders", [order("late2", "MSFT", at(-7200))], name="b3.jsonl")
-        assert stream(spark, landing, lake) == 0
+        assert stream(spark, landing, lake, placement=placement) == 0
         single_quoted = order("single", "AAPL", at(8)).replace('"', "'")  # valid to Spark's reader alone
         land(
             landing,
@@ -751,7 +759,7 @@ def test_the_driver_and_sparks_plan_check_batches_alike(spark, tmp_path, monkeyp
             name="b4.jsonl",
         )
         land(landing, "quotes", [line for lines in BAD_QUOTES.values() for line in lines], name="b4.jsonl")
-        assert stream(spark, landing, lake) == 0
+        assert stream(spark, landing, lake, placement=placement) == 0
         lakes[name] = lake
     assert taken == [True] * 8, "the driver takes every batch, the bad lines' too"
     assert left[:3] == [0, 0, 0] and left[3] > 0, "Arrow's parse took the valid batches' lines whole"
@@ -760,5 +768,6 @@ def test_the_driver_and_sparks_plan_check_batches_alike(spark, tmp_path, monkeyp
     assert len(want["quarantine"]) == 2 + sum(map(len, BAD_ORDERS.values())) + sum(map(len, BAD_QUOTES.values()))
     assert comparable_tables(spark, lakes["driver"]) == want
     assert comparable_tables(spark, lakes["rows"]) == want
+    assert comparable_tables(spark, lakes["executors"]) == want
     late = read_table(spark, lakes["driver"], "batch_metrics").where("batch_id = 1").first()
     assert late.late_symbols == 2  # MSFT, and IBM's order from before any quote

@@ -18,12 +18,13 @@ PACKAGE = Path(__file__).resolve().parents[2] / "jobs" / "market_spread"
 # per command, its options and one call into its feature; the rest of cli is the plumbing it uses.
 ALLOWED: dict[str, set[str]] = {
     "domain": set(),
+    "kernel": {"domain"},  # the batch kernel: pure, over Arrow
     "transforms": {"domain"},
     "runtime": set(),
-    "lake": {"domain", "transforms", "runtime"},
-    "stream": {"domain", "transforms", "lake", "runtime"},
+    "lake": {"domain", "kernel", "transforms", "runtime"},
+    "stream": {"domain", "kernel", "transforms", "lake", "runtime"},
     "feeds": {"domain", "runtime", "stream"},  # stream: the Kafka topic settings it shares
-    "quality": {"domain", "lake", "runtime"},
+    "quality": {"domain", "kernel", "lake", "runtime"},
     "orchestration": {"runtime"},  # runtime.envnames: the variables of each command's flags
     "cli": {"domain", "runtime"},
     "cli/commands": {"cli", "domain", "lake", "stream", "feeds", "quality"},

@@ -9,6 +9,7 @@ from market_spread.domain.rules import DEFAULT_MAX_SPREAD, DEFAULT_MAX_SPREAD_RA
 from market_spread.errors import UsageError
 from market_spread.runtime.paths import default_symbols
 from market_spread.runtime.storage import Location, location
+from market_spread.runtime.stream_contract import PLACEMENTS  # noqa: F401 - `stream --placement`
 
 DEFAULT_SYMBOLS = default_symbols()
 

@@ -1,5 +1,5 @@
 """The reject rule's thresholds, and the rule and the order of quotes as SQL: Spark's expressions
-and the MERGE condition (domain.columns holds the driver's Arrow form of each, the reference engine
+and the MERGE condition (kernel.columns holds the driver's Arrow form of each, the reference engine
 in market_spread_tools a plain-Python one, as the independent check).
 
 spread = offer - bid, mid = (bid + offer) / 2
@@ -57,7 +57,7 @@ def reject_sql(bid: str, offer: str, thresholds: Thresholds = DEFAULT_THRESHOLDS
 
 
 def quote_key_sql(prefix: str = "") -> str:
-    """The total order of quotes (domain.columns.sort_by_key) as a Spark SQL struct (structs compare
+    """The total order of quotes (kernel.columns.sort_by_key) as a Spark SQL struct (structs compare
     field by field): later time, then a seq over none, then the higher seq, bid, offer."""
     p = prefix
     return (

@@ -11,8 +11,8 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from market_spread.domain import columns
 from market_spread.domain.rules import quote_key_greater_sql, quote_key_sql
+from market_spread.kernel import columns
 from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.lake_tables import LakeTables
@@ -194,7 +194,7 @@ def merge_state(tables: LakeTables, newest: DataFrame | pa.Table, batch_id: int,
 def upserted(stored: pa.Table, rows: pa.Table) -> pa.Table:
     """The state after the MERGE of `rows` into `stored` (both one row per symbol), in Arrow: a
     stored row is replaced only by a higher quote key (the MERGE's condition, rules.quote_key), a new
-    symbol added. The order is domain.columns.newest's; the stored rows come after the new ones and
+    symbol added. The order is kernel.columns.newest's; the stored rows come after the new ones and
     its sort is stable, so an exact tie keeps the stored row, as the MERGE's strict `>` does."""
     both = pa.concat_tables([rows, stored.select(rows.schema.names).cast(rows.schema)])
     names = both.schema.names

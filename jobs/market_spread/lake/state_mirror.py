@@ -3,7 +3,7 @@
 Each read of the table through Spark costs Delta a snapshot and a file listing (two or three Spark
 jobs), and keeping the copy as a Spark local relation cost a job a batch to advance it. Here the copy
 is a dict (symbol -> quote) advanced with the batch's newest quotes by the same total order as the
-MERGE (domain.columns.newest), read from the table with delta-rs when a process starts and again after any
+MERGE (kernel.columns.newest), read from the table with delta-rs when a process starts and again after any
 failed batch, and handed to Spark as a local relation built from Arrow (no job; measured:
 docs/performance.md, row 'commits from the driver with delta-rs'). The late check (which symbols
 have orders older than their state) runs against it in Python.
@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 
-from market_spread.domain import columns
+from market_spread.kernel import columns
 from market_spread.lake.lake_tables import LakeTables
 from market_spread.lake.state import ARROW_SCHEMA, read_state_quotes
 from market_spread.runtime import settings
@@ -102,7 +102,7 @@ class StateMirror:
 
     def take(self, newest: pa.Table) -> None:
         """Take in quotes (an Arrow table with STATE_QUOTE_COLUMNS, at most one row per symbol), as
-        the state MERGE does: a symbol only ever moves to a higher quote key (domain.columns)."""
+        the state MERGE does: a symbol only ever moves to a higher quote key (kernel.columns)."""
         if self._quotes is None:
             return  # not loaded (or dropped after a failure): the next use reads the table
         incoming = pa.table(
@@ -124,7 +124,7 @@ class StateMirror:
 
     @staticmethod
     def _keyed(q: dict[str, Quote]) -> pa.Table:
-        """Stored quotes as domain.columns' quotes (time in µs)."""
+        """Stored quotes as kernel.columns' quotes (time in µs)."""
         return pa.table(
             {
                 "symbol": pa.array(list(q), pa.string()),

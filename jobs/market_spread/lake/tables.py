@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from market_spread.domain.columns import PRICE, TIME
+from market_spread.kernel.columns import PRICE, TIME
 from market_spread.runtime.storage import Location, delta_rs_target, location
 
 if TYPE_CHECKING:
@@ -146,9 +146,10 @@ DECLARED: dict[str, Table] = {
                 *[(c, pa.int64()) for c in ("quotes", "orders", "alerts", "quarantined", "input_lines")],
                 ("late_symbols", pa.int64()),
                 *[(c, pa.int64()) for c in ("parse_ms", "check_ms", "write_ms", "merge_ms", "spark_jobs")],
+                ("placement", pa.string()),  # where the kernel ran, or why Spark's plan took the batch
             ),
             checkpoint_interval=13,
-            added=("spark_jobs",),
+            added=("spark_jobs", "placement"),
         ),
     )
 }

@@ -190,6 +190,7 @@ COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
         "--max-spread",
         "--max-spread-ratio",
         "--orders-topic",
+        "--placement",
         "--progress-every",
         "--quotes-topic",
         "--source",

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from market_spread.domain.columns import PRICE, TIME
+from market_spread.kernel.columns import PRICE, TIME
 from market_spread.lake import tables as lake_mod
 
 if TYPE_CHECKING:

@@ -6,16 +6,19 @@ configuration alone. Nothing changes for a local master. Where the driver listen
 authentication (`spark.authenticate`, its secret from SPARK_CONF_DIR) are `runtime.network`'s.
 
 What executors need: the Delta JARs reach them through `spark.jars` (the driver serves them and
-every executor fetches them before its first task). No project Python code runs on executors: the
-per-batch logic is Spark SQL expressions, and foreachBatch runs on the driver, so executors start
-no Python worker (tests/e2e/test_cluster.py checks it). Should one ever be needed, its Python comes from
-`PYSPARK_PYTHON` (default `python3`).
+every executor fetches them before its first task); the package's Python code, for the batch kernel
+of the executors placement (stream.executors), through `spark.submit.pyFiles`: an archive of the
+package's modules, built at the session's start. Their Python comes from `PYSPARK_PYTHON` (default
+`python3`), which needs pyarrow and NumPy (as PySpark's Arrow functions do). A local master's
+Python workers run this process's own interpreter.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import tempfile
+import zipfile
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -52,6 +55,7 @@ def session_conf(master: str, env: dict[str, str] | None = None) -> dict[str, st
     """
     environ = os.environ if env is None else env
     if is_local(master):
+        environ.setdefault("PYSPARK_PYTHON", sys.executable)  # its Python workers run here
         return {}
     given = {key: value(name, environ) for name, key in ENV_SETTINGS.items()}
     conf = {key: str(given[key]) for key in given if given[key] is not None}
@@ -65,4 +69,15 @@ def session_conf(master: str, env: dict[str, str] | None = None) -> dict[str, st
     host = urlparse(master.split(",")[0]).hostname if master.startswith("spark://") else None
     if host in LOOPBACK_HOSTS and not environ.get("PYSPARK_PYTHON"):
         environ["PYSPARK_PYTHON"] = sys.executable
+    conf["spark.submit.pyFiles"] = package_archive()
     return conf
+
+
+def package_archive() -> str:
+    """A zip of the package's Python modules, for the executors' Python workers (their sys.path)."""
+    package = Path(__file__).resolve().parent.parent
+    fd, name = tempfile.mkstemp(prefix="market_spread-", suffix=".zip")
+    with os.fdopen(fd, "wb") as out, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for module in sorted(package.rglob("*.py")):
+            archive.write(module, str(module.relative_to(package.parent)))
+    return name

@@ -10,3 +10,6 @@ CHECKPOINT_SUBDIR = "_checkpoints/stream"
 EXIT_LAKE_BUSY = 3  # another writer holds the lake's lock
 EXIT_REFUSED = 4  # starting would re-emit alerts or mix sources: a person must decide
 EXIT_FEATURE = 5  # a table has a Delta feature no library the product uses can write (lake.protocol)
+
+# Where a batch's kernel runs (`stream --placement`: stream.placement).
+PLACEMENTS = ("auto", "driver", "executors")

@@ -44,7 +44,7 @@ from market_spread.runtime import settings as runtime_settings
 from market_spread.runtime import spark as runtime_spark
 from market_spread.runtime.spark import SMALL_BATCH_LINES, kept_for_batch, sized_for, spark_jobs_so_far
 from market_spread.runtime.storage import Location
-from market_spread.stream import constrained, driver_batch, driver_spark
+from market_spread.stream import constrained, driver_batch, driver_spark, placement
 from market_spread.stream.batch_run import (
     BatchResult,
     BatchRun,
@@ -230,12 +230,8 @@ def process_batch(
     scope = ExitStack()  # the parsed batch's cache and the size-dependent settings, until the batch ends
     try:
         rules = constrained.user_rules(batch)
-        if (
-            not rules  # Spark checks the rows of constrained tables: its plan takes the batch
-            and state.ready()
-            and driver_batch.likely_small(batch_df, lines_before, reader is not None and reader.kafka is not None)
-            and driver_batch.driver_steps(batch, batch_df, compactor)
-        ):
+        # Spark checks the rows of constrained tables: its plan takes the batch (stream.placement).
+        if placement.placed(batch, batch_df, compactor, lines_before, bool(rules)):
             return batch.result
         batch.describe("parse")
         tables.committed_elsewhere()  # Spark's plan commits to the lake: kept tables read their log again

@@ -47,6 +47,7 @@ class BatchResult:
     skipped: list[str] = field(default_factory=list)  # tables already written by an earlier attempt
     compaction: Compaction | None = None  # the table compacted after this batch (lake.compaction)
     on_driver: bool = False  # parsed and checked on the driver (stream.driver_batch), not by Spark's plan
+    placement: str = ""  # where the batch's kernel ran, or why Spark's plan took it (stream.placement)
     # Per table, the library its commits went through and why (lake.protocol): metrics and the Stream page.
     writers: dict[str, tuple[str, str]] = field(default_factory=dict)
 
@@ -109,6 +110,7 @@ def commit_metrics(batch: BatchRun, driver_commits: bool) -> None:
         "late_symbols": result.late_symbols,
         **{f"{phase}_ms": result.phases_ms[phase] for phase in ("parse", "check", "write", "merge")},
         "spark_jobs": result.spark_jobs,
+        "placement": result.placement or None,
     }
     t3 = time.perf_counter()
     batch.describe("write batch_metrics")

@@ -1,6 +1,6 @@
 """A small batch checked on the driver: its lines read from its landing files (from Kafka, brought
-over in one Spark job), parsed and checked in this process (stream.driver_columns in Arrow's kernels
-for lines in the product's own layout, stream.driver_rows line by line for other certainly valid
+over in one Spark job), parsed and checked in this process (kernel.layout in Arrow's kernels
+for lines in the product's own layout, kernel.line_rows line by line for other certainly valid
 ones), its rows committed with delta-rs.
 
 Why: through Spark even a small batch with a warm JVM pays for building, analysing and planning
@@ -26,19 +26,17 @@ from typing import cast
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
+from market_spread.kernel import layout, line_rows, steps
 from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.compaction import Compactor
 from market_spread.lake.state import NEWEST_COLUMNS, merge_state
 from market_spread.lake.writes import ms_since
 from market_spread.runtime import settings
-from market_spread.stream import driver_columns, driver_read, driver_rows, driver_spark, kafka_read
+from market_spread.stream import candidates, driver_read, driver_spark, kafka_read
 from market_spread.stream.batch_run import BatchRun, finish, run_writes
 
 SCHEMAS = {t: lake_mod.arrow_schema(t) for t in ("quotes", "alerts", "quarantine")}
-# Line by line in Python a batch's cost grows with its lines: past this many, Spark's plan is faster
-# (measured: docs/performance.md, row 'driver batches in Arrow's kernels').
-ROWS_MAX_LINES = 50_000
 
 
 CLUSTER_BATCH_LINES = 200_000  # on a cluster with more cores than the driver, larger batches go to them
@@ -81,14 +79,13 @@ def likely_small(batch_df: DataFrame, lines_before: int | None, kafka: bool = Fa
     return size is not None and size < limit * driver_read._BYTES_PER_LINE
 
 
-def driver_steps(batch: BatchRun, batch_df: DataFrame, compactor: Compactor | None) -> bool:
+def driver_steps(batch: BatchRun, batch_df: DataFrame, compactor: Compactor | None, any_size: bool = False) -> bool:
     """The whole batch on the driver (stream.driver_batch); False, having committed nothing, when
     its lines are not UTF-8 or too many are outside the product's own layout: Spark then takes the
     batch (the attempt's time counts in its parse, which is timed from the batch's start)."""
     batch.describe("read lines")
-    read = driver_read.read_batch(
-        batch_df, batch.settings.universe_array, limit_lines(batch_df.sparkSession), batch.reader
-    )
+    limit = _ANY_SIZE if any_size else limit_lines(batch_df.sparkSession)
+    read = driver_read.read_batch(batch_df, batch.settings.universe_array, limit, batch.reader)
     collected = ms_since(batch.t0)
     t1 = time.perf_counter()
     if read is None:
@@ -97,35 +94,28 @@ def driver_steps(batch: BatchRun, batch_df: DataFrame, compactor: Compactor | No
     if parsed is None:
         return False
     columns, bad = parsed
-    _column_steps(batch, driver_columns.concat([*read[0], columns]), bad, collected, t1, compactor)
+    _column_steps(batch, layout.concat([*read[0], columns]), bad, collected, t1, compactor)
     return True
 
 
-def parse_lines(batch: BatchRun, lines: pa.Table) -> tuple[driver_columns.ColumnBatch, pa.Table | None] | None:
+def parse_lines(batch: BatchRun, lines: pa.Table) -> tuple[layout.ColumnBatch, pa.Table | None] | None:
     """The batch's valid lines as columns and its bad ones as quarantine rows (stream, raw, reason,
-    source_file): lines in the product's own layout through Arrow's kernels (stream.driver_columns),
-    the others one by one (stream.driver_rows), the few neither is certain of through Spark's
-    parse of those lines alone (stream.driver_spark). None: Spark's plan takes the batch."""
-    split = driver_columns.split(lines, batch.settings.universe_array)
-    if split is None:
+    source_file), by the kernel's parse (kernel.steps.parse); the few it is not certain of through
+    Spark's parse of those lines alone (stream.driver_spark). None: Spark's plan takes the batch."""
+    parsed = steps.parse(lines, batch.settings.universe_array, batch.settings.universe)
+    if parsed is None:
         return None
-    columns, rest = split
-    if rest.num_rows == 0:
-        return columns, None
-    if rest.num_rows > ROWS_MAX_LINES:
-        return None
-    sorted_lines = driver_rows.sort_lines(rest, batch.settings.universe)
-    if sorted_lines is None:
-        return None
-    parts, bad = [columns, sorted_lines.columns], [sorted_lines.quarantine]
-    if sorted_lines.uncertain.num_rows:
+    if parsed.quarantine.num_rows == 0 and parsed.uncertain.num_rows == 0:
+        return parsed.columns, None
+    parts, bad = [parsed.columns], [parsed.quarantine]
+    if parsed.uncertain.num_rows:
         if batch.warm is not None:
             batch.warm.wait()
         batch.describe("parse uncertain lines")
-        by_spark, spark_bad = driver_spark.parse(batch.spark, sorted_lines.uncertain, batch.universe)
+        by_spark, spark_bad = driver_spark.parse(batch.spark, parsed.uncertain, batch.universe)
         parts.append(by_spark)
         bad.append(spark_bad)
-    return driver_columns.concat(parts), pa.concat_tables(bad)
+    return layout.concat(parts), pa.concat_tables(bad)
 
 
 def _counted(
@@ -147,7 +137,7 @@ def _counted(
 
 def _column_steps(
     batch: BatchRun,
-    cols: driver_columns.ColumnBatch,
+    cols: layout.ColumnBatch,
     bad: pa.Table | None,
     collected: int,
     t1: float,
@@ -160,27 +150,25 @@ def _column_steps(
         cols.quotes.num_rows,
         cols.orders.num_rows,
         quarantined,
-        driver_rows.sources(set(cols.sources)),
+        line_rows.sources(set(cols.sources)),
         collected,
         t1,
     )
     t2 = time.perf_counter()
     alerts = None
     if cols.orders.num_rows:
-        quotes_of, result.late_symbols = driver_columns.candidates(cols, batch.state, batch.tables)
-        chosen = driver_columns.as_of(cols.orders, quotes_of)
-        alerts = driver_columns.alerts(
-            cols.orders, chosen, settings.thresholds, batch.batch_id, datetime.now(UTC), SCHEMAS["alerts"]
+        quotes_of, result.late_symbols = candidates.candidates(cols, batch.state, batch.tables)
+        alerts = steps.check(
+            cols.orders, quotes_of, settings.thresholds, batch.batch_id, datetime.now(UTC), SCHEMAS["alerts"]
         )
     result.phases_ms["check"] = ms_since(t2)
     t3 = time.perf_counter()
     history = newest = None
     if cols.quotes.num_rows:
-        history = driver_columns.history(cols.quotes, batch.batch_id, settings.thresholds, SCHEMAS["quotes"])
-        top = driver_columns.newest(cols.quotes)
-        newest = driver_columns.history(top, 0, settings.thresholds, SCHEMAS["quotes"]).select(list(NEWEST_COLUMNS))
+        history = steps.history(cols.quotes, batch.batch_id, settings.thresholds, SCHEMAS["quotes"])
+        newest = steps.newest(cols.quotes, settings.thresholds, SCHEMAS["quotes"], list(NEWEST_COLUMNS))
     quarantine = quarantine_rows(bad, batch.batch_id) if quarantined else None
-    _write(batch, history, alerts, newest, quarantine, t3, compactor)
+    write_rows(batch, history, alerts, newest, quarantine, t3, compactor)
 
 
 def quarantine_rows(bad: pa.Table, batch_id: int) -> pa.Table:
@@ -194,7 +182,7 @@ def quarantine_rows(bad: pa.Table, batch_id: int) -> pa.Table:
     )
 
 
-def _write(
+def write_rows(
     batch: BatchRun,
     history: pa.Table | None,
     alerts: pa.Table | None,

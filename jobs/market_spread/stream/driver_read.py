@@ -1,6 +1,6 @@
 """A driver batch's input, read on the driver: its landing files straight from their folder or
 bucket (the files its Spark plan names, without running it), large ones parsed whole by Arrow's
-JSON reader (stream.driver_json), the other lines as Spark's text source splits them; a Kafka
+JSON reader (kernel.file_json), the other lines as Spark's text source splits them; a Kafka
 batch's records by the stream's consumer (stream.kafka_read), else brought over in one Spark job.
 What a stream keeps for this between batches is its DriverReader."""
 
@@ -13,9 +13,9 @@ from typing import Any, cast
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
+from market_spread.kernel import file_json, layout
 from market_spread.runtime import spark_jvm
 from market_spread.runtime.storage import S3Path, location
-from market_spread.stream import driver_columns, driver_json
 from market_spread.stream.kafka_read import KafkaReader
 
 _BYTES_PER_LINE = 256  # a landing line is about 120-180 bytes: the bound errs towards Spark
@@ -66,7 +66,7 @@ def read_batch(
     universe: pa.Array | None,
     limit: int,
     reader: DriverReader | None = None,
-) -> tuple[list[driver_columns.ColumnBatch], pa.Table] | None:
+) -> tuple[list[layout.ColumnBatch], pa.Table] | None:
     """The batch on the driver: large landing files read whole by Arrow's JSON reader where they
     are certainly Spark's reading (with a `universe`), and the other lines (stream, value,
     source_file); a Kafka batch's records by the `reader`'s consumer (stream.kafka_read); None when
@@ -115,15 +115,15 @@ def _file_lines(files: list[str]) -> pa.Table | None:
     return None if read is None else read[1]
 
 
-# Files at least this big are tried whole by Arrow's JSON reader (stream.driver_json): below it,
+# Files at least this big are tried whole by Arrow's JSON reader (kernel.file_json): below it,
 # its start costs more than the regular expression per line saves.
 JSON_FILE_BYTES = 256 << 10
 
 
 def _read_files(
     files: list[str], universe: pa.Array | None, reader: DriverReader
-) -> tuple[list[driver_columns.ColumnBatch], pa.Table] | None:
-    """The files' rows that Arrow's JSON reader takes whole (with a `universe`; stream.driver_json),
+) -> tuple[list[layout.ColumnBatch], pa.Table] | None:
+    """The files' rows that Arrow's JSON reader takes whole (with a `universe`; kernel.file_json),
     and every other line (stream, value, source_file); None when a file is not UTF-8 or cannot be
     read here."""
     places = [location(name.removeprefix("file:") if name.startswith("file:") else name) for name in files]
@@ -134,13 +134,13 @@ def _read_files(
     feeds = [place.parent.name for place in places]
     # Large files side by side: Arrow's reader lets go of the interpreter, and a file is one block.
     big = [i for i, data in enumerate(contents) if universe is not None and len(data) >= JSON_FILE_BYTES]
-    fast = dict(zip(big, reader.map(lambda i: driver_json.parse_file(feeds[i], contents[i], universe), big)))
+    fast = dict(zip(big, reader.map(lambda i: file_json.parse_file(feeds[i], contents[i], universe), big)))
     parts, streams, values, sources = [], [], [], []
     for i, (name, feed, data) in enumerate(zip(files, feeds, contents)):
         got = fast.get(i)
         if got is not None:
             rows, others = got
-            parts.append(driver_columns.ColumnBatch.of(feed, rows, [name]))
+            parts.append(layout.ColumnBatch.of(feed, rows, [name]))
             lines = others.to_pylist()
         else:
             lines = _split_lines(data)

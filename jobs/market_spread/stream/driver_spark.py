@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
+from market_spread.kernel.layout import ORDER_TYPES, QUOTE_TYPES, ColumnBatch
+from market_spread.kernel.line_rows import QUARANTINE
 from market_spread.runtime.spark import in_background
-from market_spread.stream.driver_columns import ORDER_TYPES, QUOTE_TYPES, ColumnBatch
-from market_spread.stream.driver_rows import QUARANTINE
 from market_spread.transforms import parsing
 
 # A line only Spark can judge (single quotes): what the warm-up parses.

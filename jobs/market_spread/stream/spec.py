@@ -37,6 +37,8 @@ class StreamSpec:
     kafka: KafkaSettings | None = None  # read these Kafka topics instead of the landing folder
     master: str | None = None  # Spark master URL (default: local)
     progress_every: int = 1  # one summary line per N batches
+    # Where a batch's kernel runs: the driver process, Spark's tasks, or chosen per batch (stream.placement).
+    placement: str = "auto"
     # Called right before each commit try: raises when this stream may no longer write the lake
     # (its lease on object storage lost: lake.lock); returns the lease's proof, which the commit
     # asks again once the try has ended (runtime.lease.prove).

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from market_spread.cli.commands import kafka
-from market_spread.cli.options import lake, master, place, required_place, symbols, thresholds, whole_number
-from market_spread.cli.params import env_command, number, options
+from market_spread.cli.options import PLACEMENTS, lake, master, place, required_place, symbols, thresholds, whole_number
+from market_spread.cli.params import choice, env_command, number, options
 from market_spread.domain.rules import Thresholds
 from market_spread.stream.kafka_source import kafka_settings
 
@@ -51,6 +51,13 @@ opt = options("stream")
     "one per batch (default 1); per-batch figures are in the batch_metrics table",
 )
 @thresholds("stream")
+@opt(
+    "--placement",
+    type=choice(*PLACEMENTS),
+    default="auto",
+    help="where a batch's checks run: in the driver process (driver), in Spark's tasks (executors), or "
+    "chosen per batch by its size and the cluster's cores (auto, default); the results are the same",
+)
 @kafka.source("stream")
 def command(**params) -> int:
     # Imported here: the stream job loads pyspark, which `market-spread --help` must not wait for.
@@ -80,6 +87,7 @@ def command(**params) -> int:
             progress_every=params["progress_every"],
             thresholds=Thresholds(params["max_spread"], params["max_spread_ratio"]),
             kafka=kafka,
+            placement=params["placement"],
         )
     )
     # Everything is committed, settled and closed by now. The process ends here, without finalizing

@@ -5,7 +5,7 @@ A file is read this way only when its bytes have the shape whose reading by Arro
 Spark's: one JSON object a line (every line starts with `{` and ends with `}`; no blank line, no
 carriage return), no escape, no NaN or Infinity, and no number given as a string (Arrow reads "7"
 as the integer 7, Spark does not). Anything else, or a file Arrow refuses, returns None: its lines
-go the line-at-a-time way (stream.driver_columns, stream.driver_rows). Rows Arrow reads but that are
+go the line-at-a-time way (kernel.layout, kernel.line_rows). Rows Arrow reads but that are
 not certainly valid (a missing field, a zero price, an unknown symbol, a time in another layout)
 come back as lines for that way too.
 """
@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from market_spread.domain.columns import PRICE, TIME
-from market_spread.stream.driver_columns import _TIME_TEXT, _cast
+from market_spread.kernel.columns import PRICE, TIME
+from market_spread.kernel.layout import _TIME_TEXT, _cast
 
 _SCHEMAS = {
     "quotes": pa.schema(

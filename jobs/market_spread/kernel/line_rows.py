@@ -1,8 +1,8 @@
 """A driver batch's lines that are not in the product's own layout, one by one in Python: the
-certainly valid ones (domain.certain_lines: another key order, a zone offset, an escape, keys Spark
-ignores) into the columns stream.driver_columns makes, the certainly bad ones with the quarantine
-reason Spark's parse would give (domain.bad_lines), the rest left to Spark's parse. The check that
-follows is the same for all (domain.columns, in driver_batch); only the parse differs, slower here
+certainly valid ones (kernel.certain_lines: another key order, a zone offset, an escape, keys Spark
+ignores) into the columns kernel.layout makes, the certainly bad ones with the quarantine
+reason Spark's parse would give (kernel.bad_lines), the rest left to Spark's parse. The check that
+follows is the same for all (kernel.columns, in driver_batch); only the parse differs, slower here
 than in Arrow's kernels (measured: docs/performance.md, row 'the line-by-line parse of other
 layouts').
 """
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from market_spread.domain.bad_lines import certain_reason
-from market_spread.domain.certain_lines import Order, Quote, is_blank, parse_order, parse_quote
-from market_spread.stream.driver_columns import ORDER_TYPES, QUOTE_TYPES, ColumnBatch
+from market_spread.kernel.bad_lines import certain_reason
+from market_spread.kernel.certain_lines import Order, Quote, is_blank, parse_order, parse_quote
+from market_spread.kernel.layout import ORDER_TYPES, QUOTE_TYPES, ColumnBatch
 
 _OFFSET = re.compile(r"(.*)/([0-9]+)", re.DOTALL)
 
@@ -32,8 +32,8 @@ class Lines:
 
 
 def sort_lines(table: pa.Table, universe: frozenset[str]) -> Lines | None:
-    """The lines (stream, value, source_file) one by one: parsed (domain.certain_lines), given their
-    quarantine reason (domain.bad_lines), or left to Spark; blank ones dropped, as
+    """The lines (stream, value, source_file) one by one: parsed (kernel.certain_lines), given their
+    quarantine reason (kernel.bad_lines), or left to Spark; blank ones dropped, as
     parsing.nonblank_lines does. None when a line is not UTF-8 (Spark reads the batch)."""
     quotes: list[Quote] = []
     orders: list[Order] = []

@@ -8,29 +8,24 @@ takes the fields of lines in the layout the product's own writers use (`generate
 Kafka producer: `json.dumps`'s separators, the contract's key order), Arrow casts them, and the as-of
 choice is a sorted search in NumPy.
 
-Certain-or-nothing, as domain.certain_lines: `parse` takes a batch only when every non-blank line
+Certain-or-nothing, as kernel.certain_lines: `parse` takes a batch only when every non-blank line
 matches its feed's layout and every field converts (a stricter subset of what certain_lines takes,
 with the same values: zone `Z` only, no escapes, prices as plain decimals with at most 8 fractional
-digits); for anything else it returns None and driver_batch parses line by line (stream.driver_rows,
-into the same columns). The check is domain.columns' (the as-of choice and the reject rule in
+digits); for anything else it returns None and driver_batch parses line by line (kernel.line_rows,
+into the same columns). The check is kernel.columns' (the as-of choice and the reject rule in
 Arrow's kernels, exact in DECIMAL128), for both.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from market_spread.domain.columns import PRICE, TIME, as_of, newest, rejects, sort_by_key  # noqa: F401 - the driver's check
-from market_spread.domain.rules import Thresholds
-from market_spread.lake.lake_tables import LakeTables
-from market_spread.lake.state import late_history_rows
-from market_spread.lake.state_mirror import StateMirror
+from market_spread.kernel.columns import PRICE, TIME
 
 _DAY_US = 86_400_000_000
 
@@ -106,7 +101,7 @@ class ColumnBatch:
 
 def split(lines: pa.Table, universe: pa.Array) -> tuple[ColumnBatch, pa.Table] | None:
     """The lines (stream, value, source_file) in the product's own layout as columns, and the other
-    non-blank lines as they came (for stream.driver_rows); None when a line is not UTF-8."""
+    non-blank lines as they came (for kernel.line_rows); None when a line is not UTF-8."""
     try:
         lines.column("value").validate(full=True)  # UTF-8: a line that is not goes elsewhere
     except pa.ArrowInvalid:
@@ -237,90 +232,3 @@ def _orders(values: pa.ChunkedArray, universe: pa.Array) -> tuple[pa.Table, pa.A
         }
     )
     return table.filter(ok), _taken(len(values), at, ok)
-
-
-def quote_days(micros: pa.Array) -> pa.Array:
-    """The UTC date of each time (µs since the epoch), as the quote history's partition."""
-    days = np.floor_divide(micros.to_numpy(zero_copy_only=False), _DAY_US).astype(np.int32)
-    return pa.array(days, pa.int32()).cast(pa.date32())
-
-
-def timestamps(micros: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return pc.cast(micros, pa.int64()).cast(TIME)
-
-
-def alerts(
-    orders: pa.Table, chosen: pa.Table, thresholds: Thresholds, batch_id: int, detected_at: datetime, schema: pa.Schema
-) -> pa.Table:
-    """The alerts of the orders checked against their chosen quotes (transforms.asof's columns)."""
-    no_quote = pc.is_null(chosen["time"])
-    wide = pc.fill_null(rejects(chosen["bid"], chosen["offer"], thresholds), False)
-    reason = pc.if_else(no_quote, "no_market_data", pc.if_else(wide, "wide_spread", pa.scalar(None, pa.string())))
-    hit = pc.is_valid(reason)
-    o, q = orders.filter(hit), chosen.filter(hit)
-    n = o.num_rows
-    at = int(detected_at.timestamp() * 1_000_000)
-    columns = {
-        "order_id": o["order_id"],
-        "account": o["account"],
-        "symbol": o["symbol"],
-        "side": o["side"],
-        "qty": o["qty"],
-        "price": o["price"],
-        "order_time": timestamps(o["time"]),
-        "reason": reason.filter(hit),
-        "bid": q["bid"],
-        "offer": q["offer"],
-        "quote_time": timestamps(q["time"]),
-        "detected_at": timestamps(pa.array([at] * n, pa.int64())),
-        "batch_id": pa.array([batch_id] * n, pa.int64()),
-        "order_seq": o["seq"],
-        "quote_seq": q["seq"],
-    }
-    return pa.table({f.name: pc.cast(columns[f.name], f.type) for f in schema}, schema=schema)
-
-
-def history(quotes: pa.Table, batch_id: int, thresholds: Thresholds, schema: pa.Schema) -> pa.Table:
-    """The quotes' history rows (driver_batch.quote_rows), in the quotes table's schema."""
-    time = quotes["time"].combine_chunks() if quotes.num_rows else pa.array([], pa.int64())
-    columns = {
-        "symbol": quotes["symbol"],
-        "bid": quotes["bid"],
-        "offer": quotes["offer"],
-        "quote_time": timestamps(time),
-        "seq": quotes["seq"],
-        "batch_id": pa.array([batch_id] * quotes.num_rows, pa.int64()),
-        "should_reject_trades": rejects(quotes["bid"], quotes["offer"], thresholds),
-        "quote_date": quote_days(time),
-    }
-    return pa.table({f.name: pc.cast(columns[f.name], f.type) for f in schema}, schema=schema)
-
-
-def candidates(cols: ColumnBatch, state: StateMirror, tables: LakeTables) -> tuple[pa.Table, int]:
-    """The quotes the orders may be checked against (as `candidates`), as one table (symbol, bid,
-    offer, time, seq); and how many symbols had late orders."""
-    orders = cols.orders
-    symbols = pc.unique(orders["symbol"])
-    parts = [cols.quotes.filter(pc.is_in(cols.quotes["symbol"], value_set=symbols))]
-    names = symbols.to_pylist()
-    parts.append(_state_rows(state.stored_table(names)))
-    spans = orders.group_by("symbol").aggregate([("time", "min"), ("time", "max")])
-    late = state.late(
-        pa.table({"symbol": spans["symbol"], "first_order": spans["time_min"], "last_order": spans["time_max"]})
-    )
-    if late:
-        parts.append(_state_rows(late_history_rows(tables, late)))
-    return pa.concat_tables(parts), len(late)
-
-
-def _state_rows(table: pa.Table) -> pa.Table:
-    """STATE_QUOTE_COLUMNS rows as driver_columns' quotes (time in µs)."""
-    return pa.table(
-        {
-            "symbol": table["symbol"],
-            "bid": pc.cast(table["bid"], PRICE),
-            "offer": pc.cast(table["offer"], PRICE),
-            "time": pc.cast(table["quote_time"], pa.int64()),
-            "seq": pc.cast(table["seq"], pa.int64()),
-        }
-    )
