@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -61,13 +62,23 @@ def data(tmp_path_factory, spark):
 
 @pytest.fixture(scope="module")
 def executor_python(tmp_path_factory) -> dict[str, Path]:
-    """A Python for the executors that cannot import the project: proof that none of our code is
-    needed there. It leaves a mark if it ever starts: the per-batch logic is JVM-only (Spark SQL, rows
-    built from literals), so executors must start no Python worker at all."""
-    root = tmp_path_factory.mktemp("executor-python")
+    """A Python for the executors that cannot import the project from its environment: it leaves a
+    mark if it ever starts. With the driver placement (the default on this cluster) a batch's logic
+    runs in the driver or as Spark SQL, so executors must start no Python worker at all."""
+    return _python_without_project(tmp_path_factory.mktemp("executor-python"))
+
+
+@pytest.fixture(scope="module")
+def shipped_python(tmp_path_factory) -> dict[str, Path]:
+    """The same, for the executors placement: its Python workers start (the mark), and the kernel
+    they run comes from the archive the driver ships (spark.submit.pyFiles), not from the environment."""
+    return _python_without_project(tmp_path_factory.mktemp("shipped-python"))
+
+
+def _python_without_project(root: Path) -> dict[str, Path]:
     blocker = root / "block" / "market_spread"
     blocker.mkdir(parents=True)
-    (blocker / "__init__.py").write_text("raise ImportError('executors must not need the project code')\n")
+    (blocker / "__init__.py").write_text("raise ImportError('the project is not installed on executors')\n")
     mark = root / "python-worker-started"
     wrapper = root / "python"
     wrapper.write_text(
@@ -230,7 +241,11 @@ def test_session_conf_is_empty_for_local_masters_and_maps_the_environment():
         "PYSPARK_PYTHON": "python3",
     }
     conf = session_conf("spark://spark-master:7077", env)
+    shipped = conf.pop("spark.submit.pyFiles")
     assert conf == {"spark.executor.memory": "3g", "spark.driver.host": "10.0.0.5", "spark.cores.max": "4"}
+    # The package's modules go to the executors (the kernel of the executors placement).
+    with zipfile.ZipFile(shipped) as archive:
+        assert "market_spread/kernel/steps.py" in archive.namelist()
     # A loopback master runs its executors here: they get the driver's interpreter unless told otherwise.
     env = {}
     session_conf("spark://127.0.0.1:7077", env)
@@ -257,6 +272,29 @@ def test_cluster_run_gives_the_same_tables_as_a_local_run(tmp_path, spark, data,
     # The application ran on the cluster: both workers started an executor of it.
     new = _new_apps(cluster, before)
     ran = [name for name, apps in new.items() if apps]
+    assert len(ran) == 2, f"executors ran on {ran} only"
+
+
+@pytest.mark.slow
+def test_the_executors_placement_on_the_cluster_gives_the_same_tables_with_the_kernel_shipped(
+    tmp_path, spark, data, two_workers, shipped_python
+):
+    # The kernel runs in the executors' Python workers (a mark each start), imported from the package
+    # archive the driver ships: their Python cannot import the project from its environment.
+    cluster = two_workers
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    shutil.copytree(data["source"], landing)
+    before = _app_dirs(cluster)
+    run = _stream(
+        cluster, landing, lake, data["symbols"], shipped_python["python"], "--available-now", "--placement", "executors"
+    )
+    assert run.finish(timeout=900) == 0, run.output[-6000:]
+    assert comparable_tables(spark, lake) == data["expected"]
+    assert _counts(metrics_totals(spark, lake)) == _counts(data["totals"])
+    metrics = read_table(spark, lake, "batch_metrics").select("placement", "spark_jobs").collect()
+    assert {r.placement for r in metrics} == {"executors"} and all(r.spark_jobs > 0 for r in metrics), metrics
+    assert shipped_python["mark"].exists(), "no Python worker started on an executor"
+    ran = [name for name, apps in _new_apps(cluster, before).items() if apps]
     assert len(ran) == 2, f"executors ran on {ran} only"
 
 
