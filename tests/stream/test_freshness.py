@@ -23,10 +23,12 @@ DAY = "2026-11-23T09:"
 
 
 @contextmanager
-def running(spark, landing, lake, symbols=SYMBOLS) -> Iterator[tuple[list, "object"]]:
+def running(spark, landing, lake, symbols=SYMBOLS, placement="auto") -> Iterator[tuple[list, "object"]]:
     """A continuous stream with the defaults, in this process; yields (batch results, query)."""
     batches: list = []
-    spec = StreamSpec(lake=lake, symbols=symbols, landing=landing, available_now=False, interval=0.0)
+    spec = StreamSpec(
+        lake=lake, symbols=symbols, landing=landing, available_now=False, interval=0.0, placement=placement
+    )
     with started(spark, spec, on_batch=batches.append) as run:
         try:
             yield batches, run.query
@@ -49,12 +51,12 @@ def land_and_wait(batches, query, landing, feed, lines) -> None:
     wait_for(batches, query, lambda: sum(b.input_lines for b in batches) >= seen + len(lines))
 
 
-def test_late_orders_are_checked_against_quotes_committed_a_moment_before(spark, place):
+def test_late_orders_are_checked_against_quotes_committed_a_moment_before(spark, place, placement):
     """Per symbol: narrow quotes at 09:01:40 and 09:03:20; a batch later an order at 09:02:30 (older
     than the state: checked against history); then quotes at 09:05:00 (wide) and 09:06:40 (narrow);
     two seconds later an order at 09:05:50, whose quote is the wide one, committed a moment before."""
     landing, lake = place / "landing", place / "lake"
-    with running(spark, landing, lake) as (batches, query):
+    with running(spark, landing, lake, placement=placement) as (batches, query):
         land_and_wait(
             batches,
             query,
@@ -80,7 +82,7 @@ def test_late_orders_are_checked_against_quotes_committed_a_moment_before(spark,
         )
         time.sleep(2)
         land_and_wait(batches, query, landing, "orders", [order(f"{s}-late", s, DAY + "05:50Z") for s in SYMBOLS])
-    assert all(b.on_driver for b in batches), "clean batches are checked on the driver"
+    assert {b.placement for b in batches} == {placement}, "clean batches run where the stream places them"
     assert [b.late_symbols for b in batches if b.orders] == [len(SYMBOLS)] * 2, "both order batches were late"
     alerts = rows(spark, lake, "alerts")
     assert sorted((a["order_id"], a["reason"], a["quote_time"].strftime("%H:%M:%S")) for a in alerts) == sorted(

@@ -73,8 +73,9 @@ def settings_for(broker: BrokerProcess, base: KafkaSettings) -> KafkaSettings:
     return KafkaSettings(broker.bootstrap, base.quotes_topic, base.orders_topic)
 
 
-def kstream(spark, settings: KafkaSettings, lake: Path, symbols=SYMBOLS) -> int:
-    return run_query(spark, StreamSpec(lake=lake, symbols=list(symbols), kafka=settings, available_now=True))
+def kstream(spark, settings: KafkaSettings, lake: Path, symbols=SYMBOLS, placement="auto") -> int:
+    spec = StreamSpec(lake=lake, symbols=list(symbols), kafka=settings, available_now=True, placement=placement)
+    return run_query(spark, spec)
 
 
 # The scenarios of test_pipeline.py on distinct symbols, as runs of landing "files" in landing order.
@@ -146,7 +147,7 @@ def _without_source(tables: dict[str, list[dict]]) -> dict[str, list[dict]]:
     return out
 
 
-def test_the_semantics_scenarios_through_kafka_give_the_tables_of_files(spark, broker, tmp_path):
+def test_the_semantics_scenarios_through_kafka_give_the_tables_of_files(spark, broker, tmp_path, placement):
     base = settings_for(broker, topics())
     sink = KafkaSink(broker.bootstrap, base.quotes_topic, base.orders_topic)
     # Delivery reports of the records produced by hand below: (topic, partition, offset) per value.
@@ -181,7 +182,7 @@ def test_the_semantics_scenarios_through_kafka_give_the_tables_of_files(spark, b
             write_backlog(files_landing, gen_files, 150, 150, 3, "gen")
             write_backlog(files_landing, gen_kafka, 150, 150, 3, "gen", sink=sink)
         assert stream(spark, files_landing, files_lake, symbols=SYMBOLS) == 0
-        assert kstream(spark, base, kafka_lake) == 0
+        assert kstream(spark, base, kafka_lake, placement=placement) == 0
 
     want, got = comparable_tables(spark, files_lake), comparable_tables(spark, kafka_lake)
     assert want["alerts"] and want["quarantine"] and want["symbol_state"]
