@@ -5,9 +5,10 @@ process of its own, its peak memory that of the driver and of every daemon and e
 - the throughput part's backlog (same files, same layout) with the product's routing: batches of
   CLUSTER_BATCH_LINES and more go to the executors only where they have more cores than the
   driver's machine (stream.driver_batch), which these, on the driver's own cores, do not;
-- the crossover: the same batches forced onto the driver's path and onto Spark's executors
-  (MARKET_SPREAD_DRIVER_BATCH_LINES: any size, or none), at growing batch sizes, so that where one
-  overtakes the other is measured on this machine rather than assumed.
+- the crossover: the same batches on each path, at growing batch sizes, so that where one overtakes
+  another is measured on this machine rather than assumed: the kernel in the driver process
+  (`--placement driver`), the same kernel in Spark's tasks (`--placement executors`), and Spark's
+  SQL plan (MARKET_SPREAD_DRIVER_BATCH_LINES=0).
 
 On one 2-core machine the executors share the driver's cores: the crossover measured here is the
 executors' path at its least favourable; on a real cluster they add cores of their own.
@@ -27,7 +28,12 @@ WORKERS = 2
 # Batch sizes of the crossover, in file pairs of CROSSOVER_PAIR_EVENTS events each (the full plan's).
 CROSSOVER_PAIRS = (1, 5, 20)
 CROSSOVER_PAIR_EVENTS = 20_000
-PATHS = {"driver": str(1 << 40), "spark": "0"}  # MARKET_SPREAD_DRIVER_BATCH_LINES of each path
+# Each path's settings: the placement, or Spark's SQL plan for every batch.
+PATHS = {
+    "driver": {"MARKET_SPREAD_PLACEMENT": "driver"},
+    "executors": {"MARKET_SPREAD_PLACEMENT": "executors"},
+    "spark": {"MARKET_SPREAD_PLACEMENT": "auto", "MARKET_SPREAD_DRIVER_BATCH_LINES": "0"},
+}
 
 
 def _env(cluster: LocalCluster, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -79,7 +85,7 @@ def crossover(
     rows = []
     for per_batch in sizes:
         row: dict = {"batch_events": per_batch * pair_events}
-        for path, limit in PATHS.items():
+        for path, settings in PATHS.items():
             out = _run(
                 cluster,
                 work / f"crossover-{path}-{per_batch}",
@@ -87,19 +93,19 @@ def crossover(
                 symbols,
                 per_batch,
                 f"cluster crossover ({path}, {row['batch_events']:,}-event batches)",
-                {"MARKET_SPREAD_DRIVER_BATCH_LINES": limit},
+                settings,
             )
             row[path] = {
                 k: out[k] for k in ("median_batch_seconds", "events_per_s", "peak_mb", "alerts", "spark_jobs_per_batch")
             }
-        row["faster"] = "driver" if row["driver"]["events_per_s"] >= row["spark"]["events_per_s"] else "spark"
+        row["faster"] = max(PATHS, key=lambda path: row[path]["events_per_s"])
         rows.append(row)
     return rows
 
 
 def crossover_at(rows: list[dict]) -> int | None:
-    """The smallest batch size from which Spark's executors are faster than the driver, or None."""
-    return next((r["batch_events"] for r in rows if r["faster"] == "spark"), None)
+    """The smallest batch size from which a path on Spark's executors is the fastest, or None."""
+    return next((r["batch_events"] for r in rows if r["faster"] != "driver"), None)
 
 
 def cluster_part(
@@ -123,7 +129,7 @@ def cluster_part(
             )
         out["crossover"] = crossover(cluster, work, symbols, sizes, pair_events)
         out["crossover_batch_events"] = crossover_at(out["crossover"])
-        out["alerts_agree"] = all(r["driver"]["alerts"] == r["spark"]["alerts"] for r in out["crossover"])
+        out["alerts_agree"] = all(len({r[path]["alerts"] for path in PATHS}) == 1 for r in out["crossover"])
     finally:
         cluster.stop()
     at = out["crossover_batch_events"]
