@@ -105,15 +105,14 @@ def test_a_small_batch_tunes_the_session_and_leaves_it_as_it_was(spark, monkeypa
     from market_spread.runtime import spark as spark_mod
 
     session = spark.newSession()  # its own settings: the shared session is left alone
-    monkeypatch.setattr(spark_mod, "SMALL_BATCH_LINES", 100)
     partitions = session.conf.get(spark_mod.SHUFFLE_PARTITIONS)
-    with spark_mod.sized_for(session, 99) as small:
+    with spark_mod.sized_for(session, 99, 100) as small:
         assert small
         assert session.conf.get(spark_mod.CODEGEN_MODE) == "NO_CODEGEN"
         assert session.conf.get(spark_mod.SHUFFLE_PARTITIONS) == "1"
     assert session.conf.get(spark_mod.SHUFFLE_PARTITIONS) == partitions != "1"
     assert session.conf.get(spark_mod.CODEGEN_MODE, None) is None  # unset again, not set to a value
-    with spark_mod.sized_for(session, 100) as small:
+    with spark_mod.sized_for(session, 100, 100) as small:
         assert not small
         assert session.conf.get(spark_mod.CODEGEN_MODE, None) is None
         assert session.conf.get(spark_mod.SHUFFLE_PARTITIONS) == partitions

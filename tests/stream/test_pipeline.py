@@ -81,10 +81,8 @@ def test_orders_are_checked_as_of_their_time_within_a_batch(spark, place, placem
 def state_reader(request, monkeypatch):
     """Both ways a batch reads the state and the history of late orders: the driver's mirror with
     delta-rs (the default), and Spark (past MARKET_SPREAD_STATE_MIRROR_ROWS symbols)."""
-    from market_spread.lake import state_mirror
-
     if request.param == "state read by Spark":
-        monkeypatch.setattr(state_mirror, "MIRROR_MAX_ROWS", 0)
+        monkeypatch.setenv("MARKET_SPREAD_STATE_MIRROR_ROWS", "0")  # read into the stream's spec
     return request.param
 
 
@@ -350,8 +348,8 @@ def test_small_and_large_batches_give_the_same_tables_whoever_commits_them(spark
     monkeypatch.setenv("MARKET_SPREAD_DRIVER_BATCH_LINES", "0")  # Spark's plan, whose sizes are the subject
     lakes = {}
     for name, small_below, driver_below in (("small", 10**9, 0), ("large, driver", 0, 10**9), ("large, Spark", 0, 0)):
-        monkeypatch.setattr(spark_mod, "SMALL_BATCH_LINES", small_below)
-        monkeypatch.setattr(spark_mod, "DRIVER_WRITE_LINES", driver_below)
+        monkeypatch.setenv("MARKET_SPREAD_SMALL_BATCH_LINES", str(small_below))
+        monkeypatch.setenv("MARKET_SPREAD_DRIVER_WRITE_LINES", str(driver_below))
         root = tmp_path / name.replace(", ", "-")
         _generated(root / "landing", files=2, seed=11)
         land(root / "landing", "orders", ["{not json", '{"order_id": "x"}'], name="zz-bad.jsonl")

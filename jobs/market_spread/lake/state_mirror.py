@@ -24,13 +24,11 @@ from pyspark.sql import DataFrame
 from market_spread.kernel import columns
 from market_spread.lake.lake_tables import LakeTables
 from market_spread.lake.state import ARROW_SCHEMA, read_state_quotes
-from market_spread.runtime import settings
 from market_spread.transforms.asof import STATE_QUOTE_COLUMNS
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-MIRROR_MAX_ROWS: int = settings.value("MARKET_SPREAD_STATE_MIRROR_ROWS")
 _TIME = ARROW_SCHEMA.field("quote_time").type
 
 Quote = tuple[Decimal, Decimal, int, "int | None"]  # bid, offer, quote time (µs since the epoch), seq
@@ -42,21 +40,23 @@ def micros(column: Any) -> list[int | None]:
 
 
 class StateMirror:
-    """The quotes of symbol_state, on the driver. `enabled` is False past MIRROR_MAX_ROWS symbols."""
+    """The quotes of symbol_state, on the driver. `enabled` is False past `max_rows` symbols
+    (MARKET_SPREAD_STATE_MIRROR_ROWS, resolved into the stream's spec)."""
 
-    def __init__(self, tables: LakeTables) -> None:
+    def __init__(self, tables: LakeTables, max_rows: int) -> None:
         # The stream's tables: made with the batch's Spark session (stream.batch).
         self.tables, self.spark, self.lake = tables, cast("SparkSession", tables.spark), tables.lake
+        self.max_rows = max_rows
         self._quotes: dict[str, Quote] | None = None
         self._df: DataFrame | None = None
-        self.enabled = MIRROR_MAX_ROWS > 0
+        self.enabled = self.max_rows > 0
 
     def _load(self) -> None:
         # Through delta-rs's own query engine (or Spark, for a feature it cannot read): a process that
         # read with pyarrow's dataset scanner sometimes aborted at exit ("terminate called without an
         # active exception", 1 of 2 runs here).
         table = self.tables.query("symbol_state", f"SELECT {', '.join(STATE_QUOTE_COLUMNS)} FROM {{t}}")
-        if table.num_rows > MIRROR_MAX_ROWS:
+        if table.num_rows > self.max_rows:
             self.enabled = False
             return
         self._quotes = {}
@@ -119,7 +119,7 @@ class StateMirror:
         for symbol, bid, offer, time, seq in zip(*(winners[c].to_pylist() for c in winners.column_names)):
             self._quotes[symbol] = (bid, offer, time, seq)
         self._df = None
-        if len(self._quotes) > MIRROR_MAX_ROWS:
+        if len(self._quotes) > self.max_rows:
             self.enabled, self._quotes = False, None
 
     @staticmethod
@@ -160,7 +160,7 @@ class StateMirror:
     def reset(self) -> None:
         """Forget the copy: the next batch reads the table (after a failure, the copy may be ahead)."""
         self._quotes, self._df = None, None
-        self.enabled = MIRROR_MAX_ROWS > 0
+        self.enabled = self.max_rows > 0
 
 
 def _utc(us: int) -> datetime:

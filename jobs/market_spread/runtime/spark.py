@@ -258,22 +258,16 @@ def build_session(
     return spark
 
 
-# A batch of fewer input lines than this is "small": its queries run with one shuffle partition and
-# interpreted instead of generated code (NO_CODEGEN also leaves out whole-stage code generation:
-# Spark's CollapseCodegenStages checks it). For a few thousand rows Spark's
-# per-task costs dominate: generating each operator's source in every task (to look it up in the
-# compile cache) costs more than evaluating the rows, and each extra partition is a task to plan,
-# serialise and run. Larger batches keep code generation and their partitions, which win on
-# volume; the two are even at about 200,000 lines (measured: docs/performance.md, rows
-# 'interpreted expressions for small batches', 'one shuffle partition for small batches',
-# 'small-batch threshold' and 'interpreted code and one partition for big batches too').
-SMALL_BATCH_LINES: int = value("MARKET_SPREAD_SMALL_BATCH_LINES")
-# Batches of fewer input lines bring their quote history and alerts to the driver as Arrow and
-# commit them with delta-rs (lake.delta_rs); larger ones append through Spark's Delta writer, which
-# is slower. The cost is memory, the same few hundred MB more at the peak at any size, so the limit
-# sits where Spark's own peak leaves that room under the hostile-volume test's bound (measured:
-# docs/performance.md, row 'large batches' quote history and alerts committed by delta-rs').
-DRIVER_WRITE_LINES: int = value("MARKET_SPREAD_DRIVER_WRITE_LINES")
+# A batch of fewer input lines than MARKET_SPREAD_SMALL_BATCH_LINES is "small": its queries run with
+# one shuffle partition and interpreted instead of generated code (NO_CODEGEN also leaves out
+# whole-stage code generation: Spark's CollapseCodegenStages checks it). For a few thousand rows
+# Spark's per-task costs dominate: generating each operator's source in every task (to look it up in
+# the compile cache) costs more than evaluating the rows, and each extra partition is a task to plan,
+# serialise and run. Larger batches keep code generation and their partitions, which win on volume;
+# the two are even at about 200,000 lines (measured: docs/performance.md, rows 'interpreted
+# expressions for small batches', 'one shuffle partition for small batches', 'small-batch threshold'
+# and 'interpreted code and one partition for big batches too'). The stream resolves the limit once,
+# into its spec (stream.spec.BatchKnobs).
 CODEGEN_MODE = "spark.sql.codegen.factoryMode"  # Spark's default: FALLBACK (generated code, else interpreted)
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
@@ -296,11 +290,11 @@ def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterat
 
 
 @contextmanager
-def sized_for(spark: SparkSession, lines: int) -> Iterator[bool]:
-    """Inside, the session's queries are tuned for a batch of `lines` input lines (see
-    SMALL_BATCH_LINES); yields whether the batch is small. The session's settings are restored
-    after."""
-    small = lines < SMALL_BATCH_LINES
+def sized_for(spark: SparkSession, lines: int, small_below: int) -> Iterator[bool]:
+    """Inside, the session's queries are tuned for a batch of `lines` input lines (small below
+    `small_below`: see above CODEGEN_MODE); yields whether the batch is small. The session's settings
+    are restored after."""
+    small = lines < small_below
     if not small:
         yield False
         return

@@ -40,9 +40,7 @@ from market_spread.lake.state import merge_state, newest_of_rows, newest_per_sym
 from market_spread.lake.state_mirror import StateMirror
 from market_spread.lake.writes import append, ms_since
 from market_spread.runtime import durable
-from market_spread.runtime import settings as runtime_settings
-from market_spread.runtime import spark as runtime_spark
-from market_spread.runtime.spark import SMALL_BATCH_LINES, kept_for_batch, sized_for, spark_jobs_so_far
+from market_spread.runtime.spark import kept_for_batch, sized_for, spark_jobs_so_far
 from market_spread.runtime.storage import Location
 from market_spread.stream import constrained, driver_batch, driver_spark, placement
 from market_spread.stream.batch_run import (
@@ -118,12 +116,12 @@ class BatchProcessor:
             self.tables.forget()
             self.committed = self.tables.marks()
         if self.state is None:
-            self.state = StateMirror(self.tables)
+            self.state = StateMirror(self.tables, self.settings.knobs.state_mirror_rows)
         if self.compactor is None:
             self.compactor = Compactor(self.tables)
         if self.universe_table is None:
             self.universe_table = parsing.universe_table(spark, self.settings.symbols)
-        if self.warm is None and driver_batch.limit_lines(spark) and delta_rs.enabled():
+        if self.warm is None and driver_batch.limit_lines(spark, self.settings.knobs) and delta_rs.enabled():
             self.warm = driver_spark.Warm(spark, self.universe_table)
         if self.reader is None:
             self.reader = DriverReader(_kafka_reader(self.settings))
@@ -143,7 +141,7 @@ class BatchProcessor:
                 self.settings,
                 self.committed,
                 self.state,
-                expect_small=self.last_lines is not None and self.last_lines < SMALL_BATCH_LINES,
+                expect_small=self.last_lines is not None and self.last_lines < self.settings.knobs.small_batch_lines,
                 compactor=self.compactor,
                 lines_before=self.last_lines,
                 tables=self.tables,
@@ -164,7 +162,7 @@ class BatchProcessor:
 
 def _kafka_reader(spec: StreamSpec) -> KafkaReader | None:
     """A Kafka stream's consumer for its batches' records (MARKET_SPREAD_KAFKA_ON_DRIVER), else None."""
-    if spec.kafka is None or not runtime_settings.value("MARKET_SPREAD_KAFKA_ON_DRIVER"):
+    if spec.kafka is None or not spec.knobs.kafka_on_driver:
         return None
     return KafkaReader(spec.kafka)
 
@@ -211,7 +209,7 @@ def process_batch(
     if committed is None:
         committed = tables.marks()
     if state is None:
-        state = StateMirror(tables)
+        state = StateMirror(tables, settings.knobs.state_mirror_rows)
     batch = BatchRun(
         spark,
         batch_id,
@@ -261,13 +259,13 @@ def _parse_step(batch: BatchRun, lines: DataFrame, scope: ExitStack, expect_smal
     result.quarantined = result.input_lines - result.quotes - result.orders
     result.phases_ms["parse"] = ms_since(batch.t0)
     # Everything after the parse is planned knowing the batch's size (small: one partition, interpreted).
-    small = scope.enter_context(sized_for(spark, result.input_lines))
+    small = scope.enter_context(sized_for(spark, result.input_lines, settings.knobs.small_batch_lines))
     # Rows that fit the driver are committed from there by delta-rs (lake.delta_rs): a small
     # batch's, and up to DRIVER_WRITE_LINES a larger one's quote history and alerts (a few
     # fixed-size columns a row). Quarantine rows carry raw lines of any size: through the driver
     # only in a small batch.
     driver_commits = delta_rs.enabled()
-    on_driver = driver_commits and (small or result.input_lines < runtime_spark.DRIVER_WRITE_LINES)
+    on_driver = driver_commits and (small or result.input_lines < settings.knobs.driver_write_lines)
     quarantine_on_driver = driver_commits and small
 
     quotes = parsing.valid_quotes(parsed, settings.thresholds)

@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from market_spread.lake.state import late_history_rows, local_copy
-from market_spread.lake.state_mirror import MIRROR_MAX_ROWS, StateMirror
+from market_spread.lake.state_mirror import StateMirror
 from market_spread.transforms.asof import STATE_QUOTE_COLUMNS, asof_alerts
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def check_orders(
         state_quotes = state.quotes()
         # Read twice (late symbols, candidates): computed once, kept on the driver unless very large.
         bounds = spans()
-        bounds = local_copy(bounds, MIRROR_MAX_ROWS) or bounds
+        bounds = local_copy(bounds, state.max_rows) or bounds
         late = (
             bounds.join(state_quotes.select("symbol", "quote_time"), "symbol")
             .where("quote_time > first_order")

@@ -32,9 +32,9 @@ from market_spread.lake import tables as lake_mod
 from market_spread.lake.compaction import Compactor
 from market_spread.lake.state import NEWEST_COLUMNS, merge_state
 from market_spread.lake.writes import ms_since
-from market_spread.runtime import settings
 from market_spread.stream import candidates, driver_read, driver_spark, kafka_read
 from market_spread.stream.batch_run import BatchRun, finish, run_writes
+from market_spread.stream.spec import BatchKnobs
 
 SCHEMAS = {t: lake_mod.arrow_schema(t) for t in ("quotes", "alerts", "quarantine")}
 
@@ -43,14 +43,14 @@ CLUSTER_BATCH_LINES = 200_000  # on a cluster with more cores than the driver, l
 _ANY_SIZE = 1 << 40
 
 
-def limit_lines(spark: SparkSession | None = None) -> int:
-    """Batches of fewer lines than this are checked on the driver (MARKET_SPREAD_DRIVER_BATCH_LINES;
-    unset: CLUSTER_BATCH_LINES on a cluster whose executors have more cores than this machine, any
-    size otherwise). Executors on the driver's own cores do a large batch many times slower than the
-    driver's columnar path (measured: docs/performance.md, row 'the cluster part')."""
-    chosen = settings.value("MARKET_SPREAD_DRIVER_BATCH_LINES")
-    if chosen is not None:
-        return chosen
+def limit_lines(spark: SparkSession | None, knobs: BatchKnobs) -> int:
+    """Batches of fewer lines than this are checked on the driver under `--placement auto`
+    (MARKET_SPREAD_DRIVER_BATCH_LINES; unset: CLUSTER_BATCH_LINES on a cluster whose executors have
+    more cores than this machine, any size otherwise). Executors on the driver's own cores do a large
+    batch many times slower than the driver's columnar path (measured: docs/performance.md, row 'the
+    cluster part')."""
+    if knobs.driver_batch_lines is not None:
+        return knobs.driver_batch_lines
     return CLUSTER_BATCH_LINES if spark is not None and executors_outnumber_driver(spark) else _ANY_SIZE
 
 
@@ -64,10 +64,10 @@ def executors_outnumber_driver(spark: SparkSession) -> bool:
     return context.defaultParallelism > (os.cpu_count() or 1)
 
 
-def likely_small(batch_df: DataFrame, lines_before: int | None, kafka: bool = False) -> bool:
+def likely_small(batch_df: DataFrame, knobs: BatchKnobs, lines_before: int | None, kafka: bool = False) -> bool:
     """Whether to try the batch on the driver: by the batch before, else by the files' size or (a
     Kafka stream whose records are read on the driver) the records its offset ranges hold."""
-    limit = limit_lines(batch_df.sparkSession)
+    limit = limit_lines(batch_df.sparkSession, knobs)
     if limit == 0 or not delta_rs.enabled():
         return False
     if lines_before is not None:
@@ -84,7 +84,7 @@ def driver_steps(batch: BatchRun, batch_df: DataFrame, compactor: Compactor | No
     its lines are not UTF-8 or too many are outside the product's own layout: Spark then takes the
     batch (the attempt's time counts in its parse, which is timed from the batch's start)."""
     batch.describe("read lines")
-    limit = _ANY_SIZE if any_size else limit_lines(batch_df.sparkSession)
+    limit = _ANY_SIZE if any_size else limit_lines(batch_df.sparkSession, batch.settings.knobs)
     read = driver_read.read_batch(batch_df, batch.settings.universe_array, limit, batch.reader)
     collected = ms_since(batch.t0)
     t1 = time.perf_counter()

@@ -34,7 +34,7 @@ def placed(
         return False
     kafka = batch.reader is not None and batch.reader.kafka is not None
     if placement == "executors" or (
-        placement == "auto" and not driver_batch.likely_small(batch_df, lines_before, kafka)
+        placement == "auto" and not driver_batch.likely_small(batch_df, batch.settings.knobs, lines_before, kafka)
     ):
         if placement == "auto" and not driver_batch.executors_outnumber_driver(batch.spark):
             result.placement = "spark plan: large batch"

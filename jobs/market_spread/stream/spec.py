@@ -4,17 +4,41 @@ read by the job, the query and every batch."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
 from market_spread.domain.rules import DEFAULT_THRESHOLDS, Thresholds
 from market_spread.lake import tables as lake_mod
+from market_spread.runtime import settings
 from market_spread.runtime.storage import Location, location
 from market_spread.stream.kafka_source import KafkaSettings
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class BatchKnobs:
+    """The settings that shape a stream's batches, read from the environment once, when the stream's
+    spec is built (runtime/settings.py documents each): not per batch, not at import."""
+
+    # Batches of fewer lines take the driver under `--placement auto` (None: by the cluster's cores).
+    driver_batch_lines: int | None
+    small_batch_lines: int  # below: one shuffle partition, interpreted expressions
+    driver_write_lines: int  # below: Spark's plan hands its rows to the driver's writers
+    state_mirror_rows: int  # the driver keeps symbol_state up to this many symbols
+    kafka_on_driver: bool  # a Kafka batch's records read by the driver's own consumer
+
+    @staticmethod
+    def from_settings() -> "BatchKnobs":
+        return BatchKnobs(
+            driver_batch_lines=settings.value("MARKET_SPREAD_DRIVER_BATCH_LINES"),
+            small_batch_lines=settings.value("MARKET_SPREAD_SMALL_BATCH_LINES"),
+            driver_write_lines=settings.value("MARKET_SPREAD_DRIVER_WRITE_LINES"),
+            state_mirror_rows=settings.value("MARKET_SPREAD_STATE_MIRROR_ROWS"),
+            kafka_on_driver=settings.value("MARKET_SPREAD_KAFKA_ON_DRIVER"),
+        )
 
 
 @dataclass(frozen=True)
@@ -39,6 +63,7 @@ class StreamSpec:
     progress_every: int = 1  # one summary line per N batches
     # Where a batch's kernel runs: the driver process, Spark's tasks, or chosen per batch (stream.placement).
     placement: str = "auto"
+    knobs: BatchKnobs = field(default_factory=BatchKnobs.from_settings)  # resolved once, here
     # Called right before each commit try: raises when this stream may no longer write the lake
     # (its lease on object storage lost: lake.lock); returns the lease's proof, which the commit
     # asks again once the try has ended (runtime.lease.prove).
