@@ -50,6 +50,8 @@ from tests.helpers.lake import comparable_tables, metrics_totals, rows, stream
 from tests.helpers.storage import Place, arg
 from tests.helpers.symbols import SYMBOLS, symbols_file
 
+TURNS = ("executors", "driver")  # the placement of each restart in turn (the drain: the driver)
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("place", ["local"], indirect=True)
@@ -108,7 +110,9 @@ def run_crash_campaign(spark, place: Place, tmp_path: Path, monkeypatch: pytest.
     maintained = []
     for i, window in enumerate(plan):
         lander.land(rng.randint(2, 4))
-        job = Job([*stream_args, "--interval", "0.5"], tmp_path / f"stream-{i:02d}.log")
+        # The restarts alternate placements: a batch a kill left in flight is replayed by the other one.
+        placement = TURNS[i % len(TURNS)]
+        job = Job([*stream_args, "--interval", "0.5", "--placement", placement], tmp_path / f"stream-{i:02d}.log")
         side = None
         if i in beside:
             wait_for_lock(job, lake)
@@ -155,13 +159,18 @@ def run_crash_campaign(spark, place: Place, tmp_path: Path, monkeypatch: pytest.
             maintained.append("exclusive, over a killed stream's lake")
 
     assert set(by_window) == set(plan), f"planned windows missed: {set(plan) - set(by_window)}"
-    lander.land_all()
     # On local disk (two kills) a file pair a batch: the rest in several batches, whatever batch the
     # kills left the stream in (with both kills in one batch, one drain batch compacted no table).
+    # Two drains: a file pair in Spark's tasks (whatever batch the kills left behind first), then the
+    # rest on the driver, so that both placements commit whole batches after the kills.
     per_batch = [] if place.s3 else ["--max-files-per-batch", "1"]
-    drain = Job([*stream_args, "--available-now", *per_batch], tmp_path / "drain.log")
-    assert drain.wait(900) == 0, drain.tail()
-    peak_rss = max(peak_rss, drain.peak_rss)
+    for placement, land in (("executors", lambda: lander.land(2)), ("driver", lander.land_all)):
+        land()
+        drain = Job(
+            [*stream_args, "--available-now", "--placement", placement, *per_batch], tmp_path / f"drain-{placement}.log"
+        )
+        assert drain.wait(900) == 0, drain.tail()
+        peak_rss = max(peak_rss, drain.peak_rss)
 
     # The uninterrupted run over the very same files.
     clean = tmp_path / "clean"
@@ -207,6 +216,8 @@ def run_crash_campaign(spark, place: Place, tmp_path: Path, monkeypatch: pytest.
     )
     assert compactions > 0, "the streams never compacted a table"
 
+    placed = Counter(m["placement"] for m in metrics)
+    assert set(placed) == {"driver", "executors"}, placed
     partial = [f"{b}:{'+'.join(w)}" for b, w in replayed if w]
     report = "\n".join(
         [
@@ -219,6 +230,7 @@ def run_crash_campaign(spark, place: Place, tmp_path: Path, monkeypatch: pytest.
             f"  lines tried:          {lander.lines} in {len(files)} files ({totals['quotes']} quotes, "
             f"{totals['orders']} orders, {totals['quarantined']} quarantined), {totals['batches']} batches",
             f"  alerts:               {totals['alerts']}",
+            "  batches by placement: " + ", ".join(f"{p} {n}" for p, n in sorted(placed.items())),
             f"  archived files:       {archived}; file source log trimmed {trims} times",
             f"  compactions:          {compactions} by the streams (every 3 commits to a table)",
             f"  rows lost:            {lost}",
