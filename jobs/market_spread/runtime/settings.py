@@ -362,11 +362,12 @@ declare(
     P + "DRIVER_BATCH_LINES",
     whole(0),
     None,
-    "Batches of fewer input lines are parsed and checked on the "
-    "driver (in Arrow's kernels; lines outside the product's own layout, up to 50,000, line by line in Python; bad "
-    "lines given their quarantine reason there) instead of by Spark's plan; 0 turns it off. Unset: 200,000 on a "
-    "cluster whose executors have more cores than the driver's machine (Spark's default parallelism), which "
-    "then take the larger batches; any size otherwise (a local master, or executors sharing the driver's cores).",
+    "With `stream --placement auto` (the default): batches of fewer input lines run the kernel in the "
+    "driver process (in Arrow's kernels; lines outside the product's own layout, up to 50,000, line by line in "
+    "Python; bad lines given their quarantine reason there); larger ones run it in Spark's tasks on a cluster whose "
+    "executors have more cores than the driver's machine (Spark's default parallelism), else Spark's SQL plan; 0 "
+    "sends every batch that way. Unset: 200,000 on such a cluster, any size otherwise (a local master, or executors "
+    "sharing the driver's cores).",
     ("stream",),
     shown_default="200,000 where the executors have more cores than the driver's machine, else any size",
 )
