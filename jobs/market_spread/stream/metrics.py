@@ -93,6 +93,13 @@ class StreamMetrics:
             ["table", "writer"],
             registry=r,
         )
+        self.placed = Counter(
+            f"{PREFIX}_batches_placed",
+            "Micro-batches by where their kernel ran (driver, executors) or 'spark plan' where Spark's SQL "
+            "plan took them (the reason: batch_metrics.placement).",
+            ["placement"],
+            registry=r,
+        )
         self.started = Gauge(
             f"{PREFIX}_stream_start_time_seconds", "Unix time this stream process started.", registry=r
         )
@@ -110,6 +117,7 @@ class StreamMetrics:
         self.batch_seconds.observe(float(result.seconds))
         self.last_batch_id.set(result.batch_id)
         self.last_batch_time.set(committed_at)
+        self.placed.labels(result.placement.split(":")[0] or "spark plan").inc()
         for table, (writer, _why) in getattr(result, "writers", {}).items():
             for library in WRITERS:
                 self.table_writer.labels(table, library).set(1 if library == writer else 0)
