@@ -4,7 +4,11 @@ driver placement (kernel.steps), run by `mapInArrow` over the batch's lines and 
 partitioned state of Wallaroo's design). The driver adds what only it holds (its copy of the state,
 the history of symbols with late orders, Spark's parse of the few lines the kernel cannot judge),
 takes the results back as Arrow and commits them through each table's writer, as the driver
-placement does (stream.driver_batch.write_rows)."""
+placement does (stream.driver_batch.write_rows).
+
+Two Spark jobs a batch: the parse, whose small outcome comes back whole (per kind and symbol counts
+and order times, bad lines, the files read), and the check with the history rows and the newest
+quote per symbol, in one cogroup."""
 
 from __future__ import annotations
 
@@ -23,41 +27,28 @@ from market_spread.lake.state import NEWEST_COLUMNS
 from market_spread.lake.writes import ms_since
 from market_spread.runtime.spark import kept_for_batch
 from market_spread.stream import candidates, driver_batch, driver_spark
+from market_spread.stream import task_functions as tf
 from market_spread.stream.batch_run import BatchRun
-from market_spread.stream.task_functions import (
-    CANDIDATE,
-    ORDER,
-    PARSED,
-    as_parsed,
-    check_task,
-    history_task,
-    parse_task,
-    plain,
-)
 
 SCHEMAS = driver_batch.SCHEMAS
+_SMALL = "kind IN ('bad', 'uncertain', 'source')"  # the parse's rows that come back to the driver whole
 
 
 def executors_steps(batch: BatchRun, batch_df: DataFrame, compactor: Compactor | None) -> None:
     """Parse, check and sum up the batch in Spark's tasks, then commit its rows from the driver."""
-    spec = batch.settings
     batch.describe("parse in tasks")
     lines = batch_df.select("stream", "value", "source_file")
-    with kept_for_batch(lines.mapInArrow(parse_task(spec.symbols), _spark(PARSED))) as parsed:
-        overview = plain(
-            parsed.groupBy("kind", "symbol", "source_file")
-            .agg(F.count(F.lit(1)).alias("n"), F.min("time").alias("first"), F.max("time").alias("last"))
-            .toArrow()
-        )
+    parse = tf.parse_task(batch.settings.symbols)
+    with kept_for_batch(lines.mapInArrow(parse, _spark(tf.PARSED))) as parsed:
+        overview = _overview(parsed)
         rows, extra = _judged(batch, parsed, overview)
         _counted(batch, overview, extra)
         t2 = time.perf_counter()
-        alerts = _alerts(batch, rows, overview, extra) if batch.result.orders else None
+        checked = _checked(batch, rows, overview, extra) if batch.result.quotes or batch.result.orders else None
         batch.result.phases_ms["check"] = ms_since(t2)
         t3 = time.perf_counter()
-        history, newest = _history(batch, rows) if batch.result.quotes else (None, None)
-        bad = rows.where("kind = 'bad'").select("stream", F.col("value").alias("raw"), "reason", "source_file")
-        quarantine = _quarantine(batch, bad)
+        alerts, history, newest = _split(checked, batch.result.orders, batch.result.quotes)
+        quarantine = _quarantine(batch, overview, extra)
         driver_batch.write_rows(batch, history, alerts, newest, quarantine, t3, compactor)
 
 
@@ -65,23 +56,40 @@ def _spark(schema: pa.Schema):  # noqa: ANN202 - pyspark's StructType
     return from_arrow_schema(schema)
 
 
+def _overview(parsed: DataFrame) -> pa.Table:
+    """One job: per kind and symbol of the valid rows their count and first and last time, and the
+    parse's small rows whole (bad lines, lines for Spark's parse, the files read)."""
+    counted = (
+        parsed.where("kind IN ('quote', 'order')")
+        .groupBy("kind", "symbol")
+        .agg(F.count(F.lit(1)).alias("n"), F.min("time").alias("first"), F.max("time").alias("last"))
+    )
+    small = parsed.where(_SMALL).select("kind", "stream", "value", "reason", "source_file", F.lit(1).alias("n"))
+    return tf.plain(counted.unionByName(small, allowMissingColumns=True).toArrow())
+
+
 def _judged(batch: BatchRun, parsed: DataFrame, overview: pa.Table) -> tuple[DataFrame, steps.Parsed | None]:
     """The parsed rows, with the lines only Spark's JSON reader can judge parsed by it on the driver
     (stream.driver_spark: few, where any) and returned to the batch as PARSED rows."""
-    if not _count(overview, "uncertain"):
+    uncertain = _of(overview, "uncertain")
+    if not uncertain.num_rows:
         return parsed, None
-    uncertain = plain(parsed.where("kind = 'uncertain'").select("stream", "value", "source_file").toArrow())
     if batch.warm is not None:
         batch.warm.wait()
     batch.describe("parse uncertain lines")
-    columns, bad = driver_spark.parse(batch.spark, uncertain, batch.universe)
-    extra = steps.Parsed(columns, bad, uncertain.slice(0, 0))
-    frame = batch.spark.createDataFrame(as_parsed(extra), schema=_spark(PARSED))
+    lines = uncertain.select(["stream", "value", "source_file"])
+    columns, bad = driver_spark.parse(batch.spark, lines, batch.universe)
+    extra = steps.Parsed(columns, bad, lines.slice(0, 0))
+    frame = batch.spark.createDataFrame(tf.as_parsed(extra), schema=_spark(tf.PARSED))
     return parsed.where("kind <> 'uncertain'").unionByName(frame), extra
 
 
+def _of(overview: pa.Table, kind: str) -> pa.Table:
+    return overview.filter(pc.equal(overview["kind"], kind))
+
+
 def _count(overview: pa.Table, kind: str) -> int:
-    return int(pc.sum(overview.filter(pc.equal(overview["kind"], kind))["n"]).as_py() or 0)
+    return int(pc.sum(_of(overview, kind)["n"]).as_py() or 0)
 
 
 def _counted(batch: BatchRun, overview: pa.Table, extra: steps.Parsed | None) -> None:
@@ -91,9 +99,8 @@ def _counted(batch: BatchRun, overview: pa.Table, extra: steps.Parsed | None) ->
     result.orders = _count(overview, "order") + (more.orders.num_rows if more else 0)
     result.quarantined = _count(overview, "bad") + (extra.quarantine.num_rows if extra else 0)
     result.input_lines = result.quotes + result.orders + result.quarantined
-    named = pc.is_valid(overview["source_file"])
-    files = set(overview.filter(named)["source_file"].to_pylist()) | set(more.sources if more else [])
-    result.files, result.last_offsets = line_rows.sources(files)
+    named = overview.filter(pc.is_valid(overview["source_file"]))["source_file"].to_pylist()
+    result.files, result.last_offsets = line_rows.sources(set(named) | set(more.sources if more else []))
     result.phases_ms.update(collect=0, parse=ms_since(batch.t0))
 
 
@@ -102,50 +109,56 @@ def _bucket(spark: SparkSession) -> Column:
     return F.pmod(F.hash("symbol"), F.lit(max(1, spark.sparkContext.defaultParallelism)))
 
 
-def _alerts(batch: BatchRun, rows: DataFrame, overview: pa.Table, extra: steps.Parsed | None) -> pa.Table:
-    """Every order against its as-of quote, in tasks: the batch's quotes and the stored ones (the
-    driver's copy of the state, history for late orders) cogrouped with the orders by bucket."""
+def _checked(batch: BatchRun, rows: DataFrame, overview: pa.Table, extra: steps.Parsed | None) -> pa.Table:
+    """In tasks, by bucket: every order against its as-of quote among the batch's quotes and the
+    stored ones (the driver's copy of the state, history for late orders), the quotes' history rows
+    and each symbol's newest quote (tf.OUT rows)."""
     batch.describe("check in tasks")
-    spans = _spans(overview, extra)
-    stored, batch.result.late_symbols = candidates.stored_quotes(spans, batch.state, batch.tables)
-    bucket = _bucket(batch.spark)
-    orders = rows.where("kind = 'order'").select(*ORDER.names).withColumn("bucket", bucket)
-    quotes = rows.where("kind = 'quote'").select(*CANDIDATE.names)
-    stored_df = batch.spark.createDataFrame(stored.cast(CANDIDATE), schema=_spark(CANDIDATE))
-    known = quotes.unionByName(stored_df).withColumn("bucket", bucket)
-    check = check_task(batch.settings.thresholds, batch.batch_id, datetime.now(UTC), SCHEMAS["alerts"])
+    stored, batch.result.late_symbols = candidates.stored_quotes(_spans(overview, extra), batch.state, batch.tables)
+    spark, bucket = batch.spark, _bucket(batch.spark)
+    orders = rows.where("kind = 'order'").select(*tf.ORDER.names).withColumn("bucket", bucket)
+    own = rows.where("kind = 'quote'").select(*tf.CANDIDATE.names, F.lit(True).alias("own"))
+    stored_df = spark.createDataFrame(tf.stored_rows(stored), schema=_spark(tf.KNOWN))
+    known = own.unionByName(stored_df).withColumn("bucket", bucket)
+    settings = batch.settings
+    task = tf.check_task(settings.thresholds, batch.batch_id, datetime.now(UTC), SCHEMAS["alerts"], SCHEMAS["quotes"])
+    out = tf.out_schema(SCHEMAS["alerts"], SCHEMAS["quotes"])
     grouped = orders.groupBy("bucket").cogroup(known.groupBy("bucket"))
-    return grouped.applyInArrow(check, _spark(SCHEMAS["alerts"])).toArrow().cast(SCHEMAS["alerts"])
+    return grouped.applyInArrow(task, _spark(out)).toArrow().cast(out)
 
 
 def _spans(overview: pa.Table, extra: steps.Parsed | None) -> pa.Table:
     """Per symbol with orders, the first and last order's time (symbol, first, last)."""
-    orders = overview.filter(pc.equal(overview["kind"], "order")).select(["symbol", "first", "last"])
+    orders = _of(overview, "order").select(["symbol", "first", "last"])
     if extra is not None and extra.columns.orders.num_rows:
         more = extra.columns.orders.group_by("symbol").aggregate([("time", "min"), ("time", "max")])
-        orders = pa.concat_tables([orders, more.rename_columns(["symbol", "first", "last"])])
+        orders = pa.concat_tables([orders, more.rename_columns(["symbol", "first", "last"]).cast(orders.schema)])
     merged = orders.group_by("symbol").aggregate([("first", "min"), ("last", "max")])
     return merged.rename_columns(["symbol", "first", "last"])
 
 
-def _history(batch: BatchRun, rows: DataFrame) -> tuple[pa.Table, pa.Table]:
-    """The quotes' history rows and each symbol's newest quote as state rows, in tasks by bucket."""
-    batch.describe("quote history in tasks")
-    schema = SCHEMAS["quotes"]
-    out = schema.append(pa.field("is_newest", pa.bool_()))
-    quotes = rows.where("kind = 'quote'").select(*CANDIDATE.names).withColumn("bucket", _bucket(batch.spark))
-    task = history_task(batch.settings.thresholds, batch.batch_id, schema)
-    done = quotes.groupBy("bucket").applyInArrow(task, _spark(out)).toArrow().cast(out)
-    flag = done["is_newest"]
-    history = done.filter(pc.invert(flag)).drop_columns(["is_newest"])
-    newest = done.filter(flag).select(list(NEWEST_COLUMNS))
-    return history, newest
+def _split(checked: pa.Table | None, orders: int, quotes: int) -> tuple[pa.Table | None, ...]:
+    """The check's rows as alerts, quote history and state rows (None for what the batch has not)."""
+    if checked is None:
+        return None, None, None
+
+    def kind(name: str, schema: list[str]) -> pa.Table:
+        return checked.filter(pc.equal(checked["kind"], name)).select(schema)
+
+    alerts = kind("alert", SCHEMAS["alerts"].names).cast(SCHEMAS["alerts"]) if orders else None
+    history = kind("history", SCHEMAS["quotes"].names).cast(SCHEMAS["quotes"]) if quotes else None
+    newest = kind("newest", list(NEWEST_COLUMNS)) if quotes else None
+    return alerts, history, newest
 
 
-def _quarantine(batch: BatchRun, bad: DataFrame) -> pa.Table | None:
-    """The bad lines (those Spark's parse judged too: stream.executors._judged) as quarantine rows."""
+def _quarantine(batch: BatchRun, overview: pa.Table, extra: steps.Parsed | None) -> pa.Table | None:
+    """The bad lines (with those Spark's parse judged: _judged) as quarantine rows."""
     if not batch.result.quarantined:
         return None
-    batch.describe("quarantine rows")
-    rows = plain(bad.toArrow()).cast(pa.schema([(n, pa.string()) for n in line_rows.QUARANTINE]))
+    bad = _of(overview, "bad").select(["stream", "value", "reason", "source_file"])
+    rows = bad.rename_columns(list(line_rows.QUARANTINE)).cast(
+        pa.schema([(n, pa.string()) for n in line_rows.QUARANTINE])
+    )
+    if extra is not None:
+        rows = pa.concat_tables([rows, extra.quarantine.cast(rows.schema)])
     return driver_batch.quarantine_rows(rows, batch.batch_id)

@@ -39,6 +39,7 @@ PARSED = pa.schema(
     ]
 )
 CANDIDATE = pa.schema(list(QUOTE_TYPES.items()))
+KNOWN = CANDIDATE.append(pa.field("own", pa.bool_()))  # a candidate quote, and whether it is the batch's
 ORDER = pa.schema(list(ORDER_TYPES.items()))
 _ANY = 1 << 62
 
@@ -97,36 +98,47 @@ def parse_task(universe: list[str]) -> Callable[[Iterable[pa.RecordBatch]], Iter
     return run
 
 
+def stored_rows(stored: pa.Table) -> pa.Table:
+    """Candidate quotes committed before the batch (not its own: no history rows of theirs), as KNOWN."""
+    return stored.cast(CANDIDATE).append_column("own", pa.array([False] * stored.num_rows, pa.bool_()))
+
+
+def out_schema(alerts: pa.Schema, quotes: pa.Schema) -> pa.Schema:
+    """The check's rows: alerts, history and state rows in one layout, `kind` telling them apart (the
+    two tables share their common columns' names and types)."""
+    fields = [pa.field("kind", pa.string()), *alerts]
+    fields += [f for f in quotes if f.name not in alerts.names]
+    return pa.schema([f.with_nullable(True) for f in fields])
+
+
 def check_task(
-    thresholds: Thresholds, batch_id: int, detected_at: datetime, schema: pa.Schema
+    thresholds: Thresholds, batch_id: int, detected_at: datetime, alerts: pa.Schema, quotes: pa.Schema
 ) -> Callable[[pa.Table, pa.Table], pa.Table]:
-    """`cogroup(...).applyInArrow`'s function: one bucket's orders against its candidate quotes
-    (kernel.steps.check), as alert rows."""
+    """`cogroup(...).applyInArrow`'s function for one bucket: its orders against their candidate
+    quotes (kernel.steps.check) as alert rows; the batch's own quotes as history rows, and each
+    symbol's newest of them as state rows (out_schema)."""
+    out = out_schema(alerts, quotes)
 
-    def run(orders: pa.Table, candidates: pa.Table) -> pa.Table:
-        if orders.num_rows == 0:
-            return schema.empty_table()
-        orders = plain(orders.select(ORDER.names)).cast(ORDER)
-        candidates = plain(candidates.select(CANDIDATE.names)).cast(CANDIDATE)
-        return steps.check(orders, candidates, thresholds, batch_id, detected_at, schema)
-
-    return run
-
-
-def history_task(thresholds: Thresholds, batch_id: int, schema: pa.Schema) -> Callable[[pa.Table], pa.Table]:
-    """`groupBy(...).applyInArrow`'s function: one bucket's quotes as history rows, each symbol's
-    newest one flagged (`is_newest`) for the state."""
-
-    def run(quotes: pa.Table) -> pa.Table:
-        quotes = plain(quotes.select(CANDIDATE.names)).cast(CANDIDATE)
-        history = steps.history(quotes, batch_id, thresholds, schema)
-        top = columns.newest(quotes)
-        flagged = steps.history(top, batch_id, thresholds, schema)
-        return pa.concat_tables(
-            [
-                history.append_column("is_newest", pa.array([False] * history.num_rows)),
-                flagged.append_column("is_newest", pa.array([True] * flagged.num_rows)),
-            ]
-        )
+    def run(orders: pa.Table, known: pa.Table) -> pa.Table:
+        known = plain(known.select(KNOWN.names)).cast(KNOWN)
+        candidates = known.select(CANDIDATE.names)
+        own = known.filter(known["own"]).select(CANDIDATE.names)
+        parts = []
+        if orders.num_rows:
+            orders = plain(orders.select(ORDER.names)).cast(ORDER)
+            parts.append(("alert", steps.check(orders, candidates, thresholds, batch_id, detected_at, alerts)))
+        if own.num_rows:
+            parts.append(("history", steps.history(own, batch_id, thresholds, quotes)))
+            parts.append(("newest", steps.history(columns.newest(own), batch_id, thresholds, quotes)))
+        return pa.concat_tables([_as_out(kind, rows, out) for kind, rows in parts] or [out.empty_table()])
 
     return run
+
+
+def _as_out(kind: str, rows: pa.Table, out: pa.Schema) -> pa.Table:
+    n = rows.num_rows
+    cols = {"kind": pa.array([kind] * n, pa.string())}
+    cols.update(
+        {f.name: rows[f.name] if f.name in rows.column_names else pa.nulls(n, f.type) for f in out if f.name != "kind"}
+    )
+    return pa.table(cols).cast(out)
