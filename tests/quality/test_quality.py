@@ -507,7 +507,7 @@ def test_a_mark_whose_version_left_the_log_continues_from_its_batch(spark, first
     alerts_log = Path(lake_mod.table_path(lake, "alerts")) / "_delta_log"
     table = DeltaTable(str(alerts_log.parent))
     table.optimize.compact()  # version 4: files rewritten, no row changed
-    assert newest_data_commit(alerts_log.parent)[1] == {3}  # the compaction is passed over
+    assert newest_data_commit(alerts_log.parent, table.version())[1] == {3}  # the compaction is passed over
     table.create_checkpoint()  # version 4 readable without 0-2
     for version in range(3):
         (alerts_log / f"{version:020d}.json").unlink()  # what log retention does
@@ -519,6 +519,23 @@ def test_a_mark_whose_version_left_the_log_continues_from_its_batch(spark, first
     from market_spread.quality.results_table import validated_batches
 
     assert validated_batches(lake) == [(0, 3)]
+
+
+def test_a_table_whose_log_delta_rs_cannot_read_is_pinned_by_spark(spark, clean_template, monkeypatch):
+    """A reader feature delta-rs lacks (geospatial) leaves the version to Spark, which reads the table."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
+
+    from market_spread.quality import versions
+
+    path = lake_mod.table_path(clean_template, "alerts")
+    expected = DeltaTable(path).version()
+
+    def unreadable(table):
+        raise DeltaError("Kernel error: Unsupported: Feature 'geospatial' is not supported")
+
+    monkeypatch.setattr(versions, "latest_version", unreadable)
+    assert versions.version_to_read(spark, path) == expected
 
 
 def test_an_older_results_table_gets_the_batches_columns(spark, tmp_path):

@@ -150,24 +150,32 @@ def test_checkpoint_guard_holds_after_delta_log_clean_up(spark, place, tmp_path)
     assert "checkpoint" in refused.stderr and "emit every alert again" in refused.stderr
 
 
-def test_latest_version_from_the_log_listing(tmp_path):
-    from market_spread.lake.deltalog import latest_version
+def test_latest_version_from_delta_rs(tmp_path):
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+    from deltalake.exceptions import DeltaError
 
-    log = tmp_path / "t" / "_delta_log"
-    assert latest_version(tmp_path / "t") is None
+    from market_spread.lake.deltalog import latest_version, read_commit
+
+    table, log = tmp_path / "t", tmp_path / "t" / "_delta_log"
+    assert latest_version(table) is None
     log.mkdir(parents=True)
-    assert latest_version(tmp_path / "t") is None
-    (log / f"{0:020d}.json").write_text("{}")
-    (log / f".{1:020d}.json.tmp").write_text("{}")  # a commit in flight is no commit
-    (log / f"{5:020d}.crc").write_text("{}")
-    assert latest_version(tmp_path / "t") == 0
-    (log / f"{0:020d}.json").unlink()
-    (log / f"{10:020d}.checkpoint.parquet").write_text("")
-    assert latest_version(tmp_path / "t") == 10
-    (log / "_last_checkpoint").write_text('{"version": 20, "size": 3}')
-    assert latest_version(tmp_path / "t") == 20
-    (log / f"{21:020d}.{24:020d}.compacted.json").write_text("")
-    assert latest_version(tmp_path / "t") == 24
+    assert latest_version(table) is None, "an empty log is no table"
+    for i in range(4):
+        write_deltalake(str(table), pa.table({"x": [i]}), mode="append")
+    (log / f".{4:020d}.json.tmp").write_text("{}")  # a commit in flight is no commit
+    assert latest_version(table) == 3
+    DeltaTable(str(table)).create_checkpoint()
+    for version in range(3):  # what log clean-up leaves: the checkpoint and the commits after it
+        (log / f"{version:020d}.json").unlink()
+    assert latest_version(table) == 3
+    assert read_commit(table, 1) is None, "a commit the clean-up deleted"
+    commit = read_commit(table, 3)
+    assert commit is not None and any("add" in action for action in commit.actions) and commit.time > 0
+    (tmp_path / "u" / "_delta_log").mkdir(parents=True)
+    (tmp_path / "u" / "_delta_log" / f"{0:020d}.json").write_text("{}")
+    with pytest.raises(DeltaError):  # a log delta-rs cannot read is not taken for a missing table
+        latest_version(tmp_path / "u")
 
 
 def test_lock_record_of_a_reused_pid_is_stale(tmp_path):

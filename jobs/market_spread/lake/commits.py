@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from market_spread.errors import DiskFull, MarketSpreadError
+from market_spread.lake.deltalog import marked_version
 from market_spread.lake.protocol import delta_rs_writes
 from market_spread.lake.tables import batch_tag
 from market_spread.runtime.lease import prove
@@ -126,11 +127,6 @@ def log_retention_seconds(table: Any) -> float:
     except (IndexError, KeyError, ValueError):
         return DELTA_LOG_RETENTION_S
     return sum(number * unit for number, unit in pairs) or DELTA_LOG_RETENTION_S
-
-
-def marked_version(table: Any, stream_id: str) -> int | None:
-    """The newest batch of `stream_id` the table's log records (its txn version), or None."""
-    return table.transaction_version(stream_id)
 
 
 def _already_marked(table: Any, mark: BatchMark) -> bool:

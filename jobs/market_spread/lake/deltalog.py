@@ -1,52 +1,71 @@
-"""What a Delta table's log says, read without Spark: its latest version (from the `_delta_log`
-listing, standard library only), its properties and columns, and a column's maximum from the files'
-statistics (both with delta-rs, a few milliseconds where Spark needs a snapshot and a job per table).
+"""What a Delta table's log says, read without Spark and in this module only: its latest version
+and a stream's txn mark (delta-rs's snapshot), its properties and columns, and a column's maximum
+from the files' statistics (delta-rs, a few milliseconds where Spark needs a snapshot and a job per
+table); and the actions of one commit, the only read by hand (read_commit says why).
 
 Delta's log clean-up deletes commit files (`N.json`) older than the newest checkpoint once they
-pass `delta.logRetentionDuration`, so no single commit file can be relied on to exist; the newest
-commit, checkpoint or `_last_checkpoint` record always survives and gives the version.
+pass `delta.logRetentionDuration`, so no single commit file can be relied on to exist; delta-rs's
+snapshot starts from the newest checkpoint and always knows the version.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
-from market_spread.runtime.storage import Location, list_names, location, open_delta
-
-_DIGITS = 20
+from market_spread.runtime.storage import Location, S3Path, location, open_delta
 
 
 def latest_version(table: str | Location) -> int | None:
-    """The newest version of the table at `table`, or None when it has no log (not a Delta table).
+    """The newest version of the table at `table`, or None when there is no Delta table there (no
+    log, or a log without commits). Raises delta-rs's DeltaError when it cannot read the log (a
+    reader feature it lacks, such as geospatial): no caller may take that table for a missing one."""
+    from deltalake.exceptions import TableNotFoundError
 
-    Counts `N.json` commits, `N.checkpoint[...].parquet|json` checkpoints (classic, multi-part, v2),
-    `N.M.compacted.json` log compactions (up to M) and `_last_checkpoint`; hidden temporary files
-    of commits in flight are skipped.
-    """
-    log = location(table) / "_delta_log"
-    names = list_names(log)
-    if names is None:
-        return None
-    newest: int | None = None
-    for name in names:
-        head = name[:_DIGITS]
-        if len(name) <= _DIGITS or not head.isdigit() or name[_DIGITS] != ".":
-            continue
-        version = int(head)
-        rest = name[_DIGITS + 1 :]
-        if rest.endswith(".compacted.json") and rest[:_DIGITS].isdigit():
-            version = max(version, int(rest[:_DIGITS]))
-        elif not (rest == "json" or rest.startswith("checkpoint.")):
-            continue  # .crc and other side files do not prove a commit
-        newest = version if newest is None else max(newest, version)
     try:
-        recorded = json.loads((log / "_last_checkpoint").read_text(encoding="utf-8")).get("version")
-        if isinstance(recorded, int):
-            newest = recorded if newest is None else max(newest, recorded)
-    except (OSError, ValueError, AttributeError):
-        pass
-    return newest
+        return int(open_delta(table).version())
+    except TableNotFoundError:
+        return None
+
+
+def marked_version(table: Any, stream_id: str) -> int | None:
+    """The newest batch of `stream_id` the log of the open delta-rs `table` records (its txn
+    version), or None."""
+    return table.transaction_version(stream_id)
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One commit as its log file holds it."""
+
+    actions: list[dict[str, Any]]
+    time: float  # epoch seconds: its commitInfo timestamp, else the file's modification time
+
+
+def read_commit(table: str | Location, version: int) -> Commit | None:
+    """Commit `version` of the table, None when its file is gone (log clean-up deletes the oldest
+    commits first); OSError or ValueError when it cannot be read or parsed.
+
+    Read by hand: delta-rs gives a commit's commitInfo (`history`) and a version's live files, not
+    the add actions of one commit with their statistics (a compaction since has replaced those
+    files). A per-commit read of the actions in delta-rs (delta-kernel's table changes) would let it go.
+    The time comes from the same read: `history` would read the file again, and it numbers its
+    entries by counting down from the latest version, which is wrong past a commit without commitInfo.
+    """
+    path = location(table) / "_delta_log" / f"{version:020d}.json"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    actions = [json.loads(line) for line in text.splitlines() if line.strip()]
+    info: dict[str, Any] = next((a["commitInfo"] for a in actions if isinstance(a.get("commitInfo"), dict)), {})
+    if isinstance(info.get("timestamp"), (int, float)):
+        return Commit(actions, info["timestamp"] / 1000.0)
+    # commitInfo is optional in Delta's protocol
+    if isinstance(path, S3Path):
+        return Commit(actions, path.stat().modified.timestamp())
+    return Commit(actions, path.stat().st_mtime)
 
 
 def properties_and_columns(table: str | Location) -> tuple[dict[str, str], list[str]] | None:

@@ -23,9 +23,9 @@ from market_spread.lake.commits import (
     KeptTable,
     NeedsSpark,
     Upkeep,
-    marked_version,
     no_hooks,
 )
+from market_spread.lake.deltalog import marked_version, max_from_stats
 from market_spread.lake.protocol import DELTA_RS, Route, reader_features, route
 from market_spread.runtime.lease import prove
 
@@ -334,8 +334,6 @@ class LakeTables:
         """Per table, the last batch this stream committed there (-1 for none): Delta's txn version
         for the stream's id; for a table no commit of this release marked, the highest `batch_id`
         of its files' statistics (lakes written before the txn marks)."""
-        from market_spread.lake.deltalog import max_from_stats
-
         out = {}
         for name in names:
             if not lake_mod.is_delta_table(self.path(name)):

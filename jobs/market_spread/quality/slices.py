@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from market_spread.lake import tables as lake_mod
 from market_spread.quality.defaults import DEFAULT_ORPHAN_GRACE_S
 from market_spread.quality.results_table import Ranges
-from market_spread.quality.versions import _read, latest_version, newest_data_commit
+from market_spread.quality.versions import _read, newest_data_commit, version_to_read
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -63,7 +63,7 @@ def _slice_alerts(
 
     alerts_path = lake_mod.table_path(lake, "alerts")
     notes: list[str] = []
-    to_version = latest_version(alerts_path)
+    to_version = version_to_read(spark, alerts_path)
     pending = _read(spark, alerts_path, to_version).where(_not_in(validated))
     per_batch = {r[0]: int(r[1]) for r in pending.groupBy("batch_id").count().collect()}
     alert_batches = sorted(int(b) for b in per_batch if b is not None)
@@ -72,7 +72,7 @@ def _slice_alerts(
     # after its alerts, so every batch visible in these alerts has had its chance to be counted.
     # Metrics of batches above the newest alert read may belong to alerts committed since: next run.
     metrics_path = lake_mod.table_path(lake, "batch_metrics")
-    metrics_all = _read(spark, metrics_path, latest_version(metrics_path)).select("batch_id", "alerts")
+    metrics_all = _read(spark, metrics_path, version_to_read(spark, metrics_path)).select("batch_id", "alerts")
     bound = F.lit(False) if newest_known is None else F.col("batch_id") <= newest_known
     metrics = metrics_all.where(bound & _not_in(validated) & F.col("batch_id").isNotNull())
     counted = sorted(int(r[0]) for r in metrics.select("batch_id").distinct().collect())
@@ -113,7 +113,7 @@ def _in_flight(
 
     if not missing:
         return None
-    newest = newest_data_commit(alerts_path)
+    newest = newest_data_commit(alerts_path, version_to_read(metrics_all.sparkSession, alerts_path))
     candidates = [b for b in missing if newest is not None and b in newest[1]]
     if len(candidates) != 1:
         return None

@@ -33,7 +33,7 @@ from market_spread.quality.results_table import (
 )
 from market_spread.quality.slices import DEFAULT_ORPHAN_GRACE_S, _slice_alerts, _small
 from market_spread.quality.suites import LoadedSuite, load_suites
-from market_spread.quality.versions import _read, latest_version
+from market_spread.quality.versions import _read, version_to_read
 from market_spread.runtime.storage import Location, in_place, local_copy, location
 
 PARAMS_VIEW = "quality_params"
@@ -126,7 +126,7 @@ def _read_lake(spark: SparkSession, lake: Location, full: bool, mark: int | None
         spark, str(lake), None if full else validated_batches(lake), orphan_grace_s, from_version=None if full else mark
     )
     state_path = lake_mod.table_path(lake, "symbol_state")
-    state_version = latest_version(state_path)
+    state_version = version_to_read(spark, state_path)
     state_df = _read(spark, state_path, state_version)
     return _Run(run_id, validated_at, alerts, state_version, state_df, state_df.count())
 

@@ -1,11 +1,12 @@
-"""Delta versions of the lake's tables: the newest one, when one was committed, a read pinned to one,
-and which batches the newest commit that added rows wrote."""
+"""Delta versions as validate uses them: the version a read is pinned to, that read, and which
+batches the newest commit that added rows wrote. The log itself is read in lake.deltalog."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from market_spread.runtime.storage import Location, S3Path, location
+from market_spread.lake.deltalog import latest_version, read_commit
+from market_spread.runtime.storage import Location
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -18,40 +19,26 @@ def _read(spark: SparkSession, path: str, version: int | None = None) -> DataFra
     return reader.load(path)
 
 
-def latest_version(path: str | Location) -> int:
-    """The table's newest committed version, from the commit files' names (no Spark job needed).
+def version_to_read(spark: SparkSession, path: str) -> int:
+    """The table's newest version, to pin a Spark read to: delta-rs's, or Spark's own when delta-rs
+    cannot read the table's log (a reader feature it lacks, such as geospatial, which Spark reads).
+    FileNotFoundError when there is no Delta table at `path`."""
+    from deltalake.exceptions import DeltaError
 
-    Commits appear atomically as `_delta_log/<20 digits>.json`; in-flight ones are hidden temp files.
-    """
-    versions = [
-        int(p.name[:20])
-        for p in (location(path) / "_delta_log").glob("*.json")
-        if len(p.name) == 25 and p.name[:20].isdigit()
-    ]
-    if not versions:
-        raise FileNotFoundError(f"no Delta commits under {path}")
-    return max(versions)
-
-
-def commit_time(table: str | Location, version: int) -> float | None:
-    """When `version` of the table was committed (epoch seconds): its commitInfo timestamp, else the
-    commit file's modification time; None when the file is gone (cleaned up after a checkpoint)."""
-    import json
-
-    path = location(table) / "_delta_log" / f"{version:020d}.json"
     try:
-        for line in path.read_text(encoding="utf-8").splitlines():
-            info = json.loads(line).get("commitInfo") if line.strip() else None
-            if isinstance(info, dict) and isinstance(info.get("timestamp"), (int, float)):
-                return info["timestamp"] / 1000.0
-        if isinstance(path, S3Path):
-            return path.stat().modified.timestamp()
-        return path.stat().st_mtime
-    except (OSError, ValueError):
-        return None
+        version = latest_version(path)
+    except DeltaError:
+        quoted = path.replace("`", "``")
+        row = spark.sql(f"DESCRIBE HISTORY delta.`{quoted}` LIMIT 1").first()
+        if row is None:
+            raise FileNotFoundError(f"no Delta commits under {path}") from None
+        return int(row["version"])
+    if version is None:
+        raise FileNotFoundError(f"no Delta commits under {path}")
+    return version
 
 
-def _added_batches(lines: list[str]) -> tuple[bool, set[int]]:
+def _added_batches(actions: list[dict[str, Any]]) -> tuple[bool, set[int]]:
     """Whether a commit's actions add rows, and the batch ids they hold (per-file batch_id
     statistics, else the commit's batch tag)."""
     import json
@@ -59,8 +46,7 @@ def _added_batches(lines: list[str]) -> tuple[bool, set[int]]:
     from market_spread.lake.tables import tagged_batch
 
     adds, batches, tag = False, set[int](), None
-    for line in lines:
-        action = json.loads(line) if line.strip() else {}
+    for action in actions:
         add = action.get("add")
         if isinstance(action.get("commitInfo"), dict):
             tag = tagged_batch(action["commitInfo"].get("userMetadata"))
@@ -76,18 +62,18 @@ def _added_batches(lines: list[str]) -> tuple[bool, set[int]]:
     return adds, batches
 
 
-def newest_data_commit(table: str | Location, look_back: int = 50) -> tuple[float, set[int]] | None:
-    """(commit time, batch ids) of the newest commit still in the log that added rows (compaction
-    rewrites files without a data change and is passed over); None when none is found."""
-    log = location(table) / "_delta_log"
-    versions = sorted((int(p.name[:20]) for p in log.glob("[0-9]" * 20 + ".json")), reverse=True)
-    for version in versions[:look_back]:
+def newest_data_commit(table: str | Location, newest: int, look_back: int = 50) -> tuple[float, set[int]] | None:
+    """(commit time, batch ids) of the newest commit still in the log, among the `look_back` up to
+    version `newest`, that added rows (compaction rewrites files without a data change and is passed
+    over); None when none is found."""
+    for version in range(newest, max(newest - look_back, -1), -1):
         try:
-            lines = (log / f"{version:020d}.json").read_text(encoding="utf-8").splitlines()
-            adds, batches = _added_batches(lines)
+            commit = read_commit(table, version)
+            if commit is None:
+                break  # log clean-up deletes the oldest commits first: the older ones are gone too
+            adds, batches = _added_batches(commit.actions)
         except (OSError, ValueError):
             continue
-        committed = commit_time(table, version)
-        if adds and committed is not None:
-            return committed, batches
+        if adds:
+            return commit.time, batches
     return None

@@ -36,8 +36,8 @@ def checkpoint_has_progress(checkpoint: Location) -> bool:
 
 def lake_has_batches(lake: Location) -> bool:
     """True once any batch has been committed to the lake: a product table past version 0 (its
-    CREATE). From the log listing, not from `00000000000000000001.json`, which Delta's log
-    clean-up deletes once a checkpoint covers it."""
+    CREATE). From each table's latest version (lake.deltalog), not from `00000000000000000001.json`,
+    which Delta's log clean-up deletes once a checkpoint covers it."""
     return any((latest_version(lake / name) or 0) > 0 for name in lake_mod.TABLES)
 
 
@@ -97,7 +97,8 @@ def start_refusal(spec: StreamSpec, checkpoint: Location) -> tuple[int, str] | N
             return EXIT_REFUSED, str(exc)
         if moved:
             print(f"{PROG}: {moved}", flush=True)
-    if lake_has_batches(spec.lake) and not checkpoint_has_progress(checkpoint):
+    # The checkpoint first: a restart with one (the usual start) opens no table's log here.
+    if not checkpoint_has_progress(checkpoint) and lake_has_batches(spec.lake):
         return EXIT_REFUSED, (
             f"the lake {spec.lake} already holds processed batches but the "
             f"checkpoint {checkpoint} is missing or empty; starting over would emit every alert again. "
