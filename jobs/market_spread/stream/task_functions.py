@@ -18,24 +18,13 @@ from market_spread.domain.rules import Thresholds
 from market_spread.kernel import columns, steps
 from market_spread.kernel.layout import ORDER_TYPES, QUOTE_TYPES
 
-PRICE = columns.PRICE
+# kind: quote, order, bad, uncertain or source; then both feeds' typed columns; then a bad line's
+# raw text (or a line left to Spark's parse) with its reason, and the file (or record) it came from.
 PARSED = pa.schema(
     [
-        ("kind", pa.string()),  # quote, order, bad, uncertain, source
-        ("symbol", pa.string()),
-        ("bid", PRICE),
-        ("offer", PRICE),
-        ("time", pa.int64()),
-        ("seq", pa.int64()),
-        ("order_id", pa.string()),
-        ("account", pa.int64()),
-        ("side", pa.string()),
-        ("qty", PRICE),
-        ("price", PRICE),
-        ("stream", pa.string()),
-        ("value", pa.string()),  # a bad line's raw text, or a line left to Spark
-        ("reason", pa.string()),
-        ("source_file", pa.string()),
+        ("kind", pa.string()),
+        *{**QUOTE_TYPES, **ORDER_TYPES}.items(),
+        *[(name, pa.string()) for name in ("stream", "value", "reason", "source_file")],
     ]
 )
 CANDIDATE = pa.schema(list(QUOTE_TYPES.items()))
