@@ -72,8 +72,9 @@ def crossover(
     symbols: list[str],
     sizes: tuple[int, ...] = CROSSOVER_PAIRS,
     pair_events: int = CROSSOVER_PAIR_EVENTS,
+    paths: tuple[str, ...] = tuple(PATHS),
 ) -> list[dict]:
-    """Median batch time and events/s of each path at each batch size of `sizes` file pairs of
+    """Median batch time and events/s of each of `paths` at each batch size of `sizes` file pairs of
     `pair_events` events (same files, own process each)."""
     landing = work / "crossover" / "landing"
     pairs = max(sizes)
@@ -85,7 +86,7 @@ def crossover(
     rows = []
     for per_batch in sizes:
         row: dict = {"batch_events": per_batch * pair_events}
-        for path, settings in PATHS.items():
+        for path in paths:
             out = _run(
                 cluster,
                 work / f"crossover-{path}-{per_batch}",
@@ -93,12 +94,12 @@ def crossover(
                 symbols,
                 per_batch,
                 f"cluster crossover ({path}, {row['batch_events']:,}-event batches)",
-                settings,
+                PATHS[path],
             )
             row[path] = {
                 k: out[k] for k in ("median_batch_seconds", "events_per_s", "peak_mb", "alerts", "spark_jobs_per_batch")
             }
-        row["faster"] = max(PATHS, key=lambda path: row[path]["events_per_s"])
+        row["faster"] = max(paths, key=lambda path: row[path]["events_per_s"])
         rows.append(row)
     return rows
 
@@ -115,9 +116,10 @@ def cluster_part(
     files_per_batch: int | None,
     sizes: tuple[int, ...] = CROSSOVER_PAIRS,
     pair_events: int = CROSSOVER_PAIR_EVENTS,
+    paths: tuple[str, ...] = tuple(PATHS),
 ) -> dict:
     """The `cluster` section of latest.json. `backlog`: the throughput part's landing (None: the
-    crossover only); `sizes` and `pair_events`: the crossover's batch sizes (see `crossover`)."""
+    crossover only); `sizes`, `pair_events` and `paths`: the crossover's (see `crossover`)."""
     cluster = LocalCluster(work / "cluster", workers=WORKERS, worker_cores=1, worker_memory="1536m")
     say(f"cluster: starting a master and {WORKERS} workers (1 core each)")
     cluster.start()
@@ -127,9 +129,9 @@ def cluster_part(
             out["backlog"] = _run(
                 cluster, work / "cluster-backlog", backlog, symbols, files_per_batch, "cluster backlog"
             )
-        out["crossover"] = crossover(cluster, work, symbols, sizes, pair_events)
+        out["crossover"] = crossover(cluster, work, symbols, sizes, pair_events, paths)
         out["crossover_batch_events"] = crossover_at(out["crossover"])
-        out["alerts_agree"] = all(len({r[path]["alerts"] for path in PATHS}) == 1 for r in out["crossover"])
+        out["alerts_agree"] = all(len({r[path]["alerts"] for path in paths}) == 1 for r in out["crossover"])
     finally:
         cluster.stop()
     at = out["crossover_batch_events"]

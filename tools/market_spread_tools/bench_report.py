@@ -372,8 +372,10 @@ def cluster_lines(c: dict | None) -> list[str]:
         "| --- | --- | --- | --- | --- |",
     ]
     for r in c["crossover"]:
-        cells = [r[p] for p in ("driver", "executors", "spark") if p in r]
-        figures = " | ".join(f"{x['median_batch_seconds']}, {x['events_per_s']:,}, {x['peak_mb']:,}" for x in cells)
+        figures = " | ".join(
+            f"{r[p]['median_batch_seconds']}, {r[p]['events_per_s']:,}, {r[p]['peak_mb']:,}" if p in r else "not run"
+            for p in ("driver", "executors", "spark")
+        )
         lines.append(f"| {r['batch_events']:,} | {figures} | {r['faster']} |")
     at = c.get("crossover_batch_events")
     lines += [
