@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from market_spread.domain.rules import Thresholds
-from market_spread.kernel import columns, steps
+from market_spread.kernel import steps
 from market_spread.kernel.layout import ORDER_TYPES, QUOTE_TYPES
 
 # kind: quote, order, bad, uncertain or source; then both feeds' typed columns; then a bad line's
@@ -54,12 +54,10 @@ def as_parsed(parsed: steps.Parsed) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-def _tagged(kind: str, rows: pa.Table) -> pa.Table:
+def _tagged(kind: str, rows: pa.Table, schema: pa.Schema = PARSED) -> pa.Table:
+    """`rows` in `schema`'s layout, tagged with their `kind`; columns they lack are null."""
     n = rows.num_rows
-    return pa.table(
-        {f.name: _column(kind, f, rows, n) for f in PARSED},
-        schema=PARSED,
-    )
+    return pa.table({f.name: _column(kind, f, rows, n) for f in schema}, schema=schema)
 
 
 def _column(kind: str, field: pa.Field, rows: pa.Table, n: int) -> pa.Array:
@@ -118,16 +116,7 @@ def check_task(
             parts.append(("alert", steps.check(orders, candidates, thresholds, batch_id, detected_at, alerts)))
         if own.num_rows:
             parts.append(("history", steps.history(own, batch_id, thresholds, quotes)))
-            parts.append(("newest", steps.history(columns.newest(own), batch_id, thresholds, quotes)))
-        return pa.concat_tables([_as_out(kind, rows, out) for kind, rows in parts] or [out.empty_table()])
+            parts.append(("newest", steps.newest(own, thresholds, quotes, quotes.names)))
+        return pa.concat_tables([_tagged(kind, rows, out) for kind, rows in parts] or [out.empty_table()])
 
     return run
-
-
-def _as_out(kind: str, rows: pa.Table, out: pa.Schema) -> pa.Table:
-    n = rows.num_rows
-    cols = {"kind": pa.array([kind] * n, pa.string())}
-    cols.update(
-        {f.name: rows[f.name] if f.name in rows.column_names else pa.nulls(n, f.type) for f in out if f.name != "kind"}
-    )
-    return pa.table(cols).cast(out)
