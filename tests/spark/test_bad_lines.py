@@ -1,17 +1,24 @@
-"""The driver's quarantine reasons (kernel.bad_lines) are Spark's (transforms.parsing), for every kind
-of bad line the contract names and for random mutations of valid lines; a line it is not certain of
-is left to Spark's parse. Spark's parse is the oracle here."""
+"""The kernel judges every line as Spark's parse (transforms.parsing) does: kernel.line_rows, with
+kernel.lenient_json for what kernel.certain_lines and kernel.bad_lines leave open, gives each line
+Spark's reason or Spark's values, for every kind of bad line the contract names, Jackson's
+leniencies, random mutations of valid lines and lines that are not UTF-8. Spark's parse is the oracle
+here (this file goes with it)."""
 
 from __future__ import annotations
 
 import random
 
+import pyarrow as pa
+from pyspark.sql import functions as F
+
+from market_spread.kernel import line_rows
 from market_spread.kernel.bad_lines import certain_reason
+from market_spread.kernel.certain_lines import Order, Quote
 from market_spread.transforms import parsing
 from tests.helpers.records import BAD_ORDERS, BAD_QUOTES, T, order, quote
 from tests.helpers.symbols import SYMBOLS
 from tests.spark.test_certain_lines import ORDERS, QUOTES
-from tests.spark.test_parsing_fast_paths import TRICKY_LINES
+from tests.unit.test_lenient_lines import corpus
 
 UNIVERSE = frozenset(SYMBOLS)
 TOKENS = [
@@ -76,45 +83,63 @@ def _mutations(rng: random.Random, valid: list[str], n: int) -> list[str]:
     return out
 
 
-def _spark_reasons(spark, stream: str, lines: list[str]) -> list[str | None]:
+def _spark_says(spark, lines: list[tuple[str, bytes]]) -> list[dict]:
+    """Spark's parse of the lines (their bytes, as Spark's text source hands them over), all in one
+    job: each line's row (event_time in microseconds), its text as quarantine keeps it in `line`."""
     frame = spark.createDataFrame(
-        [(stream, line, f"file:/l/{i}.jsonl") for i, line in enumerate(lines)],
-        "stream STRING, line STRING, source_file STRING",
-    )
-    by_line = {
-        int(r["source_file"].rsplit("/", 1)[1].split(".")[0]): r["reason"]
-        for r in parsing.parse_lines(frame, list(SYMBOLS)).select("source_file", "reason").collect()
-    }
+        [(stream, value, f"file:/l/{i}.jsonl") for i, (stream, value) in enumerate(lines)],
+        "stream STRING, value BINARY, source_file STRING",
+    ).select("stream", F.col("value").cast("string").alias("line"), "source_file")
+    parsed = parsing.parse_lines(frame, list(SYMBOLS), keep_lines=("quotes", "orders"))
+    parsed = parsed.withColumn("event_time", F.unix_micros("event_time")).withColumn("line", F.make_valid_utf8("line"))
+    by_line = {int(r["source_file"].rsplit("/", 1)[1].split(".")[0]): r.asDict() for r in parsed.collect()}
     return [by_line[i] for i in range(len(lines))]
 
 
-def _compare(spark, stream: str, lines: list[str]) -> tuple[int, int]:
-    """(lines decided here, bad lines in all); every decision is Spark's reason."""
-    spark_says = _spark_reasons(spark, stream, lines)
-    decided = bad = 0
-    for line, want in zip(lines, spark_says):
-        got = certain_reason(stream, line, UNIVERSE)
-        bad += want is not None
-        if got is not None:
-            decided += 1
-            assert got == want, f"{stream} line {line!r}: driver says {got}, Spark says {want}"
-    return decided, bad
+def _kernel_says(lines: list[tuple[str, bytes]]) -> tuple[list[Quote | Order | str], list[str | None]]:
+    """kernel.line_rows' judgement of the lines in one batch: each line's record or reason, and the
+    text quarantine keeps (None for a valid line)."""
+    table = pa.table(
+        {
+            "stream": [stream for stream, _ in lines],
+            "value": pa.array([value for _, value in lines], pa.binary()).view(pa.string()),
+            "source_file": [str(i) for i in range(len(lines))],
+        }
+    )
+    sorted_lines = line_rows.sort_lines(table, UNIVERSE)
+    assert sorted_lines is not None and sorted_lines.uncertain.num_rows == 0, "every line is judged"
+    got: list = [None] * len(lines)
+    raw: list[str | None] = [None] * len(lines)
+    for r in sorted_lines.quarantine.to_pylist():
+        got[int(r["source_file"])], raw[int(r["source_file"])] = r["reason"], r["raw"]
+    for feed, kind in (("quotes", Quote), ("orders", Order)):
+        valid = [i for i, (stream, _) in enumerate(lines) if stream == feed and got[i] is None]
+        for i, row in zip(valid, getattr(sorted_lines.columns, feed).to_pylist(), strict=True):
+            got[i] = kind(**row)
+    return got, raw
 
 
-def test_every_kind_of_bad_line_the_contract_names_is_decided_on_the_driver_as_spark_decides(spark):
-    for stream, kinds in (("quotes", BAD_QUOTES), ("orders", BAD_ORDERS)):
-        lines = [line for examples in kinds.values() for line in examples]
-        decided, bad = _compare(spark, stream, lines)
-        assert decided == bad == len(lines), f"{stream}: {decided} of {len(lines)} decided on the driver"
+def _not_utf8(rng: random.Random, n: int) -> list[tuple[str, bytes]]:
+    """Valid lines with a byte sequence that is not UTF-8 put somewhere (in a text field, a key, a
+    number), an encoded surrogate among them (Java's decoder and Python's count it differently)."""
+    bases = [
+        ("quotes", quote("AAPL", T.format(1), "1.5", "2").encode()),
+        ("orders", order("O-1", "AAPL", T.format(1)).encode()),
+    ]
+    bad = [b"\xff", b"\xe2\x80", b"\xed\xa0\x80", b"\xed\xa0", b"\xf0\x9f\x98", b"\xc0\xaf", b"\xf4\x90\x80\x80"]
+    out = []
+    for _ in range(n):
+        stream, line = rng.choice(bases)
+        at = rng.randrange(len(line) + 1)
+        out.append((stream, line[:at] + rng.choice(bad) + line[at:]))
+    return out + [("orders", bases[1][1].replace(b"O-1", b"O-" + b)) for b in bad]
 
 
-def test_odd_lines_get_spark_reasons_or_none(spark):
-    for stream, lines in (("quotes", QUOTES), ("orders", ORDERS)):
-        others = [line for line in TRICKY_LINES if line.strip() and not line.startswith("\ufeff")]
-        _compare(spark, stream, lines + others)
-
-
-def test_random_mutations_of_valid_lines_get_sparks_reason_when_decided(spark):
+def test_the_kernel_judges_every_line_as_sparks_parse_does(spark):
+    """One Spark job over every line: the contract's bad lines, Jackson's leniencies, the odd lines,
+    random mutations of valid lines and lines that are not UTF-8. The kernel (kernel.line_rows with
+    kernel.lenient_json) gives each Spark's reason, or Spark's values; kernel.bad_lines, where it
+    decides, Spark's reason, deciding every contract bad line and most mutations."""
     rng = random.Random(53)
     valid = {
         "quotes": [quote(s, T.format(k), "10.25", "10.5", seq=k if k % 2 else None) for k, s in enumerate(SYMBOLS)],
@@ -123,7 +148,34 @@ def test_random_mutations_of_valid_lines_get_sparks_reason_when_decided(spark):
             for k, s in enumerate(SYMBOLS)
         ],
     }
-    for stream in ("quotes", "orders"):
-        decided, bad = _compare(spark, stream, _mutations(rng, valid[stream], 1500))
-        # Most bad lines are decided on the driver; the rest (Jackson's leniencies) go to Spark.
-        assert decided >= 0.8 * bad, f"{stream}: only {decided} of {bad} bad lines decided on the driver"
+    contract = [("quotes", line) for kinds in BAD_QUOTES.values() for line in kinds]
+    contract += [("orders", line) for kinds in BAD_ORDERS.values() for line in kinds]
+    mutations = [(stream, line) for stream in ("quotes", "orders") for line in _mutations(rng, valid[stream], 1500)]
+    others = corpus() + [("quotes", line) for line in QUOTES] + [("orders", line) for line in ORDERS]
+    lines = [(s, line.encode()) for s, line in contract + mutations + others] + _not_utf8(rng, 300)
+
+    spark_says = _spark_says(spark, lines)
+    kernel_says, raw = _kernel_says(lines)
+    for (stream, line), want, got, text in zip(lines, spark_says, kernel_says, raw):
+        if want["reason"] is not None:
+            assert got == want["reason"] and text == want["line"], f"{stream} line {line!r}: kernel {got}, Spark {want}"
+        else:
+            fields = Quote._fields if stream == "quotes" else Order._fields
+            values = tuple(want["event_time" if f == "time" else f] for f in fields)
+            assert isinstance(got, tuple) and tuple(got) == values, (
+                f"{stream} line {line!r}: kernel {got}, Spark {values}"
+            )
+
+    decided = {"contract": 0, "mutations": 0}
+    for part, start, end in (
+        ("contract", 0, len(contract)),
+        ("mutations", len(contract), len(contract) + len(mutations)),
+    ):
+        for (stream, line), want in zip(lines[start:end], spark_says[start:end]):
+            reason = certain_reason(stream, line.decode(), UNIVERSE)
+            assert reason in (None, want["reason"]), f"{stream} line {line!r}: bad_lines says {reason}, Spark {want}"
+            decided[part] += reason is not None
+    bad = sum(w["reason"] is not None for w in spark_says[len(contract) : len(contract) + len(mutations)])
+    assert decided["contract"] == len(contract), "every kind of bad line the contract names is certain"
+    # Most bad lines are certain (bad_lines, the quick way); Jackson's leniencies go to lenient_json.
+    assert decided["mutations"] >= 0.8 * bad, f"only {decided['mutations']} of {bad} bad lines certain"

@@ -10,7 +10,7 @@ from market_spread.kernel.certain_lines import is_blank, parse_order, parse_quot
 from market_spread.kernel.line_rows import sources as _sources
 from market_spread.transforms import parsing
 from tests.helpers.symbols import SYMBOLS
-from tests.spark.test_parsing_fast_paths import TRICKY_LINES
+from tests.unit.test_lenient_lines import TRICKY_LINES
 
 Q = '{{"symbol": "AAPL", "transact_time": "{t}", "bid": {bid}, "offer": {offer}{rest}}}'
 O = (

@@ -2,8 +2,8 @@
 (stream.driver_batch).
 
 A line is taken only when it is certainly valid and its values are certainly the ones Spark's
-parse (transforms.parsing) gives it; for anything else `parse_line` returns None and the whole
-batch goes to Spark, which alone decides quarantine reasons. So this module can make a batch slower,
+parse (transforms.parsing) gives it; for anything else `parse_quote`/`parse_order` return None and
+the line goes on to kernel.bad_lines and kernel.lenient_json. So this module can make a batch slower,
 never different. What it takes: a JSON object with no key twice (keys outside its feed's fields
 are ignored, as Spark does), starting with `{` and ending with `}` (no surrounding whitespace, which Spark's `rtrim` and
 Python's parser treat differently), required fields present and not null, text fields non-empty
@@ -51,13 +51,13 @@ class Order(NamedTuple):
 
 
 class _Uncertain(Exception):
-    """The line is not certainly valid: Spark decides."""
+    """The line is not certainly valid: kernel.bad_lines or kernel.lenient_json decides."""
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     obj = dict(pairs)
     if len(obj) != len(pairs):
-        raise _Uncertain  # a key twice: which value wins is Spark's business
+        raise _Uncertain  # a key twice: which value wins is kernel.lenient_json's business
     return obj
 
 
@@ -72,7 +72,7 @@ def is_blank(line: str) -> bool:
 def micros(text: str) -> int:
     """A transact_time (certainly valid) as microseconds since the epoch; _Uncertain otherwise."""
     m = _TIME.fullmatch(text)
-    # Years far from ours are Spark's to judge (calendar edges, overflow past 9999 in UTC).
+    # Years far from ours are kernel.lenient_json's to judge (calendar edges, overflow past 9999 in UTC).
     if m is None or not "1000" <= text[:4] <= "9998":
         raise _Uncertain
     if m.group(3) is not None and (not (int(m.group(3)), int(m.group(4))) <= (18, 0) or m.group(4) >= "60"):

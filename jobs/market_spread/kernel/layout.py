@@ -11,9 +11,9 @@ choice is a sorted search in NumPy.
 Certain-or-nothing, as kernel.certain_lines: `parse` takes a batch only when every non-blank line
 matches its feed's layout and every field converts (a stricter subset of what certain_lines takes,
 with the same values: zone `Z` only, no escapes, prices as plain decimals with at most 8 fractional
-digits); for anything else it returns None and driver_batch parses line by line (kernel.line_rows,
-into the same columns). The check is kernel.columns' (the as-of choice and the reject rule in
-Arrow's kernels, exact in DECIMAL128), for both.
+digits); the other lines (a line that is not UTF-8 among them) go on to kernel.line_rows, which
+judges each one as Spark's parse would, into the same columns. The check is kernel.columns' (the
+as-of choice and the reject rule in Arrow's kernels, exact in DECIMAL128), for both.
 """
 
 from __future__ import annotations
@@ -99,23 +99,42 @@ class ColumnBatch:
         return ColumnBatch(rows, other, sources) if feed == "quotes" else ColumnBatch(other, rows, sources)
 
 
-def split(lines: pa.Table, universe: pa.Array) -> tuple[ColumnBatch, pa.Table] | None:
+def split(lines: pa.Table, universe: pa.Array) -> tuple[ColumnBatch, pa.Table]:
     """The lines (stream, value, source_file) in the product's own layout as columns, and the other
-    non-blank lines as they came (for kernel.line_rows); None when a line is not UTF-8."""
-    try:
-        lines.column("value").validate(full=True)  # UTF-8: a line that is not goes elsewhere
-    except pa.ArrowInvalid:
-        return None
+    non-blank lines as they came (for kernel.line_rows), a line that is not UTF-8 among them."""
     # Spark's Arrow hands over large strings (Kafka); the state's and history's symbols are not.
     lines = pa.table({c: pc.cast(lines.column(c), pa.string()) for c in ("stream", "value", "source_file")})
+    unreadable = _not_utf8(lines.column("value"))
+    if unreadable is not None:  # rare: only then a look at each line
+        lines, unread = lines.filter(pc.invert(unreadable)), lines.filter(unreadable)
     lines = lines.filter(pc.invert(pc.match_substring_regex(lines.column("value"), _BLANK)))
     is_quote = pc.equal(lines.column("stream"), "quotes")
     quote_lines, order_lines = lines.filter(is_quote), lines.filter(pc.invert(is_quote))
     quotes, quote_taken = _quotes(quote_lines.column("value"), universe)
     orders, order_taken = _orders(order_lines.column("value"), universe)
     taken = pa.concat_tables([quote_lines.filter(quote_taken), order_lines.filter(order_taken)])
-    rest = pa.concat_tables([quote_lines.filter(pc.invert(quote_taken)), order_lines.filter(pc.invert(order_taken))])
-    return ColumnBatch(quotes, orders, pc.unique(taken.column("source_file")).to_pylist()), rest
+    rest = [quote_lines.filter(pc.invert(quote_taken)), order_lines.filter(pc.invert(order_taken))]
+    rest += [unread] if unreadable is not None else []
+    return ColumnBatch(quotes, orders, pc.unique(taken.column("source_file")).to_pylist()), pa.concat_tables(rest)
+
+
+def _not_utf8(values: pa.ChunkedArray) -> pa.Array | None:
+    """Which values are not UTF-8 (Spark's text source hands over a line's bytes as they are), or
+    None when all are: the one full validation is the fast check."""
+    try:
+        values.validate(full=True)
+        return None
+    except pa.ArrowInvalid:
+        raw = values.cast(pa.large_binary()).to_pylist()
+        return pa.array([v is not None and not _is_utf8(v) for v in raw])
+
+
+def _is_utf8(value: bytes) -> bool:
+    try:
+        value.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def concat(parts: list[ColumnBatch]) -> ColumnBatch:
@@ -129,8 +148,8 @@ def concat(parts: list[ColumnBatch]) -> ColumnBatch:
 
 def parse(lines: pa.Table, universe: pa.Array) -> ColumnBatch | None:
     """The lines as columns; None unless every line is in the product's own layout."""
-    done = split(lines, universe)
-    return done[0] if done is not None and done[1].num_rows == 0 else None
+    own, rest = split(lines, universe)
+    return own if rest.num_rows == 0 else None
 
 
 def _fields(values: pa.ChunkedArray, pattern: str) -> tuple[pa.StructArray, np.ndarray]:

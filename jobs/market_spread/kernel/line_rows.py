@@ -1,10 +1,11 @@
-"""A driver batch's lines that are not in the product's own layout, one by one in Python: the
-certainly valid ones (kernel.certain_lines: another key order, a zone offset, an escape, keys Spark
-ignores) into the columns kernel.layout makes, the certainly bad ones with the quarantine
-reason Spark's parse would give (kernel.bad_lines), the rest left to Spark's parse. The check that
-follows is the same for all (kernel.columns, in driver_batch); only the parse differs, slower here
-than in Arrow's kernels (measured: docs/performance.md, row 'the line-by-line parse of other
-layouts').
+"""A driver batch's lines that are not in the product's own layout, one by one in Python, each
+judged as Spark's parse (transforms.parsing) judges it: the certainly valid ones (kernel.certain_lines:
+another key order, a zone offset, an escape, keys Spark ignores) into the columns kernel.layout makes,
+the certainly bad ones with their quarantine reason (kernel.bad_lines), and the rest, in the forms
+only Spark's lenient JSON reader takes, by kernel.lenient_json, which repeats that reader. A line
+that is not UTF-8 is judged too, with U+FFFD for its bad bytes. The check that follows is the same
+for all (kernel.columns, in driver_batch); only the parse differs, slower here than in Arrow's kernels
+(measured: docs/performance.md, row 'the line-by-line parse of other layouts').
 """
 
 from __future__ import annotations
@@ -17,52 +18,70 @@ import pyarrow as pa
 from market_spread.kernel.bad_lines import certain_reason
 from market_spread.kernel.certain_lines import Order, Quote, is_blank, parse_order, parse_quote
 from market_spread.kernel.layout import ORDER_TYPES, QUOTE_TYPES, ColumnBatch
+from market_spread.kernel.lenient_json import decode, judge
 
 _OFFSET = re.compile(r"(.*)/([0-9]+)", re.DOTALL)
 
 
 @dataclass
 class Lines:
-    """A batch's lines as the driver sorts them: certainly valid ones as columns, certainly bad ones
-    with their quarantine reason, and the few only Spark's parse can judge."""
+    """A batch's lines as the driver sorts them: valid ones as columns, bad ones with their
+    quarantine reason. `uncertain` is always empty now (every line is judged here)."""
 
     columns: ColumnBatch
     quarantine: pa.Table  # stream, raw, reason, source_file
-    uncertain: pa.Table  # stream, value, source_file
+    uncertain: pa.Table  # stream, value, source_file: no line
 
 
 def sort_lines(table: pa.Table, universe: frozenset[str]) -> Lines | None:
     """The lines (stream, value, source_file) one by one: parsed (kernel.certain_lines), given their
-    quarantine reason (kernel.bad_lines), or left to Spark; blank ones dropped, as
-    parsing.nonblank_lines does. None when a line is not UTF-8 (Spark reads the batch)."""
+    quarantine reason (kernel.bad_lines), or judged by kernel.lenient_json; blank ones dropped, as
+    parsing.nonblank_lines does. Never None now (the type stays for steps.parse's callers)."""
     quotes: list[Quote] = []
     orders: list[Order] = []
     bad: list[tuple[str, str, str, str]] = []
-    unsure: list[tuple[str, str, str]] = []
     seen: set[str] = set()
-    try:
-        columns = [table[c].to_pylist() for c in ("stream", "value", "source_file")]
-    except UnicodeDecodeError:  # Spark hands over the bytes of a line that is not UTF-8 as they are
-        return None
-    for stream, line, source in zip(*columns):
-        line = line.removeprefix("\ufeff")
+    for stream, value, source in zip(*_columns(table)):
+        # Not UTF-8 (Spark hands over a line's bytes as they are): the text Spark's JSON reader sees
+        # is judged, the text make_valid_utf8 gives is what quarantine keeps.
+        line, shown = decode(value) if isinstance(value, bytes) else (value.removeprefix("\ufeff"),) * 2
         if is_blank(line):
             continue
         seen.add(source)
-        record = parse_quote(line, universe) if stream == "quotes" else parse_order(line, universe)
+        record: Quote | Order | str | None = (
+            parse_quote(line, universe) if stream == "quotes" else parse_order(line, universe)
+        )
+        if record is None:
+            record = certain_reason(stream, line, universe) or judge(stream, line, universe)
         if isinstance(record, Quote):
             quotes.append(record)
-        elif record is not None:
+        elif isinstance(record, Order):
             orders.append(record)
-        elif (reason := certain_reason(stream, line, universe)) is not None:
-            bad.append((stream, line, reason, source))
         else:
-            unsure.append((stream, line, source))
+            bad.append((stream, shown, record, source))
     return Lines(
         ColumnBatch(_table(quotes, QUOTE_TYPES), _table(orders, ORDER_TYPES), sorted(seen)),
         pa.table({n: pa.array([b[i] for b in bad], pa.string()) for i, n in enumerate(QUARANTINE)}),
-        pa.table({n: pa.array([u[i] for u in unsure], pa.string()) for i, n in enumerate(LINE_COLUMNS)}),
+        pa.schema([(n, pa.string()) for n in LINE_COLUMNS]).empty_table(),
     )
+
+
+def _columns(table: pa.Table) -> list[list]:
+    """stream, value, source_file as Python lists; values that are not UTF-8 as their bytes."""
+    columns = [table[c].to_pylist() for c in ("stream", "source_file")]
+    try:
+        values = table["value"].to_pylist()
+    except UnicodeDecodeError:
+        raw = table["value"].cast(pa.large_binary()).to_pylist()
+        values = [_text_or_bytes(v) for v in raw]
+    return [columns[0], values, columns[1]]
+
+
+def _text_or_bytes(value: bytes) -> str | bytes:
+    try:
+        return value.decode()
+    except UnicodeDecodeError:
+        return value
 
 
 QUARANTINE = ("stream", "raw", "reason", "source_file")
@@ -70,7 +89,7 @@ LINE_COLUMNS = ("stream", "value", "source_file")
 
 
 def parse(table: pa.Table, universe: frozenset[str]) -> ColumnBatch | None:
-    """The lines as columns; None unless every line is certainly valid."""
+    """The lines as columns; None unless every line is valid."""
     lines = sort_lines(table, universe)
     if lines is not None and lines.quarantine.num_rows == 0 and lines.uncertain.num_rows == 0:
         return lines.columns

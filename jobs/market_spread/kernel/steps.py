@@ -21,8 +21,8 @@ ROWS_MAX_LINES = 50_000
 
 @dataclass
 class Parsed:
-    """A batch's lines, sorted: valid ones as columns, bad ones with their quarantine reason, and the
-    few whose reason only Spark's JSON reader can give (its leniency is not repeated here)."""
+    """A batch's lines, sorted: valid ones as columns, bad ones with their quarantine reason (every
+    line judged as Spark's parse would; `uncertain` is always empty now)."""
 
     columns: layout.ColumnBatch
     quarantine: pa.Table  # stream, raw, reason, source_file
@@ -31,8 +31,8 @@ class Parsed:
 
 def parse(lines: pa.Table, universe: pa.Array, names: frozenset[str], max_rows: int = ROWS_MAX_LINES) -> Parsed | None:
     """The lines (stream, value, source_file): those in the product's own layout through Arrow's
-    kernels (layout), the others one by one (line_rows). None when a line is not UTF-8 or more than
-    `max_rows` lines are outside the product's layout."""
+    kernels (layout), the others one by one (line_rows), a line that is not UTF-8 among them. None
+    when more than `max_rows` lines are outside the product's layout."""
     split = layout.split(lines, universe)
     if split is None:
         return None
