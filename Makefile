@@ -149,7 +149,7 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) >/dev/null 2>&1 || \
 	  echo "note: chromium and chromium-driver could not be installed: the browser test will skip"
 
-# The fast folders: the pure logic (no Spark) and the Spark transforms against the reference engine;
+# The fast folders: the pure logic (no Spark) and the tests of single Spark-side parts;
 # no Airflow, no broker, no lake commands, no campaigns (under 4 minutes here).
 FAST_TESTS := tests/unit tests/spark
 test-fast: setup

@@ -64,7 +64,7 @@ def data(tmp_path_factory, spark):
 def executor_python(tmp_path_factory) -> dict[str, Path]:
     """A Python for the executors that cannot import the project from its environment: it leaves a
     mark if it ever starts. With the driver placement (the default on this cluster) a batch's logic
-    runs in the driver or as Spark SQL, so executors must start no Python worker at all."""
+    runs in the driver, so executors must start no Python worker at all."""
     return _python_without_project(tmp_path_factory.mktemp("executor-python"))
 
 
@@ -300,7 +300,7 @@ def test_the_executors_placement_on_the_cluster_gives_the_same_tables_with_the_k
 
 @pytest.mark.slow
 def test_a_cluster_stream_listens_on_loopback_with_authentication_and_survives_a_killed_worker(
-    tmp_path, spark, data, two_workers, executor_python
+    tmp_path, spark, data, two_workers, executor_python, shipped_python
 ):
     cluster = two_workers
     landing, lake = tmp_path / "landing", tmp_path / "lake"
@@ -308,11 +308,11 @@ def test_a_cluster_stream_listens_on_loopback_with_authentication_and_survives_a
     checkpoint = lake / "_checkpoints" / "stream"
     land_pair(source, landing, 0)
     before = _app_dirs(cluster)
-    # Every batch through Spark's plan (no driver's path): the executors run its tasks, and the
-    # killed worker's executor has some of batch 1's.
-    spark_plan = {"MARKET_SPREAD_DRIVER_BATCH_LINES": "0"}
+    # Every batch's kernel in Spark's tasks (the executors placement): the killed worker's executor
+    # has some of batch 1's.
+    in_tasks = {"MARKET_SPREAD_PLACEMENT": "executors"}
     run = _stream(
-        cluster, landing, lake, data["symbols"], executor_python["python"], "--interval", "1", extra_env=spark_plan
+        cluster, landing, lake, data["symbols"], shipped_python["python"], "--interval", "1", extra_env=in_tasks
     )
     try:
         run.wait_for(lambda: any(l.startswith("batch 0:") for l in run.lines), 900, "batch 0")
@@ -335,13 +335,13 @@ def test_a_cluster_stream_listens_on_loopback_with_authentication_and_survives_a
     finally:
         run.kill()
     # The surviving worker's executor fetched the Delta JARs from the driver (spark.jars is shipped,
-    # not preinstalled), and no Python worker started on either: the plan is JVM-only on executors.
+    # not preinstalled), and ran the kernel from the archive the driver ships.
     new = _new_apps(cluster, before)
     (survivor,) = [name for name, apps in new.items() if apps and name != victim]
     (app,) = new[survivor]
     logs = _executor_logs(cluster, survivor, app)
     assert "Fetching spark://" in logs and "delta-spark_" in logs, f"{survivor}: no Delta JAR fetched"
-    assert not executor_python["mark"].exists(), "an executor started a Python worker"
+    assert shipped_python["mark"].exists(), "no Python worker started on an executor"
     # Whatever the stopped stream left: drain it on the one surviving worker.
     drain = _stream(cluster, landing, lake, data["symbols"], executor_python["python"], "--available-now")
     assert drain.finish(timeout=900) == 0, drain.output[-6000:]

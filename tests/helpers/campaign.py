@@ -65,8 +65,7 @@ def make_source(
 ) -> list[tuple[str, Path]]:
     """Write the whole feed once (so an uninterrupted run can see the very same files); every
     `dirty_every`-th file pair also carries a few bad lines, so that micro-batches write the
-    quarantine too (a batch of clean files only is checked on the driver, one with a bad line by
-    Spark's plan). Returns the files in landing order: quotes of pair k one step ahead of the orders
+    quarantine too. Returns the files in landing order: quotes of pair k one step ahead of the orders
     of pair k, so that every quote lands strictly earlier than the orders it affects (contract 5.2
     and 5.8), and the orders of pair k land after the quotes of pair k + 1: late orders, older than
     their symbols' state, checked against the quote history."""

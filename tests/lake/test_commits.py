@@ -15,8 +15,8 @@ from deltalake import DeltaTable
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.commits import ConstraintViolated
 from market_spread.lake.lake_tables import LakeTables
+from market_spread.lake.spark_commits import append
 from market_spread.lake.state import merge_state
-from market_spread.lake.writes import append
 from market_spread.runtime.storage import location
 
 QUOTES = lake_mod.arrow_schema("quotes")
@@ -220,16 +220,6 @@ def test_the_state_merge_records_each_update_in_change_data_feed(spark, lake):
         ("1.10000000", 1, "update_preimage"),
     ]
     assert DeltaTable(path).transaction_version(STREAM) == 2, "a MERGE that changes nothing commits nothing"
-
-
-def test_a_kept_table_follows_this_processs_spark_commits_once_told(spark, lake):
-    path = lake.path("alerts")
-    lake.append("alerts", alerts(1), 1)
-    version = lake.read("alerts").version()
-    append(spark.createDataFrame(alerts(2)), path, lake.mark(2))  # Spark's plan's commit
-    assert lake.read("alerts").version() == version, "not told: no read of the log"
-    lake.committed_elsewhere()
-    assert lake.read("alerts").version() == version + 1 and lake.read("alerts").to_pyarrow_table().num_rows == 4
 
 
 def test_checkpoints_are_written_in_the_background_and_the_kept_table_is_opened_again_from_them(tmp_path):

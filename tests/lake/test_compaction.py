@@ -83,15 +83,13 @@ def test_a_failed_compaction_does_not_fail_the_batch_and_changes_nothing(tmp_pat
     assert DeltaTable(path).version() == version, "no commit"
 
 
-def test_compaction_is_off_with_zero_or_without_driver_commits(tmp_path, monkeypatch):
+def test_compaction_is_off_with_zero(tmp_path, monkeypatch):
     lake = _lake(tmp_path, ("alerts",))
     monkeypatch.setenv("MARKET_SPREAD_COMPACT_EVERY", "0")
     off = compaction.Compactor(lake)
     off.wrote(["alerts"])
     assert off.every == 0 and off.due() is None and off.pending is None
-    monkeypatch.setenv("MARKET_SPREAD_COMPACT_EVERY", "1")
-    monkeypatch.setenv("MARKET_SPREAD_DRIVER_COMMITS", "off")
-    assert not compaction.Compactor(lake).enabled()
+    assert not off.enabled()
     monkeypatch.setenv("MARKET_SPREAD_COMPACT_EVERY", "often")
     with pytest.raises(SettingError, match="MARKET_SPREAD_COMPACT_EVERY"):
         compaction.Compactor(lake)

@@ -1,16 +1,16 @@
-"""The driver's parse (kernel.certain_lines, stream.driver_batch) takes a line only when Spark's parse
-(transforms.parsing) finds it valid with the very same values; the lines it refuses go to Spark.
-Spark's parse is the oracle here."""
+"""The kernel's certain parse (kernel.certain_lines) takes a line only when the reference engine finds
+it valid with the very same values (the lines it leaves go on to bad_lines and lenient_json); landing
+files read on the driver give the lines Spark's text source gives."""
 
 from __future__ import annotations
 
-from pyspark.sql import functions as F
+from datetime import UTC, datetime, timedelta
 
-from market_spread.kernel.certain_lines import is_blank, parse_order, parse_quote
-from market_spread.kernel.line_rows import sources as _sources
-from market_spread.transforms import parsing
+from market_spread.kernel.certain_lines import parse_order, parse_quote
+from market_spread_tools.reference import parse_line
 from tests.helpers.symbols import SYMBOLS
-from tests.unit.test_lenient_lines import TRICKY_LINES
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 Q = '{{"symbol": "AAPL", "transact_time": "{t}", "bid": {bid}, "offer": {offer}{rest}}}'
 O = (
@@ -65,71 +65,54 @@ ORDERS = [
 ]
 
 
-def _spark_values(spark, stream: str, lines: list[str]) -> dict[int, dict | None]:
-    """Per line, Spark's parsed values, or None when Spark does not find it valid."""
-    frame = spark.createDataFrame(
-        [(stream, line, f"file:/l/{i}.jsonl") for i, line in enumerate(lines)],
-        "stream STRING, line STRING, source_file STRING",
-    )
+def _reference_values(stream: str, lines: list[str]) -> dict[int, dict | None]:
+    """Per line, the reference engine's values (time in µs since the epoch), or None when it does
+    not find the line valid."""
     out: dict[int, dict | None] = {}
-    parsed = parsing.parse_lines(frame, list(SYMBOLS))
-    # As microseconds: Python cannot hold every instant Spark can (year 0 after a zone offset).
-    parsed = parsed.withColumn("event_time", F.unix_micros("event_time"))
-    for r in parsed.collect():
-        out[int(r["source_file"].rsplit("/", 1)[1].split(".")[0])] = None if r["reason"] else r.asDict()
+    for i, line in enumerate(lines):
+        record, _ = parse_line(stream, line, set(SYMBOLS))
+        if record is not None:
+            record["time"] = (record["time"] - _EPOCH) // timedelta(microseconds=1)
+        out[i] = record
     return out
 
 
-def _taken_as_spark_parses(spark, stream: str, lines: list[str], parse, fields: tuple[str, ...]) -> int:
-    """How many lines the driver's `parse` takes; each one Spark finds valid with the same values."""
-    spark_says = _spark_values(spark, stream, lines)
+def _taken_as_the_reference_parses(stream: str, lines: list[str], parse, fields: tuple[str, ...]) -> int:
+    """How many lines the kernel's certain `parse` takes; each one valid to the reference engine
+    with the same values."""
+    says = _reference_values(stream, lines)
     taken = 0
     for i, line in enumerate(lines):
         record = parse(line, frozenset(SYMBOLS))
         if record is None:
             continue
         taken += 1
-        want = spark_says[i]
-        assert want is not None, f"the driver took a line Spark refuses: {line}"
-        assert tuple(record) == tuple(want["event_time" if f == "time" else f] for f in fields), line
-    assert sum(v is not None for v in spark_says.values()) > taken, "Spark must take some lines the driver leaves"
+        want = says[i]
+        assert want is not None, f"the kernel took a line the reference refuses: {line}"
+        assert tuple(record) == tuple(want[f] for f in fields), line
+    assert sum(v is not None for v in says.values()) > taken, "the certain parse must leave some valid lines"
     return taken
 
 
-def test_a_quote_the_driver_takes_is_the_one_spark_parses(spark):
-    taken = _taken_as_spark_parses(spark, "quotes", QUOTES, parse_quote, ("symbol", "bid", "offer", "time", "seq"))
+def test_a_quote_the_certain_parse_takes_is_the_one_the_reference_parses():
+    taken = _taken_as_the_reference_parses("quotes", QUOTES, parse_quote, ("symbol", "bid", "offer", "time", "seq"))
     assert (
         taken == 6
     )  # the common shapes (an escaped letter, the lowest seq, a key Spark ignores); the rest are Spark's
 
 
-def test_an_order_the_driver_takes_is_the_one_spark_parses(spark):
+def test_an_order_the_certain_parse_takes_is_the_one_the_reference_parses():
     fields = ("order_id", "account", "symbol", "side", "qty", "price", "time", "seq")
-    assert _taken_as_spark_parses(spark, "orders", ORDERS, parse_order, fields) == 2
-
-
-def test_blank_lines_and_sources_are_those_of_sparks_path(spark):
-    raw = spark.createDataFrame([(i, line) for i, line in enumerate(TRICKY_LINES)], "i INT, value STRING")
-    kept = {r["i"] for r in parsing.nonblank_lines(raw).select("i").collect()}
-    driver = {i for i, line in enumerate(TRICKY_LINES) if not is_blank(line[1:] if line.startswith("\ufeff") else line)}
-    assert driver == kept
-    names = ["file:/land/quotes/q-0001.jsonl", "file:/land/orders/o-7", "quotes/0/41", "quotes/0/42", "orders/3/9", "7"]
-    frame = spark.createDataFrame([(n,) for n in names], "source_file STRING").select(
-        F.regexp_replace("source_file", "/[0-9]+$", "").alias("source")
-    )
-    files, last = _sources(set(names))
-    assert files == sorted({r["source"] for r in frame.collect()})
-    assert last == {"quotes/0": 42, "orders/3": 9}
+    assert _taken_as_the_reference_parses("orders", ORDERS, parse_order, fields) == 2
 
 
 def test_landing_files_read_on_the_driver_give_the_lines_sparks_text_source_gives(spark, tmp_path):
     """stream.driver_batch reads a batch's landing files itself (the files from the batch's plan):
     the same lines as Spark's text source, whatever the line ends, blank lines and byte-order marks;
-    a file that is not UTF-8 is left to Spark."""
+    a file that is not UTF-8 is read through Spark, and its line judged with U+FFFD for the bad byte."""
     import pyarrow as pa
 
-    from market_spread.kernel import layout as driver_columns
-    from market_spread.kernel import line_rows as driver_rows
+    from market_spread.kernel import steps
     from market_spread.stream import driver_read
     from market_spread.stream.query import _landing_feeds
     from market_spread.stream.spec import StreamSpec
@@ -165,7 +148,7 @@ def test_landing_files_read_on_the_driver_give_the_lines_sparks_text_source_give
     assert got == want and len(want) == 9
     assert driver_read.landing_files(spark.range(1), 1 << 20) is None, "not a landing batch"
 
-    (landing / "quotes" / "c.jsonl").write_bytes(b'{"q": "\xff"}\n')  # not UTF-8: Spark reads it
+    (landing / "quotes" / "c.jsonl").write_bytes(b'{"q": "\xff"}\n')  # not UTF-8: judged all the same
     seen.clear()
     spark.streams.resetTerminated()
     query = (
@@ -174,8 +157,7 @@ def test_landing_files_read_on_the_driver_give_the_lines_sparks_text_source_give
             lambda df, _: seen.append(
                 (
                     driver_read._file_lines(driver_read.landing_files(df, 1 << 20)),
-                    driver_rows.parse(driver_read.read_lines(df, 1 << 20), frozenset(["A"])),
-                    driver_columns.parse(driver_read.read_lines(df, 1 << 20), pa.array(["A"])),
+                    steps.parse(driver_read.read_lines(df, 1 << 20), pa.array(["A"]), frozenset(["A"])).quarantine,
                 )
             )
         )
@@ -184,4 +166,6 @@ def test_landing_files_read_on_the_driver_give_the_lines_sparks_text_source_give
         .start()
     )
     query.awaitTermination()
-    assert seen == [(None, None, None)], "Spark's own read hands over the line's bytes: the batch is Spark's"
+    ((whole, bad),) = seen
+    assert whole is None, "a file that is not UTF-8 is not read whole"
+    assert [(r["raw"], r["reason"]) for r in bad.to_pylist()] == [('{"q": "\ufffd"}', "missing_field:symbol")]

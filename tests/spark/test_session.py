@@ -101,23 +101,6 @@ def test_a_jvm_that_fails_for_another_reason_leaves_the_class_archive_in_place(t
     assert archive.is_file() and not (tmp_path / "driver.jsa.bad").exists()
 
 
-def test_a_small_batch_tunes_the_session_and_leaves_it_as_it_was(spark, monkeypatch):
-    from market_spread.runtime import spark as spark_mod
-
-    session = spark.newSession()  # its own settings: the shared session is left alone
-    partitions = session.conf.get(spark_mod.SHUFFLE_PARTITIONS)
-    with spark_mod.sized_for(session, 99, 100) as small:
-        assert small
-        assert session.conf.get(spark_mod.CODEGEN_MODE) == "NO_CODEGEN"
-        assert session.conf.get(spark_mod.SHUFFLE_PARTITIONS) == "1"
-    assert session.conf.get(spark_mod.SHUFFLE_PARTITIONS) == partitions != "1"
-    assert session.conf.get(spark_mod.CODEGEN_MODE, None) is None  # unset again, not set to a value
-    with spark_mod.sized_for(session, 100, 100) as small:
-        assert not small
-        assert session.conf.get(spark_mod.CODEGEN_MODE, None) is None
-        assert session.conf.get(spark_mod.SHUFFLE_PARTITIONS) == partitions
-
-
 def test_session_settings_are_restored_even_when_the_body_fails(spark):
     """One helper sets and restores the settings of a batch (its size's tuning, its commit tag): a
     failed batch must not leave its tag on the next commits, nor remove a value set before it."""

@@ -87,7 +87,7 @@ def assert_counts_equal_batch_metrics(port: int, lake: Path) -> dict[str, float]
     assert scraped["market_spread_quarantined_lines_total"] == total["quarantined"]
     assert scraped["market_spread_batch_duration_seconds_count"] == len(rows)
     assert scraped["market_spread_last_batch_id"] == max(r["batch_id"] for r in rows)
-    placed = Counter((r["placement"] or "spark plan").split(":")[0] for r in rows)
+    placed = Counter(r["placement"].split(":")[0] for r in rows)
     for placement, n in placed.items():
         assert scraped[f"market_spread_batches_placed_total{{placement={placement}}}"] == n, placement
     return scraped

@@ -77,20 +77,20 @@ def test_orders_are_checked_as_of_their_time_within_a_batch(spark, place, placem
     assert alerts["O-5"]["quote_time"] == ts(T.format(5)) and alerts["O-5"]["offer"] == D("2.5")
 
 
-@pytest.fixture(params=["state on the driver", "state read by Spark"])
+@pytest.fixture(params=["state on the driver", "state read from the table"])
 def state_reader(request, monkeypatch):
     """Both ways a batch reads the state and the history of late orders: the driver's mirror with
-    delta-rs (the default), and Spark (past MARKET_SPREAD_STATE_MIRROR_ROWS symbols)."""
-    if request.param == "state read by Spark":
+    delta-rs (the default), and per batch from the table (past MARKET_SPREAD_STATE_MIRROR_ROWS symbols)."""
+    if request.param == "state read from the table":
         monkeypatch.setenv("MARKET_SPREAD_STATE_MIRROR_ROWS", "0")  # read into the stream's spec
     return request.param
 
 
-# Both state readers on local disk; on S3 the driver's (the default): Spark's reads of S3 tables are
+# Both state readers on local disk; on S3 the driver's copy (the default): reads of S3 tables are
 # the rest of the suite's.
 @pytest.mark.parametrize(
     ("place", "state_reader"),
-    [("local", "state on the driver"), ("local", "state read by Spark"), ("s3", "state on the driver")],
+    [("local", "state on the driver"), ("local", "state read from the table"), ("s3", "state on the driver")],
     indirect=True,
 )
 def test_late_orders_are_checked_against_history_not_newer_state(spark, place, state_reader, placement):
@@ -322,53 +322,6 @@ def test_same_alerts_whatever_the_cutting_into_files_and_runs(spark, place, tmp_
     assert comparable_tables(spark, one / "lake", read=rows_with_spark) == comparable_tables(spark, one / "lake")
 
 
-def test_small_and_large_batches_give_the_same_tables_whoever_commits_them(spark, tmp_path, monkeypatch):
-    # Small batches write with one partition and interpreted projections (SMALL_BATCH_LINES), large
-    # ones with generated code and the session's partitions. A large batch's quote history and alerts
-    # are committed from the driver (delta-rs, lake.lake_tables) below DRIVER_WRITE_LINES, by Spark's Delta writer
-    # above; its quarantine (raw lines of any size) always by Spark. The same rows every way.
-    from deltalake import DeltaTable
-
-    from market_spread.lake import tables as lake_mod
-
-    modes = []
-
-    def merge_state(tables, *args):  # the batch's own session: the stream's clone of `spark`
-        modes.append(
-            (tables.spark.conf.get(spark_mod.CODEGEN_MODE), tables.spark.conf.get(spark_mod.SHUFFLE_PARTITIONS))
-        )
-        real_merge(tables, *args)
-
-    def writers(lake: Path, table: str) -> set[str]:
-        history = DeltaTable(str(lake_mod.table_path(lake, table))).history()
-        return {h["engineInfo"].split("/")[0].split(":")[0] for h in history if h["operation"] == "WRITE"}
-
-    real_merge = pipeline.merge_state
-    monkeypatch.setattr(pipeline, "merge_state", merge_state)
-    monkeypatch.setenv("MARKET_SPREAD_DRIVER_BATCH_LINES", "0")  # Spark's plan, whose sizes are the subject
-    lakes = {}
-    for name, small_below, driver_below in (("small", 10**9, 0), ("large, driver", 0, 10**9), ("large, Spark", 0, 0)):
-        monkeypatch.setenv("MARKET_SPREAD_SMALL_BATCH_LINES", str(small_below))
-        monkeypatch.setenv("MARKET_SPREAD_DRIVER_WRITE_LINES", str(driver_below))
-        root = tmp_path / name.replace(", ", "-")
-        _generated(root / "landing", files=2, seed=11)
-        land(root / "landing", "orders", ["{not json", '{"order_id": "x"}'], name="zz-bad.jsonl")
-        assert stream(spark, root / "landing", root / "lake") == 0
-        lakes[name] = root / "lake"
-    partitions = spark.conf.get(spark_mod.SHUFFLE_PARTITIONS)
-    assert modes == [("NO_CODEGEN", "1"), ("FALLBACK", partitions), ("FALLBACK", partitions)]
-    assert partitions != "1", "the test session must differ from a small batch's"
-    assert {name: [writers(lake, t) for t in ("quotes", "alerts", "quarantine")] for name, lake in lakes.items()} == {
-        "small": [{"delta-rs"}] * 3,
-        "large, driver": [{"delta-rs"}, {"delta-rs"}, {"Apache-Spark"}],
-        "large, Spark": [{"Apache-Spark"}] * 3,
-    }
-    want = comparable_tables(spark, lakes["small"])
-    assert want["alerts"] and want["quarantine"]
-    for name in ("large, driver", "large, Spark"):
-        assert comparable_tables(spark, lakes[name]) == want, name
-
-
 @pytest.mark.every_place
 def test_a_batch_replayed_after_a_crash_between_its_writes_leaves_exact_tables(spark, place, monkeypatch, placement):
     clean, crashed = place / "clean", place / "crashed"
@@ -383,14 +336,12 @@ def test_a_batch_replayed_after_a_crash_between_its_writes_leaves_exact_tables(s
     def crash(*args, **kwargs):
         raise RuntimeError("simulated crash between the writes of one micro-batch")
 
-    from market_spread.stream import driver_batch
+    from market_spread.stream import driver_batch  # both placements commit through it
 
-    for checked_by in (pipeline, driver_batch):  # Spark's plan or the driver
-        monkeypatch.setattr(checked_by, "merge_state", crash)
+    monkeypatch.setattr(driver_batch, "merge_state", crash)
     assert stream(spark, crashed / "landing", crashed / "lake", placement=placement) == 1
     assert rows(spark, crashed / "lake", "alerts"), "the appends happened before the crash"
-    for checked_by in (pipeline, driver_batch):
-        monkeypatch.setattr(checked_by, "merge_state", real_merge)
+    monkeypatch.setattr(driver_batch, "merge_state", real_merge)
     assert stream(spark, crashed / "landing", crashed / "lake", placement=placement) == 0
 
     assert comparable_tables(spark, crashed / "lake") == comparable_tables(spark, clean / "lake")
@@ -535,8 +486,8 @@ def test_the_drivers_copy_of_the_state_is_the_table_after_every_batch(spark, tmp
     from pyspark.testing import assertDataFrameEqual
 
     from market_spread.lake import tables as lake_mod
+    from market_spread.lake.state import STATE_QUOTE_COLUMNS
     from market_spread.stream import driver_batch
-    from market_spread.transforms.asof import STATE_QUOTE_COLUMNS
 
     one = tmp_path / "one"
     _generated(one / "landing", files=1, seed=11)
@@ -553,65 +504,16 @@ def test_the_drivers_copy_of_the_state_is_the_table_after_every_batch(spark, tmp
 
     for k in range(5):
         if k == 3:  # the copy may move on before the MERGE fails: it must be dropped, not kept
-            for checked_by in (pipeline, driver_batch):  # Spark's plan or the driver (stream.driver_batch)
-                monkeypatch.setattr(checked_by, "merge_state", crash)
+            monkeypatch.setattr(driver_batch, "merge_state", crash)
             with pytest.raises(RuntimeError):
                 processor(_pair(spark, landing, k, 5), k)
             assert processor.state._quotes is None
-            for checked_by in (pipeline, driver_batch):
-                monkeypatch.setattr(checked_by, "merge_state", merge_state)
+            monkeypatch.setattr(driver_batch, "merge_state", merge_state)
         processor(_pair(spark, landing, k, 5), k)
         assert processor.state._quotes is not None, "the copy is in use, not the table"
-        assertDataFrameEqual(processor.state.quotes(), table())
+        copy = processor.state.stored_table(sorted(processor.state._quotes))
+        assertDataFrameEqual(spark.createDataFrame(copy), table())
     assert_same_tables(spark, lake, one / "lake")
-
-
-def test_the_summary_gives_the_same_per_symbol_rows_as_their_own_queries(spark):
-    """stream.summary's one aggregate against the two queries it replaces for small batches: each
-    symbol's newest valid quote (rules.quote_key: time, then seq, then bid, then offer) and the span
-    of its valid orders; invalid lines count but take no part."""
-    from pyspark.sql import functions as F
-
-    from market_spread.lake.state import newest_per_symbol
-    from market_spread.stream.summary import summarize
-    from market_spread.transforms import parsing
-
-    th = Thresholds(D("0.05"), D("0.05"))
-    quotes = [
-        quote("AAPL", T.format(1), "1.00", "1.10"),
-        quote("AAPL", T.format(3), "1.00", "1.01", seq=2),
-        quote("AAPL", T.format(3), "1.00", "1.02", seq=1),  # same time, lower seq: not the newest
-        quote("MSFT", T.format(2), "10.00", "10.01"),
-        quote("MSFT", T.format(2), "10.00", "10.02"),  # tie: higher offer
-        quote("IBM", T.format(5), "5.00", "5.50"),
-        '{"symbol": "IBM", "bid": "x"}',
-        quote("NOPE", T.format(9), "1", "2"),
-    ]
-    orders = [
-        order("a", "AAPL", T.format(4)),
-        order("b", "AAPL", T.format(0)),
-        order("c", "GOOG", T.format(6)),
-        order("d", "IBM", "not a time"),
-    ]
-    lines = spark.createDataFrame(
-        [("quotes", l, "/l/q.jsonl") for l in quotes] + [("orders", l, "/l/o.jsonl") for l in orders],
-        "stream string, line string, source_file string",
-    )
-    parsed = parsing.parse_lines(lines, list(SYMBOLS))
-    summary = summarize(parsed, th, per_symbol=True)
-    assert summary.counts == {("quotes", True): 6, ("quotes", False): 2, ("orders", True): 3, ("orders", False): 1}
-    assert summary.files == ["/l/o.jsonl", "/l/q.jsonl"]
-
-    expected = newest_per_symbol(parsing.valid_quotes(parsed, th)).toArrow().sort_by("symbol").to_pylist()
-    assert summary.newest.sort_by("symbol").to_pylist() == expected
-    assert [r["offer"] for r in expected] == [D("1.01"), D("5.50"), D("10.02")]
-    spans = (
-        parsing.valid_orders(parsed)
-        .groupBy("symbol")
-        .agg(F.min("order_time").alias("first_order"), F.max("order_time").alias("last_order"))
-    )
-    assert summary.bounds.sort_by("symbol").to_pylist() == spans.toArrow().sort_by("symbol").to_pylist()
-    assert summarize(parsed, th, per_symbol=False).bounds is None
 
 
 def test_a_stream_compacting_every_two_commits_gives_the_same_tables(spark, tmp_path, monkeypatch, capsys):
@@ -688,83 +590,75 @@ def test_late_history_holds_only_what_the_as_of_choice_can_use(spark, tmp_path, 
     ]
 
 
-def test_the_driver_and_sparks_plan_check_batches_alike(spark, tmp_path, monkeypatch):
-    # A batch is parsed and checked on the driver (stream.driver_batch): lines in the product's own
-    # layout in Arrow's kernels (kernel.layout), the others line by line ("rows": every line
-    # goes that way here), bad lines given their quarantine reason there, and the few only Spark can
-    # judge parsed by Spark alone; with that path off (MARKET_SPREAD_DRIVER_BATCH_LINES=0), Spark's
-    # plan does it all. The same tables each way, over several batches, ties, orders without market
-    # data, late orders (history) and bad lines of every sort.
-    taken, left = [], []
+def _checked_batches(landing: Path):
+    """Lands four batches in turn (yielding each one's files once landed): generated files, then
+    ties, a symbol without quotes and late orders, a later late order, and bad lines of every sort."""
+    _generated(landing, files=2, seed=21)
+    yield sorted((landing / "quotes").glob("*.jsonl")) + sorted((landing / "orders").glob("*.jsonl"))
+    quotes = [
+        quote("AAPL", at(7), "1.00", "1.20", seq=2),
+        quote("AAPL", at(7), "1.00", "1.01", seq=1),
+        quote("MSFT", at(9), "5.00", "5.01"),
+        quote("MSFT", at(-3600), "5.00", "6.00"),
+    ]
+    orders = [
+        order("tie", "AAPL", at(7)),
+        order("none", "IBM", at(-86400 * 3)),
+        order("late", "MSFT", at(-1800), seq=4),
+        order("now", "MSFT", at(10)),
+    ]
+    yield [_landed(landing, "quotes", quotes, "b2"), _landed(landing, "orders", orders, "b2")]
+    yield [_landed(landing, "orders", [order("late2", "MSFT", at(-7200))], "b3")]
+    single_quoted = order("single", "AAPL", at(8)).replace('"', "'")  # Jackson reads single quotes
+    bad_orders = [order("bad-neighbour", "AAPL", at(8)), "{not json", single_quoted, "{'x': 1}"]
+    bad_orders += [line for lines in BAD_ORDERS.values() for line in lines]
+    bad_quotes = [line for lines in BAD_QUOTES.values() for line in lines]
+    yield [_landed(landing, "orders", bad_orders, "b4"), _landed(landing, "quotes", bad_quotes, "b4")]
+
+
+def _landed(landing: Path, feed: str, lines: list, name: str) -> Path:
+    return Path(str(land(landing, feed, lines, name=f"{name}.jsonl")))
+
+
+def test_both_parses_and_both_placements_check_batches_as_the_reference_engine(spark, tmp_path, monkeypatch):
+    # A batch's lines in the product's own layout go through Arrow's kernels (kernel.layout), the
+    # others line by line ("rows": every line goes that way here), on the driver or in Spark's tasks
+    # ("executors"). The same tables each way, and the reference engine's alerts and quarantine,
+    # over several batches, ties, orders without market data, late orders (history) and bad lines
+    # of every sort, Jackson's leniencies included (single quotes, NaN, numbers given as strings).
     from market_spread.kernel import layout as driver_columns
-    from market_spread.stream import driver_batch
+    from market_spread_tools.reference import run_reference
+    from tests.unit.test_lenient_lines import SPARK_NOT_REFERENCE
 
-    real, real_split = driver_batch.driver_steps, driver_columns.split
+    real_split, left = driver_columns.split, []
 
-    def rows_only(lines, universe):
+    def rows_only(lines, universe, keep_text=False):
         columns, _ = real_split(lines, universe)
         return driver_columns.ColumnBatch(columns.quotes.slice(0, 0), columns.orders.slice(0, 0), []), lines
 
-    monkeypatch.setattr(driver_batch, "driver_steps", lambda *a, **k: taken.append(real(*a, **k)) or taken[-1])
-    lakes = {}
-    for name, limit in (("driver", "50000"), ("rows", "50000"), ("spark", "0"), ("executors", "50000")):
-        monkeypatch.setenv("MARKET_SPREAD_DRIVER_BATCH_LINES", limit)
-        split = {
-            "driver": lambda *a: left.append(real_split(*a)[1].num_rows) or real_split(*a),
-            "rows": rows_only,
-        }.get(name, real_split)
-        monkeypatch.setattr(driver_columns, "split", split)
+    lakes, batches = {}, []
+    for name in ("driver", "rows", "executors"):
+        split = {"driver": lambda *a: left.append(real_split(*a)[1].num_rows) or real_split(*a), "rows": rows_only}
+        monkeypatch.setattr(driver_columns, "split", split.get(name, real_split))
         landing, lake = tmp_path / name / "landing", tmp_path / name / "lake"
-        _generated(landing, files=2, seed=21)
-        placement = "executors" if name == "executors" else "auto"  # the kernel in Spark's tasks
-        assert stream(spark, landing, lake, placement=placement) == 0
-        land(
-            landing,
-            "quotes",
-            [
-                quote("AAPL", at(7), "1.00", "1.20", seq=2),
-                quote("AAPL", at(7), "1.00", "1.01", seq=1),
-                quote("MSFT", at(9), "5.00", "5.01"),
-                quote("MSFT", at(-3600), "5.00", "6.00"),
-            ],
-            name="b2.jsonl",
-        )
-        land(
-            landing,
-            "orders",
-            [
-                order("tie", "AAPL", at(7)),
-                order("none", "IBM", at(-86400 * 3)),
-                order("late", "MSFT", at(-1800), seq=4),
-                order("now", "MSFT", at(10)),
-            ],
-            name="b2.jsonl",
-        )
-        assert stream(spark, landing, lake, placement=placement) == 0
-        land(landing, "orders", [order("late2", "MSFT", at(-7200))], name="b3.jsonl")
-        assert stream(spark, landing, lake, placement=placement) == 0
-        single_quoted = order("single", "AAPL", at(8)).replace('"', "'")  # valid to Spark's reader alone
-        land(
-            landing,
-            "orders",
-            [
-                order("bad-neighbour", "AAPL", at(8)),
-                "{not json",
-                single_quoted,
-                "{'x': 1}",
-                *[line for lines in BAD_ORDERS.values() for line in lines],
-            ],
-            name="b4.jsonl",
-        )
-        land(landing, "quotes", [line for lines in BAD_QUOTES.values() for line in lines], name="b4.jsonl")
-        assert stream(spark, landing, lake, placement=placement) == 0
+        placement = "executors" if name == "executors" else "driver"
+        batches = []
+        for files in _checked_batches(landing):
+            batches.append(files)
+            assert stream(spark, landing, lake, placement=placement) == 0
         lakes[name] = lake
-    assert taken == [True] * 8, "the driver takes every batch, the bad lines' too"
     assert left[:3] == [0, 0, 0] and left[3] > 0, "Arrow's parse took the valid batches' lines whole"
-    want = comparable_tables(spark, lakes["spark"])
+    want = comparable_tables(spark, lakes["driver"])
+    reference = run_reference(batches, SYMBOLS)
+    utc = dt.UTC
+    assert sorted((a["order_id"], a["reason"], a["quote_time"]) for a in want["alerts"]) == sorted(
+        (a["order_id"], a["reason"], a["quote_time"] and a["quote_time"].astimezone(utc).replace(tzinfo=None))
+        for a in reference.alerts
+    )
     assert {r["order_id"] for r in want["alerts"]} >= {"tie", "none", "late", "late2", "bad-neighbour", "single"}
-    assert len(want["quarantine"]) == 2 + sum(map(len, BAD_ORDERS.values())) + sum(map(len, BAD_QUOTES.values()))
-    assert comparable_tables(spark, lakes["driver"]) == want
+    # Where the reference judges a line otherwise than Jackson does, the kernel keeps Spark's answer.
+    expected = [(s, raw, SPARK_NOT_REFERENCE.get((s, raw), why)) for s, raw, why in reference.quarantined]
+    assert sorted((r["stream"], r["raw"], r["reason"]) for r in want["quarantine"]) == sorted(expected)
     assert comparable_tables(spark, lakes["rows"]) == want
     assert comparable_tables(spark, lakes["executors"]) == want
     late = read_table(spark, lakes["driver"], "batch_metrics").where("batch_id = 1").first()

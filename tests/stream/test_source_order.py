@@ -8,7 +8,6 @@ import random
 import time
 
 from market_spread.feeds.generate import Generator, write_backlog
-from market_spread.stream import batch as pipeline
 from market_spread.stream import checkpoint_layout as layout
 from market_spread.stream import driver_batch
 from market_spread.stream.query import started
@@ -76,16 +75,14 @@ def test_a_quotes_first_checkpoint_is_moved_and_resumes_exactly(spark, tmp_path,
     assert stream(spark, landing, lake) == 0
     # Then a crash between the writes of a batch, leaving offsets without a commit (replayed after the move).
     land_pair(source, landing, 2)
-    real_merge = pipeline.merge_state
+    real_merge = driver_batch.merge_state
 
     def crash(*args, **kwargs):
         raise RuntimeError("simulated crash between the writes of one micro-batch")
 
-    for checked_by in (pipeline, driver_batch):  # Spark's plan or the driver (stream.driver_batch)
-        monkeypatch.setattr(checked_by, "merge_state", crash)
+    monkeypatch.setattr(driver_batch, "merge_state", crash)  # both placements commit through it
     assert stream(spark, landing, lake) == 1
-    for checked_by in (pipeline, driver_batch):
-        monkeypatch.setattr(checked_by, "merge_state", real_merge)
+    monkeypatch.setattr(driver_batch, "merge_state", real_merge)
     (checkpoint / layout.LAYOUT_FILE).unlink()
     last = sorted((checkpoint / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))[-1]
     assert last.read_text().splitlines()[2:] == ['{"logOffset":2}', '{"logOffset":1}']

@@ -157,18 +157,18 @@ def test_bad_values_stop_a_command_with_one_line_naming_the_variable(monkeypatch
 
 
 def test_a_malformed_setting_stops_the_command_before_it_starts_work(monkeypatch, capsys, tmp_path):
-    """Read lazily, DRIVER_COMMITS would first be parsed inside the first micro-batch, failing the
+    """Read lazily, SYNC would first be parsed inside the first micro-batch, failing the
     query with a traceback; the CLI checks every variable the command reads before it runs."""
     from market_spread.cli import main as cli
 
     ran = []
     monkeypatch.setattr(cli.commands()["stream"], "callback", lambda **_: ran.append(1) or 0)
-    monkeypatch.setenv("MARKET_SPREAD_DRIVER_COMMITS", "maybe")
+    monkeypatch.setenv("MARKET_SPREAD_SYNC", "maybe")
     assert cli.main(["stream", "--landing", str(tmp_path), "--lake", str(tmp_path / "lake")]) == 2
-    assert "environment variable MARKET_SPREAD_DRIVER_COMMITS='maybe'" in capsys.readouterr().err
+    assert "environment variable MARKET_SPREAD_SYNC='maybe'" in capsys.readouterr().err
     assert not ran
     # A variable only the DAGs read does not stop a command that never reads it.
-    monkeypatch.delenv("MARKET_SPREAD_DRIVER_COMMITS")
+    monkeypatch.delenv("MARKET_SPREAD_SYNC")
     monkeypatch.setenv("MARKET_SPREAD_FEED_RATE", "fast")
     assert cli.main(["stream", "--landing", str(tmp_path), "--lake", str(tmp_path / "lake")]) == 0
     assert ran == [1]

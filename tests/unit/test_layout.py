@@ -19,10 +19,9 @@ PACKAGE = Path(__file__).resolve().parents[2] / "jobs" / "market_spread"
 ALLOWED: dict[str, set[str]] = {
     "domain": set(),
     "kernel": {"domain"},  # the batch kernel: pure, over Arrow
-    "transforms": {"domain"},
     "runtime": set(),
-    "lake": {"domain", "kernel", "transforms", "runtime"},
-    "stream": {"domain", "kernel", "transforms", "lake", "runtime"},
+    "lake": {"domain", "kernel", "runtime"},
+    "stream": {"domain", "kernel", "lake", "runtime"},
     "feeds": {"domain", "runtime", "stream"},  # stream: the Kafka topic settings it shares
     "quality": {"domain", "kernel", "lake", "runtime"},
     "orchestration": {"runtime"},  # runtime.envnames: the variables of each command's flags
@@ -284,7 +283,7 @@ def test_a_ddl_column_list_is_what_the_scan_finds():
     assert not DDL_COLUMNS.search("CAST('1' AS DECIMAL(18,8)) AS max_spread")
 
 
-STREAM_FOLDERS = ("stream", "lake", "transforms")  # what a running stream executes, batch after batch
+STREAM_FOLDERS = ("stream", "lake", "kernel")  # what a running stream executes, batch after batch
 
 
 def test_the_streams_code_keeps_no_process_caches_in_module_globals():

@@ -5,10 +5,9 @@ process of its own, its peak memory that of the driver and of every daemon and e
 - the throughput part's backlog (same files, same layout) with the product's routing: batches of
   CLUSTER_BATCH_LINES and more go to the executors only where they have more cores than the
   driver's machine (stream.driver_batch), which these, on the driver's own cores, do not;
-- the crossover: the same batches on each path, at growing batch sizes, so that where one overtakes
-  another is measured on this machine rather than assumed: the kernel in the driver process
-  (`--placement driver`), the same kernel in Spark's tasks (`--placement executors`), and Spark's
-  SQL plan (MARKET_SPREAD_DRIVER_BATCH_LINES=0).
+- the crossover: the same batches on each placement, at growing batch sizes, so that where one
+  overtakes the other is measured on this machine rather than assumed: the kernel in the driver
+  process (`--placement driver`) and the same kernel in Spark's tasks (`--placement executors`).
 
 On one 2-core machine the executors share the driver's cores: the crossover measured here is the
 executors' path at its least favourable; on a real cluster they add cores of their own.
@@ -28,11 +27,10 @@ WORKERS = 2
 # Batch sizes of the crossover, in file pairs of CROSSOVER_PAIR_EVENTS events each (the full plan's).
 CROSSOVER_PAIRS = (1, 5, 20)
 CROSSOVER_PAIR_EVENTS = 20_000
-# Each path's settings: the placement, or Spark's SQL plan for every batch.
+# Each path's settings: its placement.
 PATHS = {
     "driver": {"MARKET_SPREAD_PLACEMENT": "driver"},
     "executors": {"MARKET_SPREAD_PLACEMENT": "executors"},
-    "spark": {"MARKET_SPREAD_PLACEMENT": "auto", "MARKET_SPREAD_DRIVER_BATCH_LINES": "0"},
 }
 
 

@@ -288,7 +288,7 @@ def stream_command(
         "events": events,
         "batches": len(metrics),
         "median_batch_seconds": round(statistics.median(times), 3) if times else None,
-        # Spark jobs a batch ran (median): none or a few on the driver's path, more through Spark's plan.
+        # Spark jobs a batch ran (median): none or a few on the driver placement, more in Spark's tasks.
         "spark_jobs_per_batch": statistics.median([m["spark_jobs"] or 0 for m in metrics]) if metrics else None,
         "batch_seconds": round(batch_s, 2),
         "slowest_batch_seconds": round(slowest, 2),
@@ -306,22 +306,38 @@ def stream_command(
 
 
 def batch_ceiling(spark, landing: Path, out: Path, symbols: list[str]) -> int:
-    """The same alerts by one Spark batch job: no state table, no streaming, one write."""
+    """The same alerts by one plain Spark batch job: no state table, no streaming, one write. Written
+    here on its own in Spark SQL (`from_json`, a window for the as-of choice), as a ceiling to
+    measure the stream against: the product's kernel is not Spark SQL."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from market_spread.transforms import parsing
-    from market_spread.transforms.asof import asof_alerts
+    fields = {
+        "quotes": "symbol STRING, transact_time STRING, bid DECIMAL(18,8), offer DECIMAL(18,8), seq BIGINT",
+        "orders": "order_id STRING, account BIGINT, symbol STRING, side STRING, qty DECIMAL(18,8), "
+        "price DECIMAL(18,8), transact_time STRING, seq BIGINT",
+    }
 
     def feed(name: str):
-        # _metadata exists only on the file relation itself: select it before the union.
-        return spark.read.text(str(landing / name)).select(
-            F.lit(name).alias("stream"), "value", F.col("_metadata.file_path").alias("source_file")
-        )
+        rows = spark.read.text(str(landing / name)).select(F.from_json("value", fields[name]).alias("j")).select("j.*")
+        rows = rows.withColumn("t", F.to_timestamp("transact_time")).where(F.col("symbol").isin(symbols))
+        return rows.where("t IS NOT NULL" + (" AND bid > 0 AND offer > 0" if name == "quotes" else " AND qty > 0"))
 
-    raw = feed("quotes").unionByName(feed("orders"))
-    parsed = parsing.parse_lines(parsing.nonblank_lines(raw), symbols)
-    quotes = parsing.valid_quotes(parsed, DEFAULT_THRESHOLDS).select("symbol", "bid", "offer", "quote_time", "seq")
-    alerts = asof_alerts(quotes, parsing.valid_orders(parsed), DEFAULT_THRESHOLDS, 0)
+    key = F.struct(F.col("seq").isNotNull(), F.coalesce("seq", F.lit(0)), "bid", "offer")
+    quotes = feed("quotes").select(
+        "symbol", "t", F.lit(0).alias("is_order"), key.alias("key"), F.struct("bid", "offer").alias("q")
+    )
+    orders = feed("orders").select("order_id", "symbol", "t", F.lit(1).alias("is_order"))
+    both = quotes.unionByName(orders, allowMissingColumns=True)
+    # Quotes before orders at the same time (a quote at the order's time counts); among quotes, the key order.
+    window = Window.partitionBy("symbol").orderBy("t", "is_order", "key").rowsBetween(Window.unboundedPreceding, 0)
+    checked = both.withColumn("cur", F.last("q", ignorenulls=True).over(window)).where("is_order = 1")
+    bid, offer, th = F.col("cur.bid"), F.col("cur.offer"), DEFAULT_THRESHOLDS
+    spread = offer - bid
+    wide = (spread > 0) & (
+        (spread >= F.lit(th.max_spread)) | (2 * spread >= F.lit(th.max_spread_ratio) * (bid + offer))
+    )
+    alerts = checked.where(F.col("cur").isNull() | wide).select("order_id", "symbol", "t")
     shutil.rmtree(out, ignore_errors=True)
     alerts.write.format("delta").save(str(out))
     return spark.read.format("delta").load(str(out)).count()

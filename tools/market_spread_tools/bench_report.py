@@ -368,13 +368,13 @@ def cluster_lines(c: dict | None) -> list[str]:
         ]
     lines += [
         "| batch (events) | kernel on the driver: median batch s, events/s, peak MB | kernel in Spark's tasks: "
-        "median batch s, events/s, peak MB | Spark's SQL plan: median batch s, events/s, peak MB | fastest |",
-        "| --- | --- | --- | --- | --- |",
+        "median batch s, events/s, peak MB | fastest |",
+        "| --- | --- | --- | --- |",
     ]
     for r in c["crossover"]:
         figures = " | ".join(
             f"{r[p]['median_batch_seconds']}, {r[p]['events_per_s']:,}, {r[p]['peak_mb']:,}" if p in r else "not run"
-            for p in ("driver", "executors", "spark")
+            for p in ("driver", "executors")
         )
         lines.append(f"| {r['batch_events']:,} | {figures} | {r['faster']} |")
     at = c.get("crossover_batch_events")

@@ -258,8 +258,8 @@ def storage_comparison(spark, work: Path, plan: Plan, bucket: str = BUCKET, warm
         out = median_batches(spark, places, plan.storage_batches, symbols)
         for name, base in places.items():
             out[name]["latency"] = latency_at_rate(spark, base, plan, symbols, name)
-        # Unmeasured: the backlog goes through Spark's plan, which the driver batches before left
-        # cold, and local disk, measured first, paid for it (measured: docs/performance.md, row 'the
+        # Unmeasured: the backlog warms what the small batches before left cold, and local disk,
+        # measured first, paid for it (measured: docs/performance.md, row 'the
         # S3 part's backlog run as an unmeasured warm-up').
         backlog_throughput(
             spark,

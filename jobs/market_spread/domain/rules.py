@@ -1,12 +1,10 @@
-"""The reject rule's thresholds, and the rule and the order of quotes as SQL: Spark's expressions
-and the MERGE condition (kernel.columns holds the driver's Arrow form of each, the reference engine
-in market_spread_tools a plain-Python one, as the independent check).
+"""The reject rule's thresholds and the decimal limits of prices (the rule itself is the kernel's:
+kernel.columns; the reference engine in market_spread_tools has a plain-Python one, as the
+independent check); and the order of quotes as the state MERGE's condition, which the table's
+writers (delta-rs, or delta-spark where the protocol asks for it) apply to stored rows.
 
 spread = offer - bid, mid = (bid + offer) / 2
 reject  = spread > 0 AND (spread >= max_spread OR spread >= max_spread_ratio * mid)
-
-The SQL form compares `2 * spread >= ratio * (bid + offer)`: no division, so DECIMAL(18,8) inputs
-stay exact within Spark's 38 digits (a division would widen the scale and Spark may round).
 """
 
 from __future__ import annotations
@@ -43,17 +41,6 @@ class Thresholds:
 
 
 DEFAULT_THRESHOLDS = Thresholds()
-
-
-def reject_sql(bid: str, offer: str, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> str:
-    """The reject rule as a Spark SQL expression over two DECIMAL(18,8) columns."""
-    ms = f"CAST('{thresholds.max_spread}' AS DECIMAL(18,8))"
-    mr = f"CAST('{thresholds.max_spread_ratio}' AS DECIMAL(18,8))"
-    spread = f"({offer} - {bid})"
-    return (
-        f"(({bid}) IS NOT NULL AND ({offer}) IS NOT NULL AND {spread} > 0 AND "
-        f"({spread} >= {ms} OR 2 * {spread} >= {mr} * ({bid} + {offer})))"
-    )
 
 
 def quote_key_sql(prefix: str = "") -> str:

@@ -1,11 +1,11 @@
 """The quarantine reason of a bad landing line, decided on the driver, certain-or-nothing: the very
-reason Spark's parse (transforms.parsing) gives the line, or None when that is not certain
+reason Spark's parse gave the line when the product parsed with Spark (the behaviour kept), or None when that is not certain
 (kernel.lenient_json then judges the line).
 
 Certain here: a line that does not end in `}` (`not_json_object`), and JSON objects Python reads
 alone: the line is one object with no key twice, and each of the feed's fields is missing, null, of
 its plain JSON type, or plainly of the wrong one (true, a list or an object for a number, a fraction
-for an integer, a word for a number, NaN or Infinity). For those the reason follows parsing's order:
+for an integer, a word for a number, NaN or Infinity). For those the reason follows the reasons' order:
 missing_field, non_finite, out_of_range, wrong_type, non_positive (per field), unknown_side,
 bad_time, unknown_symbol. Everything else (single-quoted strings, content after the object, numbers
 given as strings, a number where text is due) is kernel.lenient_json's to judge: Spark's JSON reader
@@ -26,7 +26,7 @@ from market_spread.domain.rules import PRICE_LIMIT, SCALE
 _QUANTUM = Decimal(1).scaleb(-SCALE)
 _DECIMAL38 = Decimal("1e30")  # DECIMAL(38,8), the parse's type, holds 30 integer digits
 _INT64 = (-(1 << 63), (1 << 63) - 1)
-# parsing.TIME_PATTERN (Java's \d is ASCII only).
+# transact_time's pattern (Java's \d is ASCII only).
 _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})")
 
 # (name, kind) in the parse's order: its first failing field gives the reason.
@@ -101,7 +101,7 @@ def certain_reason(stream: str, line: str, universe: frozenset[str]) -> str | No
 # What Python's json refuses and one of Spark's JSON readers takes: single quotes, non-numeric
 # numbers beyond the NaN, Infinity and -Infinity both read, control characters inside strings.
 _LENIENT = re.compile(r"'|[+]?\bINF\b|\+(NaN|Infinity)|-NaN|[\x00-\x1f]")
-# A NaN or Infinity Python reads but not after a colon (in a list): parsing's not_json_object test
+# A NaN or Infinity Python reads but not after a colon (in a list): the not_json_object test
 # neutralises only `: NaN`, so such a line is no object to it.
 _LISTED_NON_FINITE = re.compile(r"[\[,][ \t\n\r]*-?(NaN|Infinity)")
 

@@ -1,15 +1,15 @@
 """Landing lines parsed in pure Python, certain-or-nothing, for batches checked on the driver
 (stream.driver_batch).
 
-A line is taken only when it is certainly valid and its values are certainly the ones Spark's
-parse (transforms.parsing) gives it; for anything else `parse_quote`/`parse_order` return None and
+A line is taken only when it is certainly valid and its values are certainly the ones Spark's JSON
+reader gave it when the product parsed with Spark (the behaviour kept: kernel.lenient_json); for anything else `parse_quote`/`parse_order` return None and
 the line goes on to kernel.bad_lines and kernel.lenient_json. So this module can make a batch slower,
 never different. What it takes: a JSON object with no key twice (keys outside its feed's fields
 are ignored, as Spark does), starting with `{` and ending with `}` (no surrounding whitespace, which Spark's `rtrim` and
 Python's parser treat differently), required fields present and not null, text fields non-empty
 ASCII strings, the symbol in the universe, the side BUY or SELL, integers as JSON integers within
 64 bits, prices and quantities as JSON numbers > 0 and < 1e10 with at most 8 fractional digits (no
-rounding to agree on), and times matching parsing.TIME_PATTERN in the years 1000-9998 with a zone offset of at most 18:00.
+rounding to agree on), and times matching bad_lines' time pattern in the years 1000-9998 with a zone offset of at most 18:00.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any, Literal, NamedTuple, cast, overload
 
 from market_spread.domain.rules import PRICE_LIMIT, SCALE
 
-# parsing.TIME_PATTERN with ASCII digits only (Python's \d also matches other scripts' digits).
+# transact_time's pattern with ASCII digits only (Python's \d also matches other scripts' digits).
 _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-]([0-9]{2}):([0-9]{2}))")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
@@ -65,7 +65,7 @@ _DECODER = json.JSONDecoder(parse_float=Decimal, object_pairs_hook=_pairs)
 
 
 def is_blank(line: str) -> bool:
-    """A blank line, as the stream drops it (parsing.nonblank_lines)."""
+    """A blank line, as the stream drops it (Java's six blank characters only)."""
     return _BLANK.fullmatch(line) is not None
 
 

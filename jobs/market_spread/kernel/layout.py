@@ -1,18 +1,17 @@
 """A driver batch parsed and checked as Arrow columns, in C++ kernels instead of a Python loop.
 
 Why: at 50,000 events/s the per-line Python of stream.driver_batch (JSON decode, Decimal prices,
-quote keys, rows built from Python objects) could not keep up, and the batches it gave up on went
-to Spark's much slower plan (measured: docs/performance.md, row 'driver batches in Arrow's
-kernels'). Here one regex over every line (RE2)
+quote keys, rows built from Python objects) could not keep up (measured: docs/performance.md, row
+'driver batches in Arrow's kernels'). Here one regex over every line (RE2)
 takes the fields of lines in the layout the product's own writers use (`generate`, `replay`, the
 Kafka producer: `json.dumps`'s separators, the contract's key order), Arrow casts them, and the as-of
 choice is a sorted search in NumPy.
 
-Certain-or-nothing, as kernel.certain_lines: `parse` takes a batch only when every non-blank line
-matches its feed's layout and every field converts (a stricter subset of what certain_lines takes,
+Certain-or-nothing, as kernel.certain_lines: `split` takes a line only when it matches its feed's
+layout and every field converts (a stricter subset of what certain_lines takes,
 with the same values: zone `Z` only, no escapes, prices as plain decimals with at most 8 fractional
 digits); the other lines (a line that is not UTF-8 among them) go on to kernel.line_rows, which
-judges each one as Spark's parse would, into the same columns. The check is kernel.columns' (the
+judges each one, into the same columns. The check is kernel.columns' (the
 as-of choice and the reject rule in Arrow's kernels, exact in DECIMAL128), for both.
 """
 
@@ -66,7 +65,7 @@ ORDER_LINE = _line(
     _field("price", _NUMBER),
     _field("transact_time", _TIME_TEXT, "time"),
 )
-_BLANK = r"^[ \t\n\x0b\f\r]*$"  # Java's \s, as parsing.nonblank_lines drops lines
+_BLANK = r"^[ \t\n\x0b\f\r]*$"  # Java's \s: blank lines are dropped
 
 
 QUOTE_TYPES = {"symbol": pa.string(), "bid": PRICE, "offer": PRICE, "time": pa.int64(), "seq": pa.int64()}
@@ -82,14 +81,20 @@ ORDER_TYPES = {
 }
 
 
+TEXT = pa.schema([("raw", pa.string()), ("source_file", pa.string())])
+
+
 @dataclass
 class ColumnBatch:
     """A batch's quotes (symbol, bid, offer, time in µs, seq) and orders (order_id, account,
-    symbol, side, qty, price, time, seq) as Arrow tables, and the sources of its lines."""
+    symbol, side, qty, price, time, seq) as Arrow tables, and the sources of its lines. `texts`,
+    when asked for (a batch under CHECK constraints: a row that breaks one sends its line to
+    quarantine), holds per feed each row's line (TEXT), row for row."""
 
     quotes: pa.Table
     orders: pa.Table
     sources: list[str]
+    texts: dict[str, pa.Table] | None = None
 
     @staticmethod
     def of(feed: str, rows: pa.Table, sources: list[str]) -> "ColumnBatch":
@@ -99,9 +104,10 @@ class ColumnBatch:
         return ColumnBatch(rows, other, sources) if feed == "quotes" else ColumnBatch(other, rows, sources)
 
 
-def split(lines: pa.Table, universe: pa.Array) -> tuple[ColumnBatch, pa.Table]:
-    """The lines (stream, value, source_file) in the product's own layout as columns, and the other
-    non-blank lines as they came (for kernel.line_rows), a line that is not UTF-8 among them."""
+def split(lines: pa.Table, universe: pa.Array, keep_text: bool = False) -> tuple[ColumnBatch, pa.Table]:
+    """The lines (stream, value, source_file) in the product's own layout as columns (with their
+    `texts` if `keep_text`), and the other non-blank lines as they came (for kernel.line_rows), a
+    line that is not UTF-8 among them."""
     # Spark's Arrow hands over large strings (Kafka); the state's and history's symbols are not.
     lines = pa.table({c: pc.cast(lines.column(c), pa.string()) for c in ("stream", "value", "source_file")})
     unreadable = _not_utf8(lines.column("value"))
@@ -115,7 +121,15 @@ def split(lines: pa.Table, universe: pa.Array) -> tuple[ColumnBatch, pa.Table]:
     taken = pa.concat_tables([quote_lines.filter(quote_taken), order_lines.filter(order_taken)])
     rest = [quote_lines.filter(pc.invert(quote_taken)), order_lines.filter(pc.invert(order_taken))]
     rest += [unread] if unreadable is not None else []
-    return ColumnBatch(quotes, orders, pc.unique(taken.column("source_file")).to_pylist()), pa.concat_tables(rest)
+    texts = None
+    if keep_text:
+        texts = {"quotes": _text(quote_lines.filter(quote_taken)), "orders": _text(order_lines.filter(order_taken))}
+    sources = pc.unique(taken.column("source_file")).to_pylist()
+    return ColumnBatch(quotes, orders, sources, texts), pa.concat_tables(rest)
+
+
+def _text(lines: pa.Table) -> pa.Table:
+    return pa.Table.from_arrays([lines["value"], lines["source_file"]], schema=TEXT)
 
 
 def _not_utf8(values: pa.ChunkedArray) -> pa.Array | None:
@@ -138,18 +152,17 @@ def _is_utf8(value: bytes) -> bool:
 
 
 def concat(parts: list[ColumnBatch]) -> ColumnBatch:
-    """One batch of several parts' columns (each part's tables in the same columns and types)."""
+    """One batch of several parts' columns (each part's tables in the same columns and types; the
+    texts kept when every part has them)."""
+    texts = None
+    if all(p.texts is not None for p in parts):
+        texts = {f: pa.concat_tables([p.texts[f] for p in parts if p.texts is not None]) for f in ("quotes", "orders")}
     return ColumnBatch(
         pa.concat_tables([p.quotes for p in parts]),
         pa.concat_tables([p.orders for p in parts]),
         sorted({s for p in parts for s in p.sources}),
+        texts,
     )
-
-
-def parse(lines: pa.Table, universe: pa.Array) -> ColumnBatch | None:
-    """The lines as columns; None unless every line is in the product's own layout."""
-    own, rest = split(lines, universe)
-    return own if rest.num_rows == 0 else None
 
 
 def _fields(values: pa.ChunkedArray, pattern: str) -> tuple[pa.StructArray, np.ndarray]:

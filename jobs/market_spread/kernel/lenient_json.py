@@ -1,5 +1,5 @@
-"""Any landing line judged as Spark's parse (transforms.parsing) judges it: its valid record, or its
-quarantine reason. The lines kernel.certain_lines and kernel.bad_lines leave open come here.
+"""Any landing line judged as Spark's parse judged it when the product parsed with Spark SQL (the
+behaviour users had, kept): its valid record, or its quarantine reason. The lines kernel.certain_lines and kernel.bad_lines leave open come here.
 
 Spark reads a line with Jackson twice, with different options, and this module repeats both:
 - `json_object_keys` (single quotes and raw control characters in strings allowed, NaN tokens not:
@@ -10,7 +10,7 @@ Spark reads a line with Jackson twice, with different options, and this module r
   line "malformed" if nothing else is wrong; a key given twice: the last value that converts wins.
 Then Spark's conversions: a STRING field takes any JSON value as the JSON text Jackson writes for it
 (a fraction through a Java double), DECIMAL(38,8) a number or a numeric string (commas dropped,
-Java's BigDecimal grammar) rounded half-up to 8 places, BIGINT a JSON integer; and parsing's CASE
+Java's BigDecimal grammar) rounded half-up to 8 places, BIGINT a JSON integer; and the reasons' CASE
 over the results, in its order. Only the first object is read: content after it is ignored.
 """
 
@@ -118,12 +118,12 @@ def _object(text: str, control: bool, words: bool) -> list[tuple[str, object]] |
         return None
 
 
-# parsing._NON_FINITE_VALUES (Java's \s is these six characters).
+# The NaN tokens neutralised before the object test (Java's \s is these six characters).
 _NON_FINITE_VALUES = re.compile(r":[ \t\n\x0b\f\r]*[+-]?(NaN|Infinity|INF)\b")
 
 
 def is_object(line: str) -> bool:
-    """Whether parsing's not_json_object test passes: the line ends in `}` (trailing spaces aside)
+    """Whether the not_json_object test passes: the line ends in `}` (trailing spaces aside)
     and `json_object_keys` reads an object from it once its `: NaN`s are `: 0`s."""
     if not line.rstrip(" ").endswith("}"):
         return False
@@ -209,9 +209,9 @@ def to_long(value: object) -> object:
     return _FAIL
 
 
-# --- parsing's CASE ---------------------------------------------------------------------------------
+# --- the reasons' CASE ---------------------------------------------------------------------------------
 
-# (name, kind, required) in parsing's order: the first failing field gives the reason. A time is text
+# (name, kind, required) in the reasons' order: the first failing field gives the reason. A time is text
 # whose empty value is no time (bad_time), not a missing field.
 FIELDS = {
     "quotes": (
@@ -233,7 +233,7 @@ FIELDS = {
     ),
 }
 _CONVERT = {"text": as_text, "time": as_text, "decimal": to_decimal, "integer": to_long}
-# parsing's patterns, as Java's find() reads them: `$` also matches before a final line terminator.
+# The time patterns, as Java's find() reads them: `$` also matches before a final line terminator.
 _END = r"(?:\r\n|[\n\r\u0085\u2028\u2029])?\Z"
 _NON_FINITE = re.compile(r'"?[+-]?(NaN|Infinity|INF)"?' + _END)
 _INTEGER = re.compile(r"-?[0-9]+" + _END)
@@ -258,7 +258,7 @@ def _fields(stream: str, pairs: list[tuple[str, object]]) -> tuple[dict[str, Any
 
 
 def _problem(kind: str, required: bool, typed: object, text: str | None) -> str | None:
-    # parsing._field_problem: the field's problem, or None.
+    # The field's problem, or None.
     if text is None or (kind == "text" and text == ""):
         return "missing_field" if required else None
     if kind in ("decimal", "integer") and typed is None:
@@ -274,7 +274,7 @@ def _problem(kind: str, required: bool, typed: object, text: str | None) -> str 
     return None
 
 
-# parsing.TIME_PATTERN (Java's \d is ASCII) with its `$`; a time then ending in \u0085, \u2028 or
+# transact_time's pattern (Java's \d is ASCII) with its `$`; a time then ending in \u0085, \u2028 or
 # \u2029 fails the cast (Spark trims only ASCII whitespace and control characters).
 _TIME = re.compile(
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,6}))?"
@@ -284,7 +284,7 @@ _EPOCH, _MICRO = datetime(1970, 1, 1), timedelta(microseconds=1)
 
 
 def micros(text: str) -> int | None:
-    """parsing's event_time in microseconds since the epoch (UTC), or None (bad_time). Java's zone
+    """The time in microseconds since the epoch (UTC), or None (bad_time). Java's zone
     offsets stop at 18:00 and minute 59; years 1-9999 locally, whatever they are in UTC."""
     m = _TIME.match(text)
     if m is None or text.startswith("0000") or (m[11] or "\n") in "\u0085\u2028\u2029":
@@ -302,7 +302,7 @@ def micros(text: str) -> int | None:
 
 
 def judge(stream: str, line: str, universe: frozenset[str]) -> Quote | Order | str:
-    """The line's record, or its quarantine reason. As parsing's CASE, a line that from_json reads
+    """The line's record, or its quarantine reason. As the reasons' CASE, a line that from_json reads
     whole and valid is valid before any other test; only a failing line meets json_object_keys."""
     ends = line.rstrip(" ").endswith("}")
     pairs = _object(line, control=False, words=True) if ends else None
@@ -315,7 +315,7 @@ def judge(stream: str, line: str, universe: frozenset[str]) -> Quote | Order | s
 def _verdict(
     stream: str, typed: dict[str, Any], texts: dict[str, str | None], failed: bool, universe: frozenset[str]
 ) -> Quote | Order | str:
-    # The record of the fields, or the first problem (parsing's order after not_json_object).
+    # The record of the fields, or the first problem (the reasons' order after not_json_object).
     for name, kind, required in FIELDS[stream]:
         problem = _problem(kind, required, typed.get(name), texts.get(name))
         if problem:

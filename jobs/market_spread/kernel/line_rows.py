@@ -1,5 +1,5 @@
 """A driver batch's lines that are not in the product's own layout, one by one in Python, each
-judged as Spark's parse (transforms.parsing) judges it: the certainly valid ones (kernel.certain_lines:
+judged as Spark's parse judged it when the product parsed with Spark SQL: the certainly valid ones (kernel.certain_lines:
 another key order, a zone offset, an escape, keys Spark ignores) into the columns kernel.layout makes,
 the certainly bad ones with their quarantine reason (kernel.bad_lines), and the rest, in the forms
 only Spark's lenient JSON reader takes, by kernel.lenient_json, which repeats that reader. A line
@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from market_spread.kernel.bad_lines import certain_reason
 from market_spread.kernel.certain_lines import Order, Quote, is_blank, parse_order, parse_quote
-from market_spread.kernel.layout import ORDER_TYPES, QUOTE_TYPES, ColumnBatch
+from market_spread.kernel.layout import ORDER_TYPES, QUOTE_TYPES, TEXT, ColumnBatch
 from market_spread.kernel.lenient_json import decode, judge
 
 _OFFSET = re.compile(r"(.*)/([0-9]+)", re.DOTALL)
@@ -26,20 +26,21 @@ _OFFSET = re.compile(r"(.*)/([0-9]+)", re.DOTALL)
 @dataclass
 class Lines:
     """A batch's lines as the driver sorts them: valid ones as columns, bad ones with their
-    quarantine reason. `uncertain` is always empty now (every line is judged here)."""
+    quarantine reason."""
 
     columns: ColumnBatch
     quarantine: pa.Table  # stream, raw, reason, source_file
-    uncertain: pa.Table  # stream, value, source_file: no line
 
 
-def sort_lines(table: pa.Table, universe: frozenset[str]) -> Lines | None:
+def sort_lines(table: pa.Table, universe: frozenset[str], keep_text: bool = False) -> Lines:
     """The lines (stream, value, source_file) one by one: parsed (kernel.certain_lines), given their
-    quarantine reason (kernel.bad_lines), or judged by kernel.lenient_json; blank ones dropped, as
-    parsing.nonblank_lines does. Never None now (the type stays for steps.parse's callers)."""
+    quarantine reason (kernel.bad_lines), or judged by kernel.lenient_json; blank ones dropped (Java's
+    six blank characters; a byte-order mark at a line's start is no part of it). With `keep_text`,
+    the valid rows' lines too (ColumnBatch.texts)."""
     quotes: list[Quote] = []
     orders: list[Order] = []
     bad: list[tuple[str, str, str, str]] = []
+    texts: dict[str, list[tuple[str, str]]] = {"quotes": [], "orders": []}
     seen: set[str] = set()
     for stream, value, source in zip(*_columns(table)):
         # Not UTF-8 (Spark hands over a line's bytes as they are): the text Spark's JSON reader sees
@@ -53,17 +54,19 @@ def sort_lines(table: pa.Table, universe: frozenset[str]) -> Lines | None:
         )
         if record is None:
             record = certain_reason(stream, line, universe) or judge(stream, line, universe)
+        if isinstance(record, str):
+            bad.append((stream, shown, record, source))
+            continue
         if isinstance(record, Quote):
             quotes.append(record)
-        elif isinstance(record, Order):
-            orders.append(record)
         else:
-            bad.append((stream, shown, record, source))
-    return Lines(
-        ColumnBatch(_table(quotes, QUOTE_TYPES), _table(orders, ORDER_TYPES), sorted(seen)),
-        pa.table({n: pa.array([b[i] for b in bad], pa.string()) for i, n in enumerate(QUARANTINE)}),
-        pa.schema([(n, pa.string()) for n in LINE_COLUMNS]).empty_table(),
-    )
+            orders.append(record)
+        if keep_text:
+            texts[stream].append((shown, source))
+    columns = ColumnBatch(_table(quotes, QUOTE_TYPES), _table(orders, ORDER_TYPES), sorted(seen))
+    if keep_text:
+        columns.texts = {f: pa.table([[t[0] for t in r], [t[1] for t in r]], schema=TEXT) for f, r in texts.items()}
+    return Lines(columns, pa.table({n: pa.array([b[i] for b in bad], pa.string()) for i, n in enumerate(QUARANTINE)}))
 
 
 def _columns(table: pa.Table) -> list[list]:
@@ -85,15 +88,6 @@ def _text_or_bytes(value: bytes) -> str | bytes:
 
 
 QUARANTINE = ("stream", "raw", "reason", "source_file")
-LINE_COLUMNS = ("stream", "value", "source_file")
-
-
-def parse(table: pa.Table, universe: frozenset[str]) -> ColumnBatch | None:
-    """The lines as columns; None unless every line is valid."""
-    lines = sort_lines(table, universe)
-    if lines is not None and lines.quarantine.num_rows == 0 and lines.uncertain.num_rows == 0:
-        return lines.columns
-    return None
 
 
 def _table(records: list, types: dict[str, pa.DataType]) -> pa.Table:

@@ -28,7 +28,7 @@ def timestamps(micros: pa.Array | pa.ChunkedArray) -> pa.Array:
 def alerts(
     orders: pa.Table, chosen: pa.Table, thresholds: Thresholds, batch_id: int, detected_at: datetime, schema: pa.Schema
 ) -> pa.Table:
-    """The alerts of the orders checked against their chosen quotes (transforms.asof's columns)."""
+    """The alerts of the orders checked against their chosen quotes (kernel.columns.as_of's columns)."""
     no_quote = pc.is_null(chosen["time"])
     wide = pc.fill_null(rejects(chosen["bid"], chosen["offer"], thresholds), False)
     reason = pc.if_else(no_quote, "no_market_data", pc.if_else(wide, "wide_spread", pa.scalar(None, pa.string())))

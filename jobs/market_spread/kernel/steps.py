@@ -13,46 +13,24 @@ import pyarrow as pa
 from market_spread.domain.rules import Thresholds
 from market_spread.kernel import columns, layout, line_rows, rows
 
-# Line by line in Python a batch's cost grows with its lines: past this many lines outside the
-# product's own layout, Spark's plan is faster (measured: docs/performance.md, row 'driver batches
-# in Arrow's kernels').
-ROWS_MAX_LINES = 50_000
-
 
 @dataclass
 class Parsed:
-    """A batch's lines, sorted: valid ones as columns, bad ones with their quarantine reason (every
-    line judged as Spark's parse would; `uncertain` is always empty now)."""
+    """A batch's lines, sorted: valid ones as columns, bad ones with their quarantine reason."""
 
     columns: layout.ColumnBatch
     quarantine: pa.Table  # stream, raw, reason, source_file
-    uncertain: pa.Table  # stream, value, source_file
 
 
-def parse(lines: pa.Table, universe: pa.Array, names: frozenset[str], max_rows: int = ROWS_MAX_LINES) -> Parsed | None:
-    """The lines (stream, value, source_file): those in the product's own layout through Arrow's
-    kernels (layout), the others one by one (line_rows), a line that is not UTF-8 among them. None
-    when more than `max_rows` lines are outside the product's layout."""
-    split = layout.split(lines, universe)
-    if split is None:
-        return None
-    own, rest = split
+def parse(lines: pa.Table, universe: pa.Array, names: frozenset[str], keep_text: bool = False) -> Parsed:
+    """The lines (stream, value, source_file), every one judged: those in the product's own layout
+    through Arrow's kernels (layout), the others one by one (line_rows), a line that is not UTF-8
+    among them. With `keep_text`, the valid rows' lines too (ColumnBatch.texts)."""
+    own, rest = layout.split(lines, universe, keep_text)
     if rest.num_rows == 0:
-        return Parsed(own, _no_quarantine(), _no_lines())
-    if rest.num_rows > max_rows:
-        return None
-    sorted_lines = line_rows.sort_lines(rest, names)
-    if sorted_lines is None:
-        return None
-    return Parsed(layout.concat([own, sorted_lines.columns]), sorted_lines.quarantine, sorted_lines.uncertain)
-
-
-def _no_quarantine() -> pa.Table:
-    return pa.schema([(n, pa.string()) for n in line_rows.QUARANTINE]).empty_table()
-
-
-def _no_lines() -> pa.Table:
-    return pa.schema([(n, pa.string()) for n in line_rows.LINE_COLUMNS]).empty_table()
+        return Parsed(own, pa.schema([(n, pa.string()) for n in line_rows.QUARANTINE]).empty_table())
+    sorted_lines = line_rows.sort_lines(rest, names, keep_text)
+    return Parsed(layout.concat([own, sorted_lines.columns]), sorted_lines.quarantine)
 
 
 def check(

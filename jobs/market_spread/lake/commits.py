@@ -8,8 +8,8 @@ are the library's. Each commit of a batch carries its `BatchMark`: Delta's trans
 restarted stream reads to skip what a replayed batch already wrote.
 
 Freshness: a kept table is advanced by the commit that changes it. Our own delta-rs commits advance
-it in place; a commit this process makes another way (Spark's plan) marks every kept table stale,
-and a stale table reads the log's new commits before its next use. Another writer's commit (a user
+it in place; a commit this process makes through delta-spark (a table whose protocol needs it)
+marks that table stale, and a stale table reads the log's new commits before its next use. Another writer's commit (a user
 enabling Change Data Feed from Spark) is met by the next commit: delta-rs rebases a commit that does
 not conflict, and one that does is tried again here against the table's new version.
 

@@ -27,7 +27,6 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.lake_tables import LakeTables
 from market_spread.runtime import settings
@@ -72,7 +71,7 @@ class Compactor:
     running: tuple[str, Future] | None = None
 
     def enabled(self) -> bool:
-        return self.every > 0 and delta_rs.enabled()
+        return self.every > 0
 
     def _start(self) -> dict[str, int]:
         pending = {}

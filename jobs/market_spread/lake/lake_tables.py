@@ -310,15 +310,6 @@ class LakeTables:
         return metrics, int((time.perf_counter() - began) * 1000)
 
     # -- what this process knows ------------------------------------------------------------------
-    def committed_elsewhere(self) -> None:
-        """This process commits (or committed) to the lake another way (Spark's plan): every kept
-        table reads its log's new commits before its next use, and no upkeep runs beside Spark's commits."""
-        self.upkeep.settle()
-        with self._lock:
-            kept = list(self._kept.values())
-        for table in kept:
-            table.mark_stale()
-
     def forget(self) -> None:
         """Drop every kept table (a stream's start, a failed batch): each is opened from its log again."""
         self.upkeep.settle()

@@ -8,64 +8,21 @@ from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from market_spread.domain.rules import quote_key_greater_sql, quote_key_sql
 from market_spread.kernel import columns
-from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.lake_tables import LakeTables
-from market_spread.runtime import spark_jvm
-from market_spread.transforms.asof import STATE_QUOTE_COLUMNS
+
+# A stored quote's columns: what an order may be checked against.
+STATE_QUOTE_COLUMNS = ("symbol", "bid", "offer", "quote_time", "seq")
 
 # The state table's own types, for its quote columns (the driver's copy, lake.state_mirror, uses them too).
 ARROW_SCHEMA = pa.schema([lake_mod.arrow_schema("symbol_state").field(c) for c in STATE_QUOTE_COLUMNS])
 
 
-def read_state_quotes(spark: SparkSession, lake: str) -> DataFrame:
-    return spark.read.format("delta").load(lake_mod.table_path(lake, "symbol_state")).select(*STATE_QUOTE_COLUMNS)
-
-
 # A symbol's newest quote: the state's columns and its reject flag (the state MERGE's source).
 NEWEST_COLUMNS = (*STATE_QUOTE_COLUMNS, "should_reject_trades")
-
-
-def newest_per_symbol(quotes: DataFrame) -> DataFrame:
-    """The highest quote (by rules.quote_key) of each symbol: NEWEST_COLUMNS."""
-    fields = NEWEST_COLUMNS[1:]
-    return (
-        quotes.groupBy("symbol")
-        .agg(F.max_by(F.struct(*fields), F.expr(quote_key_sql())).alias("q"))
-        .select("symbol", *[f"q.{c}" for c in fields])
-    )
-
-
-# rules.quote_key's fields in its order; a NULL seq ("no seq") sorts below every seq, as in the key.
-_QUOTE_KEY_ORDER = ("quote_time", "seq", "bid", "offer")
-
-
-def newest_of_rows(rows: pa.Table) -> pa.Table:
-    """`newest_per_symbol` over quote rows already on the driver (the batch's quote history as
-    Arrow, on its way to delta-rs): each symbol's highest quote by rules.quote_key, in the columns
-    and order `newest_per_symbol` gives. A sort, then each symbol's last row: no Spark job (on a
-    2M-event batch that job ran beside the as-of check, on the same two cores)."""
-    ordered = rows.select(list(NEWEST_COLUMNS)).sort_by(
-        [(c, "ascending", "at_start") for c in ("symbol", *_QUOTE_KEY_ORDER)]
-    )
-    if ordered.num_rows == 0:
-        return ordered
-    symbols = ordered["symbol"]
-    # A symbol's last row is where the next row starts another symbol, and the table's last row.
-    ends = pc.indices_nonzero(pc.not_equal(symbols[:-1], symbols[1:])).to_pylist() + [ordered.num_rows - 1]
-    return ordered.take(ends)
-
-
-def local_copy(df: DataFrame, max_rows: int) -> DataFrame | None:
-    """`df` computed once and kept as a local relation (rows in the driver, shipped with the tasks
-    that read it), or None when it has more than `max_rows` rows. Collected and rebuilt inside the
-    JVM: the rows never pass through Python."""
-    return spark_jvm.local_relation(df, max_rows)
 
 
 # The day partitions read for late orders before the older ones (see late_history_rows).
@@ -156,39 +113,22 @@ def from_current_quote(rows: pa.Table, first_order: dict[str, datetime]) -> pa.T
     return rows.filter(keep)
 
 
-def merge_state(tables: LakeTables, newest: DataFrame | pa.Table, batch_id: int, guard=None) -> None:
-    """Upsert the batch's newest quote per symbol (`newest`: one row per symbol, as
-    `newest_per_symbol` gives, in Arrow on the driver or as a Spark DataFrame); an older quote (by
-    the quote key) never overwrites.
-
-    Rows on the driver are merged by delta-rs's MERGE (lake.lake_tables), whose commit carries the
-    batch's mark and honours the table's features (Change Data Feed records each update's pre- and
-    post-image). Otherwise Spark merges them; the source is not materialised again by Delta (the
-    session sets `merge.materializeSource=none`: it is deterministic, an aggregate of the cached
-    batch, the update time a literal). No broadcast hint: Delta's MERGE joins drop it."""
-    updated_at = datetime.now(UTC)
-    spark_condition = f"{quote_key_sql('s.')} > {quote_key_sql('t.')}"
-    if isinstance(newest, pa.Table) and delta_rs.enabled():
-        rows = state_rows(newest, updated_at, batch_id)
-        tables.merge(
-            "symbol_state",
-            rows,
-            batch_id,
-            quote_key_greater_sql(),
-            spark_condition,
-            guard,
-            replace=lambda stored: upserted(stored, rows),
-        )
-        return
-    if isinstance(newest, pa.Table):
-        assert tables.spark is not None  # the stream's tables carry its session (stream.batch)
-        newest = tables.spark.createDataFrame(newest)
-    newest = newest.select(
-        "*",
-        F.lit(updated_at).cast("timestamp").alias("updated_at"),
-        F.lit(batch_id).cast("bigint").alias("batch_id"),
+def merge_state(tables: LakeTables, newest: pa.Table, batch_id: int, guard=None) -> None:
+    """Upsert the batch's newest quote per symbol (`newest`: one row per symbol, NEWEST_COLUMNS); an
+    older quote (by the quote key) never overwrites. Through the table's writer (lake.lake_tables:
+    delta-rs's MERGE, or Spark's where the protocol asks for it); the commit carries the batch's
+    mark and honours the table's features (Change Data Feed records each update's pre- and
+    post-image)."""
+    rows = state_rows(newest, datetime.now(UTC), batch_id)
+    tables.merge(
+        "symbol_state",
+        rows,
+        batch_id,
+        quote_key_greater_sql(),
+        f"{quote_key_sql('s.')} > {quote_key_sql('t.')}",
+        guard,
+        replace=lambda stored: upserted(stored, rows),
     )
-    tables.spark_merge("symbol_state", newest, batch_id, spark_condition, guard)
 
 
 def upserted(stored: pa.Table, rows: pa.Table) -> pa.Table:

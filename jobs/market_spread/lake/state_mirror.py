@@ -1,33 +1,27 @@
 """symbol_state's quotes kept on the driver, in Python, by the lake's only writer (the lock).
 
-Each read of the table through Spark costs Delta a snapshot and a file listing (two or three Spark
-jobs), and keeping the copy as a Spark local relation cost a job a batch to advance it. Here the copy
-is a dict (symbol -> quote) advanced with the batch's newest quotes by the same total order as the
-MERGE (kernel.columns.newest), read from the table with delta-rs when a process starts and again after any
-failed batch, and handed to Spark as a local relation built from Arrow (no job; measured:
-docs/performance.md, row 'commits from the driver with delta-rs'). The late check (which symbols
-have orders older than their state) runs against it in Python.
+Each read of the table costs a snapshot and a scan. Here the copy is a dict (symbol -> quote)
+advanced with the batch's newest quotes by the same total order as the MERGE
+(kernel.columns.newest), read from the table with delta-rs when a process starts and again after any
+failed batch (measured: docs/performance.md, row 'commits from the driver with delta-rs'). The late
+check (which symbols have orders older than their state) runs against it in Python.
 
-Above MARKET_SPREAD_STATE_MIRROR_ROWS symbols (200,000) the copy is dropped and Spark reads the table.
+Above MARKET_SPREAD_STATE_MIRROR_ROWS symbols (200,000) no copy is kept: each batch reads the stored
+quotes of its orders' symbols from the table (delta-rs's query engine).
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
 
 from market_spread.kernel import columns
 from market_spread.lake.lake_tables import LakeTables
-from market_spread.lake.state import ARROW_SCHEMA, read_state_quotes
-from market_spread.transforms.asof import STATE_QUOTE_COLUMNS
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from market_spread.lake.state import ARROW_SCHEMA, STATE_QUOTE_COLUMNS
 
 _TIME = ARROW_SCHEMA.field("quote_time").type
 
@@ -41,44 +35,38 @@ def micros(column: Any) -> list[int | None]:
 
 class StateMirror:
     """The quotes of symbol_state, on the driver. `enabled` is False past `max_rows` symbols
-    (MARKET_SPREAD_STATE_MIRROR_ROWS, resolved into the stream's spec)."""
+    (MARKET_SPREAD_STATE_MIRROR_ROWS, resolved into the stream's spec): the table is read instead."""
 
     def __init__(self, tables: LakeTables, max_rows: int) -> None:
-        # The stream's tables: made with the batch's Spark session (stream.batch).
-        self.tables, self.spark, self.lake = tables, cast("SparkSession", tables.spark), tables.lake
-        self.max_rows = max_rows
+        self.tables, self.max_rows = tables, max_rows
         self._quotes: dict[str, Quote] | None = None
-        self._df: DataFrame | None = None
         self.enabled = self.max_rows > 0
 
     def _load(self) -> None:
-        # Through delta-rs's own query engine (or Spark, for a feature it cannot read): a process that
-        # read with pyarrow's dataset scanner sometimes aborted at exit ("terminate called without an
-        # active exception", 1 of 2 runs here).
-        table = self.tables.query("symbol_state", f"SELECT {', '.join(STATE_QUOTE_COLUMNS)} FROM {{t}}")
+        table = self._read()
         if table.num_rows > self.max_rows:
             self.enabled = False
             return
         self._quotes = {}
         self.take(table)
 
+    def _read(self, symbols: list[str] | None = None) -> pa.Table:
+        """The table's quotes (of `symbols` only, if given). Through delta-rs's own query engine (or
+        Spark, for a feature it cannot read): a process that read with pyarrow's dataset scanner
+        sometimes aborted at exit ("terminate called without an active exception", 1 of 2 runs here)."""
+        where = ""
+        if symbols is not None:
+            if not symbols:
+                return ARROW_SCHEMA.empty_table()
+            where = " WHERE symbol IN (" + ", ".join("'" + s.replace("'", "''") + "'" for s in symbols) + ")"
+        sql = f"SELECT {', '.join(STATE_QUOTE_COLUMNS)} FROM {{t}}{where}"
+        return self.tables.query("symbol_state", sql).cast(ARROW_SCHEMA)
+
     def ready(self) -> bool:
         """Read the table into the copy if it is not yet; whether the copy is in use (`enabled`)."""
         if self.enabled and self._quotes is None:
             self._load()
         return self.enabled
-
-    def quotes(self, only: list[str] | None = None) -> DataFrame:
-        """The state's quotes (STATE_QUOTE_COLUMNS) as a Spark DataFrame: a local relation while
-        enabled (of the symbols in `only`, if given), else the table itself."""
-        if not self.ready():
-            return read_state_quotes(self.spark, self.lake)
-        quotes = self._loaded()
-        if only is not None:
-            return self.spark.createDataFrame(self._arrow({s: quotes[s] for s in only if s in quotes}))
-        if self._df is None:
-            self._df = self.spark.createDataFrame(self._arrow(quotes))
-        return self._df
 
     def _loaded(self) -> dict[str, Quote]:
         """The copy, once `ready()` has answered True (enabled means loaded)."""
@@ -118,7 +106,6 @@ class StateMirror:
         winners = columns.newest(pa.concat_tables([stored, incoming.cast(stored.schema)]))
         for symbol, bid, offer, time, seq in zip(*(winners[c].to_pylist() for c in winners.column_names)):
             self._quotes[symbol] = (bid, offer, time, seq)
-        self._df = None
         if len(self._quotes) > self.max_rows:
             self.enabled, self._quotes = False, None
 
@@ -136,7 +123,14 @@ class StateMirror:
         )
 
     def stored(self, symbols: list[str]) -> dict[str, Quote]:
-        """The stored quote (bid, offer, time in µs, seq) of each of `symbols` that has one (`ready()` first)."""
+        """The stored quote (bid, offer, time in µs, seq) of each of `symbols` that has one: from the
+        copy, or past `max_rows` from the table."""
+        if not self.ready():
+            rows = self._read(symbols)
+            values = zip(
+                rows["bid"].to_pylist(), rows["offer"].to_pylist(), micros(rows["quote_time"]), rows["seq"].to_pylist()
+            )
+            return dict(zip(rows["symbol"].to_pylist(), values))
         quotes = self._loaded()
         return {s: quotes[s] for s in symbols if s in quotes}
 
@@ -148,7 +142,7 @@ class StateMirror:
         """The symbols whose stored quote is newer than their first order in `bounds` (Arrow:
         symbol, first_order, last_order), with those bounds as UTC datetimes."""
         out = []
-        quotes = self._loaded()
+        quotes = self.stored(bounds["symbol"].to_pylist())
         # Bounds of order times, which are never null.
         firsts, lasts = micros(bounds["first_order"]), micros(bounds["last_order"])
         for symbol, first, last in zip(bounds["symbol"].to_pylist(), cast(list[int], firsts), cast(list[int], lasts)):
@@ -159,7 +153,7 @@ class StateMirror:
 
     def reset(self) -> None:
         """Forget the copy: the next batch reads the table (after a failure, the copy may be ahead)."""
-        self._quotes, self._df = None, None
+        self._quotes = None
         self.enabled = self.max_rows > 0
 
 

@@ -146,7 +146,7 @@ DECLARED: dict[str, Table] = {
                 *[(c, pa.int64()) for c in ("quotes", "orders", "alerts", "quarantined", "input_lines")],
                 ("late_symbols", pa.int64()),
                 *[(c, pa.int64()) for c in ("parse_ms", "check_ms", "write_ms", "merge_ms", "spark_jobs")],
-                ("placement", pa.string()),  # where the kernel ran, or why Spark's plan took the batch
+                ("placement", pa.string()),  # where the batch's kernel ran, and why (stream.placement)
             ),
             checkpoint_interval=13,
             added=("spark_jobs", "placement"),

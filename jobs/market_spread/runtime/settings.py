@@ -344,40 +344,15 @@ declare(
 
 # The stream's micro-batches and the lake's writes
 declare(
-    P + "SMALL_BATCH_LINES",
-    whole(0),
-    100_000,
-    "Batches of fewer input lines run with one shuffle partition and without generated code.",
-    ("stream",),
-)
-declare(
-    P + "DRIVER_WRITE_LINES",
-    whole(0),
-    2_500_000,
-    "Batches of fewer input lines commit their quote history "
-    "and alerts from the driver (their own Delta commits, no log listing); larger ones through Spark.",
-    ("stream",),
-)
-declare(
     P + "DRIVER_BATCH_LINES",
     whole(0),
     None,
-    "With `stream --placement auto` (the default): batches of fewer input lines run the kernel in the "
-    "driver process (in Arrow's kernels; lines outside the product's own layout, up to 50,000, line by line in "
-    "Python; bad lines given their quarantine reason there); larger ones run it in Spark's tasks on a cluster whose "
-    "executors have more cores than the driver's machine (Spark's default parallelism), else Spark's SQL plan; 0 "
-    "sends every batch that way. Unset: 200,000 on such a cluster, any size otherwise (a local master, or executors "
-    "sharing the driver's cores).",
+    "With `stream --placement auto` (the default), on a cluster whose executors have more cores than the "
+    "driver's machine (Spark's default parallelism): batches of fewer input lines run the kernel in the driver "
+    "process, larger ones in Spark's tasks (0: every batch). Elsewhere (a local master, or executors sharing the "
+    "driver's cores) every batch runs in the driver process. Unset: 200,000.",
     ("stream",),
     shown_default="200,000 where the executors have more cores than the driver's machine, else any size",
-)
-declare(
-    P + "DRIVER_COMMITS",
-    boolean,
-    True,
-    "Commit small writes from the driver (off: every write goes through Spark).",
-    ("stream",),
-    shown_default="on",
 )
 declare(
     P + "SYNC",
@@ -404,7 +379,8 @@ declare(
     P + "STATE_MIRROR_ROWS",
     whole(0),
     200_000,
-    "Above this many symbols the driver's copy of symbol_state is dropped and Spark reads the table.",
+    "Above this many symbols the driver keeps no copy of symbol_state: each batch reads its orders' symbols "
+    "from the table.",
     ("stream",),
 )
 declare(

@@ -258,20 +258,6 @@ def build_session(
     return spark
 
 
-# A batch of fewer input lines than MARKET_SPREAD_SMALL_BATCH_LINES is "small": its queries run with
-# one shuffle partition and interpreted instead of generated code (NO_CODEGEN also leaves out
-# whole-stage code generation: Spark's CollapseCodegenStages checks it). For a few thousand rows
-# Spark's per-task costs dominate: generating each operator's source in every task (to look it up in
-# the compile cache) costs more than evaluating the rows, and each extra partition is a task to plan,
-# serialise and run. Larger batches keep code generation and their partitions, which win on volume;
-# the two are even at about 200,000 lines (measured: docs/performance.md, rows 'interpreted
-# expressions for small batches', 'one shuffle partition for small batches', 'small-batch threshold'
-# and 'interpreted code and one partition for big batches too'). The stream resolves the limit once,
-# into its spec (stream.spec.BatchKnobs).
-CODEGEN_MODE = "spark.sql.codegen.factoryMode"  # Spark's default: FALLBACK (generated code, else interpreted)
-SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
-
-
 @contextmanager
 def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
     """Inside, the session has these settings; after, even when the body raises, each has its
@@ -287,19 +273,6 @@ def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterat
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, earlier)
-
-
-@contextmanager
-def sized_for(spark: SparkSession, lines: int, small_below: int) -> Iterator[bool]:
-    """Inside, the session's queries are tuned for a batch of `lines` input lines (small below
-    `small_below`: see above CODEGEN_MODE); yields whether the batch is small. The session's settings
-    are restored after."""
-    small = lines < small_below
-    if not small:
-        yield False
-        return
-    with session_settings(spark, {CODEGEN_MODE: "NO_CODEGEN", SHUFFLE_PARTITIONS: "1"}):
-        yield True
 
 
 @contextmanager

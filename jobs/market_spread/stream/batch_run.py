@@ -1,6 +1,7 @@
-"""What one micro-batch (stream.batch, stream.driver_batch) carries from step to step: the stream's
-spec (stream.spec.StreamSpec), the run's own bookkeeping, its result; and the steps both ways of
-checking a batch end with: the writes side by side, the batch_metrics row, compaction."""
+"""What one micro-batch (stream.batch, and its placement: stream.driver_batch, stream.executors)
+carries from step to step: the stream's spec (stream.spec.StreamSpec), the run's own bookkeeping,
+its result; and the steps both placements end with: the writes side by side, the batch_metrics
+row, compaction."""
 
 from __future__ import annotations
 
@@ -13,21 +14,19 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.compaction import Compaction, Compactor
 from market_spread.lake.lake_tables import LakeTables
 from market_spread.lake.state_mirror import StateMirror
-from market_spread.lake.writes import append, literal_row, ms_since, run_all
+from market_spread.lake.writes import ms_since, run_all
 from market_spread.runtime import durable
 from market_spread.runtime.spark import batch_jobs, spark_jobs_so_far
 from market_spread.stream.spec import StreamSpec
-from market_spread.transforms import parsing
 
 if TYPE_CHECKING:
     from market_spread.stream.driver_read import DriverReader
-    from market_spread.stream.driver_spark import Warm
 
 
 @dataclass
@@ -46,8 +45,8 @@ class BatchResult:
     last_offsets: dict[str, int] = field(default_factory=dict)  # topic/partition -> highest offset taken
     skipped: list[str] = field(default_factory=list)  # tables already written by an earlier attempt
     compaction: Compaction | None = None  # the table compacted after this batch (lake.compaction)
-    on_driver: bool = False  # parsed and checked on the driver (stream.driver_batch), not by Spark's plan
-    placement: str = ""  # where the batch's kernel ran, or why Spark's plan took it (stream.placement)
+    on_driver: bool = False  # read, parsed and checked in the driver process (stream.driver_batch)
+    placement: str = ""  # where the batch's kernel ran, and why (stream.placement)
     # Per table, the library its commits went through and why (lake.protocol): metrics and the Stream page.
     writers: dict[str, tuple[str, str]] = field(default_factory=dict)
 
@@ -74,14 +73,7 @@ class BatchRun:
     t0: float  # time.perf_counter() at the start: the batch's own time
     jobs0: int | None  # Spark jobs run before the batch
     started_at: datetime
-    warm: Warm | None = None  # the parse of uncertain lines, warmed at the start
     reader: DriverReader | None = None  # the stream's reader of batches on the driver (None: one-off, serial)
-    universe_table: DataFrame | None = None  # the symbols as a table (transforms.parsing), kept by the stream
-
-    @property
-    def universe(self) -> parsing.Universe:
-        """What a parse checks symbols against: the stream's table of them, else the list."""
-        return self.universe_table if self.universe_table is not None else self.settings.symbols
 
     def describe(self, phase: str) -> None:
         """Name the phase in the Spark UI (a job description is per thread)."""
@@ -91,13 +83,12 @@ class BatchRun:
         return lake_mod.table_path(self.settings.lake, table)
 
 
-def commit_metrics(batch: BatchRun, driver_commits: bool) -> None:
+def commit_metrics(batch: BatchRun) -> None:
     """Commit the batch_metrics row last: a metrics row means every other write of the batch is in."""
     result, batch_id = batch.result, batch.batch_id
     result.seconds = time.perf_counter() - batch.t0
     jobs = batch_jobs(batch.spark, batch.jobs0, spark_jobs_so_far(batch.spark))
-    # A metrics commit through Spark runs a job of its own: counted too, one more.
-    result.spark_jobs = None if jobs is None else jobs + (0 if driver_commits else 1)
+    result.spark_jobs = jobs
     values = {
         "batch_id": batch_id,
         "started_at": batch.started_at,
@@ -117,17 +108,7 @@ def commit_metrics(batch: BatchRun, driver_commits: bool) -> None:
     if batch.committed.get("batch_metrics", -1) < batch_id:
         # One row of Python values: far cheaper with delta-rs than through Spark (measured:
         # docs/performance.md, row 'commits from the driver with delta-rs').
-        if driver_commits:
-            batch.tables.append(
-                "batch_metrics", one_row("batch_metrics", values), batch_id, batch.settings.before_commit
-            )
-        else:
-            append(
-                literal_row(batch.spark, "batch_metrics", values),
-                batch.path("batch_metrics"),
-                batch.tables.mark(batch_id),
-                batch.settings.before_commit,
-            )
+        batch.tables.append("batch_metrics", one_row("batch_metrics", values), batch_id, batch.settings.before_commit)
         batch.committed["batch_metrics"] = batch_id
     else:
         result.skipped.append("batch_metrics")
@@ -181,10 +162,10 @@ def run_writes(
     return list(writes)
 
 
-def finish(batch: BatchRun, written: list[str], driver_commits: bool, compactor: Compactor | None) -> None:
+def finish(batch: BatchRun, written: list[str], compactor: Compactor | None) -> None:
     """The batch_metrics row last, then the batch made durable, then compaction (each commit proves
     the lease right before it)."""
-    commit_metrics(batch, driver_commits)
+    commit_metrics(batch)
     sync_step(batch)
     if compactor is not None:
         compact_step(batch, compactor, written)

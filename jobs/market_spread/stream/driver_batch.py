@@ -1,18 +1,13 @@
-"""A small batch checked on the driver: its lines read from its landing files (from Kafka, brought
-over in one Spark job), parsed and checked in this process (kernel.layout in Arrow's kernels
-for lines in the product's own layout, kernel.line_rows line by line for other certainly valid
-ones), its rows committed with delta-rs.
+"""A batch with its kernel in the driver process (`--placement driver`, and `auto`'s choice but for
+large batches on a cluster): its lines read here (landing files by Arrow, Kafka records by the
+stream's consumer or in one Spark job), parsed and checked by the kernel (kernel.steps), its rows
+committed through each table's writer.
 
 Why: through Spark even a small batch with a warm JVM pays for building, analysing and planning
-the parse and the as-of check, and their jobs, which alone spends most of issue 43's one-second
-budget; on the driver the same batch costs a small fraction of that (measured: docs/performance.md,
-row 'small batches of certainly valid lines').
-The answers are the same: a batch is taken here only when every line is certainly valid (else it
-goes to Spark whole, which alone decides quarantine reasons), the candidates of each order are those
-of stream.check (the batch's quotes, the driver's copy of symbol_state, history for late orders) and
-the choice among them is transforms.asof's. Which batches: while the batch before had fewer than
-MARKET_SPREAD_DRIVER_BATCH_LINES lines, or, for the first one of a process, when the files it reads
-(or the Kafka records its offset ranges hold, when they are read on the driver) are few enough.
+its jobs, which alone spends most of a one-second latency budget; in the driver's Arrow kernels the
+same batch costs a small fraction of that (measured: docs/performance.md, row 'small batches of
+certainly valid lines'). The candidates of each order are the batch's quotes, the driver's copy of
+symbol_state and history for late orders (stream.candidates).
 """
 
 from __future__ import annotations
@@ -27,13 +22,13 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from market_spread.kernel import layout, line_rows, steps
-from market_spread.lake import delta_rs
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.compaction import Compactor
 from market_spread.lake.state import NEWEST_COLUMNS, merge_state
 from market_spread.lake.writes import ms_since
-from market_spread.stream import candidates, driver_read, driver_spark, kafka_read
+from market_spread.stream import candidates, constrained, driver_read, kafka_read
 from market_spread.stream.batch_run import BatchRun, finish, run_writes
+from market_spread.stream.constrained import Rules
 from market_spread.stream.spec import BatchKnobs
 
 SCHEMAS = {t: lake_mod.arrow_schema(t) for t in ("quotes", "alerts", "quarantine")}
@@ -68,7 +63,7 @@ def likely_small(batch_df: DataFrame, knobs: BatchKnobs, lines_before: int | Non
     """Whether to try the batch on the driver: by the batch before, else by the files' size or (a
     Kafka stream whose records are read on the driver) the records its offset ranges hold."""
     limit = limit_lines(batch_df.sparkSession, knobs)
-    if limit == 0 or not delta_rs.enabled():
+    if limit == 0:
         return False
     if lines_before is not None:
         return lines_before < limit
@@ -79,81 +74,39 @@ def likely_small(batch_df: DataFrame, knobs: BatchKnobs, lines_before: int | Non
     return size is not None and size < limit * driver_read._BYTES_PER_LINE
 
 
-def driver_steps(batch: BatchRun, batch_df: DataFrame, compactor: Compactor | None, any_size: bool = False) -> bool:
-    """The whole batch on the driver (stream.driver_batch); False, having committed nothing, when
-    its lines are not UTF-8 or too many are outside the product's own layout: Spark then takes the
-    batch (the attempt's time counts in its parse, which is timed from the batch's start)."""
+def driver_steps(batch: BatchRun, batch_df: DataFrame, compactor: Compactor | None, rules: Rules) -> None:
+    """The whole batch in the driver process: its lines read here, parsed and checked by the kernel,
+    its rows committed. `rules`: a user's CHECK constraints on the checked tables (stream.constrained)."""
     batch.describe("read lines")
-    limit = _ANY_SIZE if any_size else limit_lines(batch_df.sparkSession, batch.settings.knobs)
-    read = driver_read.read_batch(batch_df, batch.settings.universe_array, limit, batch.reader)
+    # Files read whole (kernel.file_json) keep no line's text, which a constraint's quarantine needs.
+    universe = None if rules else batch.settings.universe_array
+    read = driver_read.read_batch(batch_df, universe, _ANY_SIZE, batch.reader)
+    assert read is not None, "a batch of any size is read"
     collected = ms_since(batch.t0)
     t1 = time.perf_counter()
-    if read is None:
-        return False
-    parsed = parse_lines(batch, read[1])
-    if parsed is None:
-        return False
-    columns, bad = parsed
-    _column_steps(batch, layout.concat([*read[0], columns]), bad, collected, t1, compactor)
-    return True
+    parsed = steps.parse(read[1], batch.settings.universe_array, batch.settings.universe, keep_text=bool(rules))
+    cols = layout.concat([*read[0], parsed.columns])
+    bad = [parsed.quarantine]
+    if rules:
+        cols, broken = constrained.screen_quotes(batch, cols, rules)
+        bad.append(broken)
+    batch.result.phases_ms.update(collect=collected, parse=ms_since(t1))
+    _column_steps(batch, cols, bad, compactor, rules)
 
 
-def parse_lines(batch: BatchRun, lines: pa.Table) -> tuple[layout.ColumnBatch, pa.Table | None] | None:
-    """The batch's valid lines as columns and its bad ones as quarantine rows (stream, raw, reason,
-    source_file), by the kernel's parse (kernel.steps.parse); the few it is not certain of through
-    Spark's parse of those lines alone (stream.driver_spark). None: Spark's plan takes the batch."""
-    parsed = steps.parse(lines, batch.settings.universe_array, batch.settings.universe)
-    if parsed is None:
-        return None
-    if parsed.quarantine.num_rows == 0 and parsed.uncertain.num_rows == 0:
-        return parsed.columns, None
-    parts, bad = [parsed.columns], [parsed.quarantine]
-    if parsed.uncertain.num_rows:
-        if batch.warm is not None:
-            batch.warm.wait()
-        batch.describe("parse uncertain lines")
-        by_spark, spark_bad = driver_spark.parse(batch.spark, parsed.uncertain, batch.universe)
-        parts.append(by_spark)
-        bad.append(spark_bad)
-    return layout.concat(parts), pa.concat_tables(bad)
-
-
-def _counted(
-    batch: BatchRun,
-    quotes: int,
-    orders: int,
-    quarantined: int,
-    sources: tuple[list[str], dict[str, int]],
-    collected: int,
-    t1: float,
-) -> None:
+def _counted(batch: BatchRun, cols: layout.ColumnBatch, quarantined: int) -> None:
     result = batch.result
     result.on_driver = True
-    result.quotes, result.orders, result.quarantined = quotes, orders, quarantined
-    result.input_lines = quotes + orders + quarantined
-    result.files, result.last_offsets = sources
-    result.phases_ms.update(collect=collected, parse=ms_since(t1))
+    result.quotes, result.orders, result.quarantined = cols.quotes.num_rows, cols.orders.num_rows, quarantined
+    result.input_lines = result.quotes + result.orders + quarantined
+    result.files, result.last_offsets = line_rows.sources(set(cols.sources))
 
 
 def _column_steps(
-    batch: BatchRun,
-    cols: layout.ColumnBatch,
-    bad: pa.Table | None,
-    collected: int,
-    t1: float,
-    compactor: Compactor | None,
+    batch: BatchRun, cols: layout.ColumnBatch, bad: list[pa.Table | None], compactor: Compactor | None, rules: Rules
 ) -> None:
+    """Check the orders, make the quotes' rows, commit."""
     result, settings = batch.result, batch.settings
-    quarantined = bad.num_rows if bad is not None else 0
-    _counted(
-        batch,
-        cols.quotes.num_rows,
-        cols.orders.num_rows,
-        quarantined,
-        line_rows.sources(set(cols.sources)),
-        collected,
-        t1,
-    )
     t2 = time.perf_counter()
     alerts = None
     if cols.orders.num_rows:
@@ -161,13 +114,19 @@ def _column_steps(
         alerts = steps.check(
             cols.orders, quotes_of, settings.thresholds, batch.batch_id, datetime.now(UTC), SCHEMAS["alerts"]
         )
+        if rules:
+            cols, alerts, broken = constrained.screen_alerts(batch, cols, alerts, rules)
+            bad.append(broken)
     result.phases_ms["check"] = ms_since(t2)
     t3 = time.perf_counter()
     history = newest = None
     if cols.quotes.num_rows:
         history = steps.history(cols.quotes, batch.batch_id, settings.thresholds, SCHEMAS["quotes"])
         newest = steps.newest(cols.quotes, settings.thresholds, SCHEMAS["quotes"], list(NEWEST_COLUMNS))
-    quarantine = quarantine_rows(bad, batch.batch_id) if quarantined else None
+    found = [b for b in bad if b is not None and b.num_rows]
+    lines = pa.concat_tables(found) if found else None
+    _counted(batch, cols, lines.num_rows if lines is not None else 0)
+    quarantine = quarantine_rows(lines, batch.batch_id) if lines is not None else None
     write_rows(batch, history, alerts, newest, quarantine, t3, compactor)
 
 
@@ -195,7 +154,7 @@ def write_rows(
     batch.result.alerts = alerts.num_rows if alerts is not None else 0
     batch.result.phases_ms["write"] = ms_since(t3)
     batch.result.phases_ms.setdefault("merge", 0)
-    finish(batch, written, True, compactor)
+    finish(batch, written, compactor)
 
 
 def _writes(

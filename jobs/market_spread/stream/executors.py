@@ -2,8 +2,7 @@
 driver placement (kernel.steps), run by `mapInArrow` over the batch's lines and by
 `cogroup(...).applyInArrow` over hash buckets of the symbol (a call handles many symbols: the
 partitioned state of Wallaroo's design). The driver adds what only it holds (its copy of the state,
-the history of symbols with late orders, Spark's parse of the few lines the kernel cannot judge),
-takes the results back as Arrow and commits them through each table's writer, as the driver
+the history of symbols with late orders), takes the results back as Arrow and commits them through each table's writer, as the driver
 placement does (stream.driver_batch.write_rows).
 
 Two Spark jobs a batch: the parse, whose small outcome comes back whole (per kind and symbol counts
@@ -21,17 +20,17 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from market_spread.kernel import line_rows, steps
+from market_spread.kernel import line_rows
 from market_spread.lake.compaction import Compactor
 from market_spread.lake.state import NEWEST_COLUMNS
 from market_spread.lake.writes import ms_since
 from market_spread.runtime.spark import kept_for_batch
-from market_spread.stream import candidates, driver_batch, driver_spark
+from market_spread.stream import candidates, driver_batch
 from market_spread.stream import task_functions as tf
 from market_spread.stream.batch_run import BatchRun
 
 SCHEMAS = driver_batch.SCHEMAS
-_SMALL = "kind IN ('bad', 'uncertain', 'source')"  # the parse's rows that come back to the driver whole
+_SMALL = "kind IN ('bad', 'source')"  # the parse's rows that come back to the driver whole
 
 
 def executors_steps(batch: BatchRun, batch_df: DataFrame, compactor: Compactor | None) -> None:
@@ -41,14 +40,13 @@ def executors_steps(batch: BatchRun, batch_df: DataFrame, compactor: Compactor |
     parse = tf.parse_task(batch.settings.symbols)
     with kept_for_batch(lines.mapInArrow(parse, _spark(tf.PARSED))) as parsed:
         overview = _overview(parsed)
-        rows, extra = _judged(batch, parsed, overview)
-        _counted(batch, overview, extra)
+        _counted(batch, overview)
         t2 = time.perf_counter()
-        checked = _checked(batch, rows, overview, extra) if batch.result.quotes or batch.result.orders else None
+        checked = _checked(batch, parsed, overview) if batch.result.quotes or batch.result.orders else None
         batch.result.phases_ms["check"] = ms_since(t2)
         t3 = time.perf_counter()
         alerts, history, newest = _split(checked, batch.result.orders, batch.result.quotes)
-        quarantine = _quarantine(batch, overview, extra)
+        quarantine = _quarantine(batch, overview)
         driver_batch.write_rows(batch, history, alerts, newest, quarantine, t3, compactor)
 
 
@@ -58,7 +56,7 @@ def _spark(schema: pa.Schema):  # noqa: ANN202 - pyspark's StructType
 
 def _overview(parsed: DataFrame) -> pa.Table:
     """One job: per kind and symbol of the valid rows their count and first and last time, and the
-    parse's small rows whole (bad lines, lines for Spark's parse, the files read)."""
+    parse's small rows whole (bad lines, the files read)."""
     counted = (
         parsed.where("kind IN ('quote', 'order')")
         .groupBy("kind", "symbol")
@@ -66,22 +64,6 @@ def _overview(parsed: DataFrame) -> pa.Table:
     )
     small = parsed.where(_SMALL).select("kind", "stream", "value", "reason", "source_file", F.lit(1).alias("n"))
     return tf.plain(counted.unionByName(small, allowMissingColumns=True).toArrow())
-
-
-def _judged(batch: BatchRun, parsed: DataFrame, overview: pa.Table) -> tuple[DataFrame, steps.Parsed | None]:
-    """The parsed rows, with the lines only Spark's JSON reader can judge parsed by it on the driver
-    (stream.driver_spark: few, where any) and returned to the batch as PARSED rows."""
-    uncertain = _of(overview, "uncertain")
-    if not uncertain.num_rows:
-        return parsed, None
-    if batch.warm is not None:
-        batch.warm.wait()
-    batch.describe("parse uncertain lines")
-    lines = uncertain.select(["stream", "value", "source_file"])
-    columns, bad = driver_spark.parse(batch.spark, lines, batch.universe)
-    extra = steps.Parsed(columns, bad, lines.slice(0, 0))
-    frame = batch.spark.createDataFrame(tf.as_parsed(extra), schema=_spark(tf.PARSED))
-    return parsed.where("kind <> 'uncertain'").unionByName(frame), extra
 
 
 def _of(overview: pa.Table, kind: str) -> pa.Table:
@@ -92,15 +74,14 @@ def _count(overview: pa.Table, kind: str) -> int:
     return int(pc.sum(_of(overview, kind)["n"]).as_py() or 0)
 
 
-def _counted(batch: BatchRun, overview: pa.Table, extra: steps.Parsed | None) -> None:
+def _counted(batch: BatchRun, overview: pa.Table) -> None:
     result = batch.result
-    more = extra.columns if extra is not None else None
-    result.quotes = _count(overview, "quote") + (more.quotes.num_rows if more else 0)
-    result.orders = _count(overview, "order") + (more.orders.num_rows if more else 0)
-    result.quarantined = _count(overview, "bad") + (extra.quarantine.num_rows if extra else 0)
+    result.quotes = _count(overview, "quote")
+    result.orders = _count(overview, "order")
+    result.quarantined = _count(overview, "bad")
     result.input_lines = result.quotes + result.orders + result.quarantined
     named = overview.filter(pc.is_valid(overview["source_file"]))["source_file"].to_pylist()
-    result.files, result.last_offsets = line_rows.sources(set(named) | set(more.sources if more else []))
+    result.files, result.last_offsets = line_rows.sources(set(named))
     result.phases_ms.update(collect=0, parse=ms_since(batch.t0))
 
 
@@ -109,12 +90,13 @@ def _bucket(spark: SparkSession) -> Column:
     return F.pmod(F.hash("symbol"), F.lit(max(1, spark.sparkContext.defaultParallelism)))
 
 
-def _checked(batch: BatchRun, rows: DataFrame, overview: pa.Table, extra: steps.Parsed | None) -> pa.Table:
+def _checked(batch: BatchRun, rows: DataFrame, overview: pa.Table) -> pa.Table:
     """In tasks, by bucket: every order against its as-of quote among the batch's quotes and the
     stored ones (the driver's copy of the state, history for late orders), the quotes' history rows
     and each symbol's newest quote (tf.OUT rows)."""
     batch.describe("check in tasks")
-    stored, batch.result.late_symbols = candidates.stored_quotes(_spans(overview, extra), batch.state, batch.tables)
+    spans = _of(overview, "order").select(["symbol", "first", "last"])
+    stored, batch.result.late_symbols = candidates.stored_quotes(spans, batch.state, batch.tables)
     spark, bucket = batch.spark, _bucket(batch.spark)
     orders = rows.where("kind = 'order'").select(*tf.ORDER.names).withColumn("bucket", bucket)
     own = rows.where("kind = 'quote'").select(*tf.CANDIDATE.names, F.lit(True).alias("own"))
@@ -125,16 +107,6 @@ def _checked(batch: BatchRun, rows: DataFrame, overview: pa.Table, extra: steps.
     out = tf.out_schema(SCHEMAS["alerts"], SCHEMAS["quotes"])
     grouped = orders.groupBy("bucket").cogroup(known.groupBy("bucket"))
     return grouped.applyInArrow(task, _spark(out)).toArrow().cast(out)
-
-
-def _spans(overview: pa.Table, extra: steps.Parsed | None) -> pa.Table:
-    """Per symbol with orders, the first and last order's time (symbol, first, last)."""
-    orders = _of(overview, "order").select(["symbol", "first", "last"])
-    if extra is not None and extra.columns.orders.num_rows:
-        more = extra.columns.orders.group_by("symbol").aggregate([("time", "min"), ("time", "max")])
-        orders = pa.concat_tables([orders, more.rename_columns(["symbol", "first", "last"]).cast(orders.schema)])
-    merged = orders.group_by("symbol").aggregate([("first", "min"), ("last", "max")])
-    return merged.rename_columns(["symbol", "first", "last"])
 
 
 def _split(checked: pa.Table | None, orders: int, quotes: int) -> tuple[pa.Table | None, ...]:
@@ -151,14 +123,12 @@ def _split(checked: pa.Table | None, orders: int, quotes: int) -> tuple[pa.Table
     return alerts, history, newest
 
 
-def _quarantine(batch: BatchRun, overview: pa.Table, extra: steps.Parsed | None) -> pa.Table | None:
-    """The bad lines (with those Spark's parse judged: _judged) as quarantine rows."""
+def _quarantine(batch: BatchRun, overview: pa.Table) -> pa.Table | None:
+    """The bad lines as quarantine rows."""
     if not batch.result.quarantined:
         return None
     bad = _of(overview, "bad").select(["stream", "value", "reason", "source_file"])
     rows = bad.rename_columns(list(line_rows.QUARANTINE)).cast(
         pa.schema([(n, pa.string()) for n in line_rows.QUARANTINE])
     )
-    if extra is not None:
-        rows = pa.concat_tables([rows, extra.quarantine.cast(rows.schema)])
     return driver_batch.quarantine_rows(rows, batch.batch_id)

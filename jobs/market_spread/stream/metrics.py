@@ -95,8 +95,7 @@ class StreamMetrics:
         )
         self.placed = Counter(
             f"{PREFIX}_batches_placed",
-            "Micro-batches by where their kernel ran (driver, executors) or 'spark plan' where Spark's SQL "
-            "plan took them (the reason: batch_metrics.placement).",
+            "Micro-batches by where their kernel ran: driver or executors (why: batch_metrics.placement).",
             ["placement"],
             registry=r,
         )
@@ -117,7 +116,7 @@ class StreamMetrics:
         self.batch_seconds.observe(float(result.seconds))
         self.last_batch_id.set(result.batch_id)
         self.last_batch_time.set(committed_at)
-        self.placed.labels(result.placement.split(":")[0] or "spark plan").inc()
+        self.placed.labels(result.placement.split(":")[0]).inc()
         for table, (writer, _why) in getattr(result, "writers", {}).items():
             for library in WRITERS:
                 self.table_writer.labels(table, library).set(1 if library == writer else 0)

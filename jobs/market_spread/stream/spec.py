@@ -25,8 +25,6 @@ class BatchKnobs:
 
     # Batches of fewer lines take the driver under `--placement auto` (None: by the cluster's cores).
     driver_batch_lines: int | None
-    small_batch_lines: int  # below: one shuffle partition, interpreted expressions
-    driver_write_lines: int  # below: Spark's plan hands its rows to the driver's writers
     state_mirror_rows: int  # the driver keeps symbol_state up to this many symbols
     kafka_on_driver: bool  # a Kafka batch's records read by the driver's own consumer
 
@@ -34,8 +32,6 @@ class BatchKnobs:
     def from_settings() -> "BatchKnobs":
         return BatchKnobs(
             driver_batch_lines=settings.value("MARKET_SPREAD_DRIVER_BATCH_LINES"),
-            small_batch_lines=settings.value("MARKET_SPREAD_SMALL_BATCH_LINES"),
-            driver_write_lines=settings.value("MARKET_SPREAD_DRIVER_WRITE_LINES"),
             state_mirror_rows=settings.value("MARKET_SPREAD_STATE_MIRROR_ROWS"),
             kafka_on_driver=settings.value("MARKET_SPREAD_KAFKA_ON_DRIVER"),
         )

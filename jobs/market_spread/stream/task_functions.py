@@ -3,8 +3,7 @@ steps (kernel.steps) wrapped as the functions of `mapInArrow` and `cogroup(...).
 They import the kernel only: no Spark, Delta or lake, so an executor needs the package and pyarrow.
 
 Rows cross between Spark and the kernel as one wide layout (PARSED) tagged by `kind`: a quote, an
-order, a bad line with its quarantine reason, a line only Spark's JSON reader can judge, or a file
-the task read. Times cross as microseconds since the epoch (no time zone to agree on)."""
+order, a bad line with its quarantine reason, or a file the task read. Times cross as microseconds since the epoch (no time zone to agree on)."""
 
 from __future__ import annotations
 
@@ -18,8 +17,8 @@ from market_spread.domain.rules import Thresholds
 from market_spread.kernel import steps
 from market_spread.kernel.layout import ORDER_TYPES, QUOTE_TYPES
 
-# kind: quote, order, bad, uncertain or source; then both feeds' typed columns; then a bad line's
-# raw text (or a line left to Spark's parse) with its reason, and the file (or record) it came from.
+# kind: quote, order, bad or source; then both feeds' typed columns; then a bad line's raw text with
+# its reason, and the file (or record) it came from.
 PARSED = pa.schema(
     [
         ("kind", pa.string()),
@@ -30,7 +29,6 @@ PARSED = pa.schema(
 CANDIDATE = pa.schema(list(QUOTE_TYPES.items()))
 KNOWN = CANDIDATE.append(pa.field("own", pa.bool_()))  # a candidate quote, and whether it is the batch's
 ORDER = pa.schema(list(ORDER_TYPES.items()))
-_ANY = 1 << 62
 
 
 def plain(table: pa.Table) -> pa.Table:
@@ -48,7 +46,6 @@ def as_parsed(parsed: steps.Parsed) -> pa.Table:
         _tagged("quote", cols.quotes),
         _tagged("order", cols.orders),
         _tagged("bad", bad),
-        _tagged("uncertain", parsed.uncertain),
         _tagged("source", pa.table({"source_file": pa.array(cols.sources, pa.string())})),
     ]
     return pa.concat_tables(parts)
@@ -69,18 +66,12 @@ def _column(kind: str, field: pa.Field, rows: pa.Table, n: int) -> pa.Array:
 
 
 def parse_task(universe: list[str]) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """`mapInArrow`'s function: (stream, value, source_file) lines to PARSED rows (kernel.steps.parse;
-    a slice with a line that is not UTF-8 goes to Spark's parse whole)."""
+    """`mapInArrow`'s function: (stream, value, source_file) lines to PARSED rows (kernel.steps.parse)."""
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         array, names = pa.array(sorted(universe), pa.string()), frozenset(universe)
         for batch in batches:
-            lines = pa.Table.from_batches([batch])
-            parsed = steps.parse(lines, array, names, max_rows=_ANY)
-            if parsed is None:
-                yield from _tagged("uncertain", lines.select(["stream", "value", "source_file"])).to_batches()
-            else:
-                yield from as_parsed(parsed).to_batches()
+            yield from as_parsed(steps.parse(pa.Table.from_batches([batch]), array, names)).to_batches()
 
     return run
 

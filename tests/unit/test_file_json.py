@@ -1,22 +1,22 @@
-"""kernel.file_json reads a landing file whole only as Spark's parse reads it: every row it takes
-is a line Spark finds valid, with the very same values; every other line comes back for the
-line-at-a-time way, or the whole file does. Spark's parse is the oracle, over files of valid lines
-with random mutations among them."""
+"""kernel.file_json reads a landing file whole only where every row it takes is a line the reference
+engine finds valid, with the very same values; every other line comes back for the line-at-a-time
+way, or the whole file does. Over files of valid lines with random mutations among them."""
 
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
-from pyspark.sql import functions as F
 
 from market_spread.kernel import file_json as driver_json
-from market_spread.transforms import parsing
+from market_spread_tools.reference import parse_line
+from tests.helpers.mutations import mutations as _mutations
 from tests.helpers.records import T, order, quote
 from tests.helpers.symbols import SYMBOLS
-from tests.spark.test_bad_lines import _mutations
 
 UNIVERSE = pa.array(sorted(SYMBOLS))
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 FIELDS = {
     "quotes": ("symbol", "bid", "offer", "time", "seq"),
     "orders": ("order_id", "account", "symbol", "side", "qty", "price", "time", "seq"),
@@ -32,18 +32,18 @@ def _valid(feed: str) -> list[str]:
     ]
 
 
-def _spark(spark, feed: str, lines: list[str]) -> dict[str, dict | None]:
-    frame = spark.createDataFrame(
-        [(feed, line, "f") for line in lines], "stream STRING, line STRING, source_file STRING"
-    )
-    parsed = parsing.parse_lines(frame, list(SYMBOLS)).withColumn("time", F.unix_micros("event_time"))
-    raw = [r["line"] for r in frame.collect()]
-    return {
-        line: (None if r["reason"] else tuple(r[f] for f in FIELDS[feed])) for line, r in zip(raw, parsed.collect())
-    }
+def _reference(feed: str, lines: list[str]) -> dict[str, tuple | None]:
+    """Per line, the reference engine's values (time in µs), or None when it does not find it valid."""
+    out: dict[str, tuple | None] = {}
+    for line in lines:
+        record, _ = parse_line(feed, line, set(SYMBOLS))
+        if record is not None:
+            record["time"] = (record["time"] - _EPOCH) // timedelta(microseconds=1)
+        out[line] = None if record is None else tuple(record[f] for f in FIELDS[feed])
+    return out
 
 
-def test_a_file_read_whole_takes_only_what_spark_takes_with_its_values(spark):
+def test_a_file_read_whole_takes_only_valid_lines_with_the_reference_values():
     rng = random.Random(54)
     checked = taken_files = 0
     for feed in ("quotes", "orders"):
@@ -53,7 +53,7 @@ def test_a_file_read_whole_takes_only_what_spark_takes_with_its_values(spark):
             for at in rng.sample(range(len(lines)), rng.randrange(1, 3)):
                 lines[at] = _mutations(rng, valid, 1)[0]
         every = sorted({line for lines in files for line in lines})
-        spark_says = _spark(spark, feed, every)
+        says = _reference(feed, every)
         for lines in files:
             got = driver_json.parse_file(feed, ("\n".join(lines) + "\n").encode(), UNIVERSE)
             if got is None:
@@ -63,7 +63,7 @@ def test_a_file_read_whole_takes_only_what_spark_takes_with_its_values(spark):
             assert rows.num_rows + len(rest) == len(lines)
             taken = [line for line in lines if line not in set(rest.to_pylist())]
             for line, row in zip(taken, rows.to_pylist()):
-                assert spark_says[line] == tuple(row[f] for f in FIELDS[feed]), line
+                assert says[line] == tuple(row[f] for f in FIELDS[feed]), line
                 checked += 1
     assert taken_files >= 40 and checked >= 800, (taken_files, checked)
 
