@@ -50,7 +50,7 @@ def spark():
 
     try:  # Spark's Kafka connector too, when fetched, so tests can stream from a broker in-process
         from market_spread.errors import UsageError
-        from market_spread.stream.kafka_source import session_conf
+        from market_spread.sources.kafka_source import session_conf
 
         extra = session_conf()
     except (UsageError, SystemExit):  # the connector is missing (SystemExit: Delta's JARs, runtime.spark)

@@ -113,7 +113,7 @@ def test_landing_files_read_on_the_driver_give_the_lines_sparks_text_source_give
     import pyarrow as pa
 
     from market_spread.kernel import steps
-    from market_spread.stream import driver_read
+    from market_spread.sources import driver_read
     from market_spread.stream.query import _landing_feeds
     from market_spread.stream.spec import StreamSpec
 

@@ -43,13 +43,6 @@ def test_plans_and_the_parser(spark, tmp_path):
     assert plan.getClass().getSimpleName() in ("Project", "UnresolvedRelation", "Project$")
 
 
-def test_a_local_relation_keeps_the_rows_and_refuses_too_many(spark):
-    df = spark.range(5).selectExpr("id", "id * 2 AS twice")
-    local = spark_jvm.local_relation(df, max_rows=10)
-    assert local is not None and sorted(tuple(r) for r in local.collect()) == [(i, 2 * i) for i in range(5)]
-    assert spark_jvm.local_relation(df, max_rows=4) is None
-
-
 def test_batch_leaves_name_a_foreach_batch_batchs_sources(spark, tmp_path):
     """The file source's batch: one FileScanRDD leaf with the file it reads whole (the Kafka
     source's DataSourceRDD and its offset ranges: tests/stream/test_kafka.py); a DataFrame that is

@@ -226,7 +226,7 @@ def test_landing_files_are_read_in_order_and_a_missing_one_declines_the_batch(pl
     """The driver reads a batch's landing files itself (three here: on S3 the first GET in this
     thread, the others on kept threads): lines in file order with their feed and file, and a file
     that cannot be read hands the batch to Spark (None) rather than losing its lines."""
-    from market_spread.stream import driver_read
+    from market_spread.sources import driver_read
 
     files = []
     for i, feed in enumerate(["quotes", "orders", "quotes"]):

@@ -26,7 +26,7 @@ import pytest
 from market_spread.feeds.broker import BrokerProcess
 from market_spread.feeds.generate import Generator, write_backlog
 from market_spread.feeds.producer import KafkaSink
-from market_spread.stream.kafka_source import KafkaSettings
+from market_spread.sources.kafka_source import KafkaSettings
 from market_spread.stream.query import run_query
 from market_spread.stream.spec import StreamSpec
 from market_spread_tools.bench_kafka import broker_available
@@ -209,7 +209,7 @@ def test_the_consumers_do_not_wait_out_the_brokers_long_poll(spark):
     """Each task's consumer ends on a fetch past its offset range, which the broker holds for
     fetch.max.wait.ms: at Kafka's default (500 ms) that was 2 s of every micro-batch at 1,000
     events/s (docs/performance.md). The option must reach the source as the query plans it."""
-    from market_spread.stream.kafka_source import FETCH_MAX_WAIT_MS, read_feeds
+    from market_spread.sources.kafka_source import FETCH_MAX_WAIT_MS, read_feeds
 
     plan = read_feeds(spark, KafkaSettings("localhost:9", "q", "o"))._jdf.queryExecution().logical().toString()
     assert f"kafka.fetch.max.wait.ms={FETCH_MAX_WAIT_MS}" in plan and FETCH_MAX_WAIT_MS <= 50
@@ -458,13 +458,13 @@ def test_the_bench_kafka_row_measures_records_to_committed_alerts(spark, tmp_pat
 
 
 def test_a_kafka_batch_read_on_the_driver_gives_the_rows_of_sparks_job(spark, broker, tmp_path):
-    """stream.kafka_read: the records of each batch's offset ranges, read by one kept consumer,
+    """sources.kafka_read: the records of each batch's offset ranges, read by one kept consumer,
     are the rows Spark's job gives (a tombstone's null value and a 2 MB value included); a record
     that is not UTF-8 leaves the batch to Spark; a batch over the limit is not read."""
     from confluent_kafka import Producer
 
-    from market_spread.stream.kafka_read import KafkaReader, offset_ranges
-    from market_spread.stream.kafka_source import read_feeds
+    from market_spread.sources.kafka_read import KafkaReader, offset_ranges
+    from market_spread.sources.kafka_source import read_feeds
 
     settings = settings_for(broker, topics())
     KafkaSink(broker.bootstrap, settings.quotes_topic, settings.orders_topic)  # the topics, 4 partitions each
@@ -516,7 +516,7 @@ def test_a_kafka_batch_read_on_the_driver_gives_the_rows_of_sparks_job(spark, br
 
 
 def test_a_kafka_batch_read_on_the_driver_saves_sparks_read_job(spark, broker, tmp_path, monkeypatch):
-    """With its records read on the driver (stream.kafka_read), a clean Kafka batch runs fewer Spark
+    """With its records read on the driver (sources.kafka_read), a clean Kafka batch runs fewer Spark
     jobs than with MARKET_SPREAD_KAFKA_ON_DRIVER off, where a Spark job brings the records over;
     the alerts are the same."""
     settings = settings_for(broker, topics())

@@ -146,7 +146,7 @@ def test_commits_carry_the_batch_and_a_replay_skips_what_a_table_already_holds(s
     import json
 
     from market_spread.lake.lake_tables import LakeTables
-    from market_spread.stream.checkpoint_files import query_id
+    from market_spread.runtime.checkpoint_files import query_id
 
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     _generated(landing, files=1, seed=5)
@@ -545,7 +545,7 @@ def test_a_stream_compacting_every_two_commits_gives_the_same_tables(spark, tmp_
     for table in ("alerts", "quotes", "batch_metrics"):
         assert compaction.data_files(lake_mod.table_path(many / "lake", table)) < 6, table
     from market_spread.lake.lake_tables import LakeTables
-    from market_spread.stream.checkpoint_files import query_id
+    from market_spread.runtime.checkpoint_files import query_id
 
     committed = LakeTables(str(many / "lake"), query_id(many / "lake" / "_checkpoints" / "stream")).marks()
     assert [committed[t] for t in ("alerts", "quotes", "symbol_state", "batch_metrics")] == [5] * 4

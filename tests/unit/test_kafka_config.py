@@ -15,7 +15,7 @@ def test_the_record_key_is_the_lines_symbol():
 
 
 def test_a_checkpoint_of_the_other_source_is_named(tmp_path):
-    from market_spread.stream.kafka_source import checkpoint_source_error
+    from market_spread.sources.kafka_source import checkpoint_source_error
 
     offsets = tmp_path / "offsets"
     offsets.mkdir()

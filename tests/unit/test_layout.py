@@ -21,12 +21,13 @@ ALLOWED: dict[str, set[str]] = {
     "kernel": {"domain"},  # the batch kernel: pure, over Arrow
     "runtime": set(),
     "lake": {"domain", "kernel", "runtime"},
-    "stream": {"domain", "kernel", "lake", "runtime"},
-    "feeds": {"domain", "runtime", "stream"},  # stream: the Kafka topic settings it shares
+    "sources": {"domain", "kernel", "runtime"},  # the stream's input: Kafka's source, a batch's lines on the driver
+    "stream": {"domain", "kernel", "lake", "runtime", "sources"},
+    "feeds": {"domain", "runtime", "sources"},  # sources: the Kafka topic settings it shares
     "quality": {"domain", "kernel", "lake", "runtime"},
     "orchestration": {"runtime"},  # runtime.envnames: the variables of each command's flags
     "cli": {"domain", "runtime"},
-    "cli/commands": {"cli", "domain", "lake", "stream", "feeds", "quality"},
+    "cli/commands": {"cli", "domain", "lake", "sources", "stream", "feeds", "quality"},
 }
 SUB_LAYERS = ("cli/commands",)  # folders inside a folder that are layers of their own
 # Modules at the top of the package that every layer may import; they import nothing of it.
@@ -283,7 +284,7 @@ def test_a_ddl_column_list_is_what_the_scan_finds():
     assert not DDL_COLUMNS.search("CAST('1' AS DECIMAL(18,8)) AS max_spread")
 
 
-STREAM_FOLDERS = ("stream", "lake", "kernel")  # what a running stream executes, batch after batch
+STREAM_FOLDERS = ("stream", "sources", "lake", "kernel")  # what a running stream executes, batch after batch
 
 
 def test_the_streams_code_keeps_no_process_caches_in_module_globals():

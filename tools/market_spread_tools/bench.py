@@ -54,7 +54,7 @@ from market_spread_tools.bench_storage import s3_unavailable, storage_comparison
 
 def _session(with_kafka: bool):
     from market_spread.runtime.spark import build_session
-    from market_spread.stream.kafka_source import session_conf
+    from market_spread.sources.kafka_source import session_conf
 
     # Every batch's progress kept, for where each tick's latency went (bench_phases.BatchTimes).
     extra = {**(session_conf() if with_kafka else {}), "spark.sql.streaming.numRecentProgressUpdates": "1000000"}

@@ -147,7 +147,7 @@ def files_idle(spark, work: Path, seconds: float, symbols: list[str]) -> dict:
 
 def kafka_idle(spark, work: Path, seconds: float, symbols: list[str]) -> dict:
     from market_spread.feeds.producer import KafkaSink
-    from market_spread.stream.kafka_source import KafkaSettings
+    from market_spread.sources.kafka_source import KafkaSettings
     from market_spread.stream.spec import StreamSpec
     from market_spread_tools.bench_kafka import running_broker
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from market_spread.errors import UsageError
 from market_spread.feeds.broker import BrokerProcess, broker_jars
 from market_spread.feeds.producer import DEFAULT_PARTITIONS, ensure_topics
-from market_spread.stream.kafka_source import KafkaSettings, kafka_jars
+from market_spread.sources.kafka_source import KafkaSettings, kafka_jars
 from market_spread_tools.bench_feeder import Feed, Producer
 from market_spread_tools.bench_latency import latency_figures, warmup_seconds
 from market_spread_tools.bench_phases import (

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from market_spread.errors import UsageError
-from market_spread.stream.kafka_source import (
+from market_spread.sources.kafka_source import (
     DEFAULT_ORDERS_TOPIC,
     DEFAULT_QUOTES_TOPIC,
     check_bootstrap,

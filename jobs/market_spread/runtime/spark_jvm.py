@@ -1,11 +1,14 @@
-"""Every reach into Spark's JVM behind PySpark's public API (`_jsc`, `_jvm`, `_jdf`,
-`_jsparkSession`), in one module: a Spark upgrade is checked here, against
-`tests/spark/test_spark_jvm.py`, which runs each function on the pinned Spark and names the version
-it was checked with (CHECKED_WITH)."""
+"""Every reach into Spark's internals behind PySpark's public API, in one module: the JVM's objects
+(`_jsc`, `_jvm`, `_jdf`, `_jsparkSession`), the walk of a batch's plan, and the printed form of its
+Kafka partitions. A Spark upgrade is checked here, against `tests/spark/test_spark_jvm.py`, which
+runs each function on the pinned Spark and names the version it was checked with (CHECKED_WITH).
+Each reach says, on its `Lets go when` line, what would let it go. (Spark's checkpoint files, read
+and rewritten, are runtime.checkpoint_files'.)"""
 
 from __future__ import annotations
 
 import os
+import re
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,7 +27,8 @@ JVM_NOTICE = b"WARNING: Using incubator modules"
 def launch_gateway(builder: SparkSession.Builder) -> None:
     """Start the driver's JVM as PySpark's getOrCreate would, with the builder's options, but
     its stderr passed on line by line without JVM_NOTICE; the session built next uses that JVM.
-    Does nothing when a JVM is already up or PySpark was handed one (PYSPARK_GATEWAY_PORT)."""
+    Does nothing when a JVM is already up or PySpark was handed one (PYSPARK_GATEWAY_PORT).
+    Lets go when: Spark's launcher stops adding jdk.incubator.vector, or the JVM stops printing it."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway as pyspark_launch
 
@@ -53,7 +57,8 @@ def _pass_on(fd: int) -> None:
 
 
 def driver_pid(spark: SparkSession) -> int:
-    """The process id of the driver's JVM (the lock file names it: a lake is busy while it lives)."""
+    """The process id of the driver's JVM (the lock file names it: a lake is busy while it lives).
+    Lets go when: PySpark exposes the driver's process id."""
     return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
 
 
@@ -61,7 +66,8 @@ def bound_s3a_requests(spark: SparkSession, seconds: float) -> None:
     """Let S3A's time-outs go down to `seconds` in this driver's JVM (runtime.s3_config.s3a_bounds):
     hadoop-aws 3.4.2 raises any below its floor, 15 s, to 15 s, and only this static lowers it. For
     the S3A clients made after it (one per bucket, at a bucket's first use); executors of a cluster
-    keep the floor (they write data files, never a commit)."""
+    keep the floor (they write data files, never a commit).
+    Lets go when: hadoop-aws honours time-outs below 15 s from its configuration."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None  # a started session has its JVM
     floor = jvm.java.time.Duration.ofMillis(max(1, int(seconds * 1000)))
@@ -77,45 +83,38 @@ def s3a_request_floor(spark: SparkSession) -> float:
 
 def release_checkpoint(spark: SparkSession, kept: DataFrame) -> None:
     """Drop the blocks of a `localCheckpoint` now, through the context: `RDD.unpersist` warns about
-    the truncated lineage every time."""
+    the truncated lineage every time. Lets go when: DataFrame.unpersist frees a local checkpoint."""
     spark.sparkContext._jsc.sc().unpersistRDD(kept._jdf.logicalPlan().rdd().id(), False)
 
 
 def next_job_id(spark: SparkSession) -> int:
-    """The id the driver's next Spark job gets (ids are handed out in sequence)."""
+    """The id the driver's next Spark job gets (ids are handed out in sequence).
+    Lets go when: PySpark's status tracker counts jobs without job groups."""
     return int(spark.sparkContext._jsc.sc().dagScheduler().nextJobId())
 
 
 def sql_parser(spark: SparkSession) -> Any:
-    """The session's SQL parser, with the Delta extension's statements: parses without running."""
+    """The session's SQL parser, with the Delta extension's statements: parses without running.
+    Lets go when: PySpark can parse a statement without running it."""
     return spark._jsparkSession.sessionState().sqlParser()
 
 
 def analyzed_plan(df: DataFrame) -> Any:
-    """The analysed logical plan of `df` (a Catalyst tree; nothing runs)."""
+    """The analysed logical plan of `df` (a Catalyst tree; nothing runs).
+    Lets go when: PySpark exposes a plan's tree (not only its printed form)."""
     return df._jdf.queryExecution().analyzed()
 
 
 def logical_plan(df: DataFrame) -> Any:
-    """The logical plan of `df` as given (foreachBatch's: the file scans with their partitions)."""
+    """The logical plan of `df` as given (foreachBatch's: the file scans with their partitions).
+    Lets go when: foreachBatch hands over the batch's files and offsets (Spark knows them)."""
     return df._jdf.queryExecution().logical()
 
 
 def estimated_bytes(df: DataFrame) -> int:
-    """The bytes the optimiser estimates `df` reads (Long.MaxValue-like when it does not know)."""
+    """The bytes the optimiser estimates `df` reads (Long.MaxValue-like when it does not know).
+    Lets go when: foreachBatch hands over the batch's files (their sizes with them)."""
     return int(str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
-
-
-def local_relation(df: DataFrame, max_rows: int) -> DataFrame | None:
-    """`df` computed once and rebuilt as a local relation inside the JVM (the rows never pass
-    through Python), or None when it has more than `max_rows` rows."""
-    from pyspark.sql import DataFrame
-
-    jdf = df._jdf
-    rows = jdf.collectAsList()
-    if rows.size() > max_rows:
-        return None
-    return DataFrame(df.sparkSession._jsparkSession.createDataFrame(rows, jdf.schema()), df.sparkSession)
 
 
 @dataclass(frozen=True)
@@ -131,7 +130,8 @@ class Leaf:
 
 def batch_leaves(df: DataFrame) -> list[Leaf] | None:
     """The leaf RDDs (a batch's sources) of the plan foreachBatch hands over, walked once; None
-    when `df`'s plan has no RDD of its own (not a foreachBatch batch) or cannot be walked."""
+    when `df`'s plan has no RDD of its own (not a foreachBatch batch) or cannot be walked.
+    Lets go when: foreachBatch hands over the batch's files and offsets (Spark knows them)."""
     try:
         return _walk(logical_plan(df))
     except Exception:  # noqa: BLE001 - a plan of another shape: the caller lets Spark read the batch
@@ -167,3 +167,25 @@ def _scala_list(seq: Any) -> list[Any]:
     while it.hasNext():
         out.append(it.next())
     return out
+
+
+# KafkaBatchInputPartition's offset range as Scala prints it: KafkaOffsetRange(<topic>-<partition>,
+# <from>,<until>,<preferred location>); a topic name has no comma (kafka_source.check_topic_name).
+_RANGE = re.compile(r"KafkaOffsetRange\(([A-Za-z0-9._-]+)-(\d+),(\d+),(\d+),")
+_PARTITION = "KafkaBatchInputPartition("
+
+
+def kafka_offset_ranges(leaves: list[Leaf] | None) -> list[tuple[str, int, int, int]] | None:
+    """(topic, partition, from, until) of each Kafka partition a batch's `leaves` read, from their
+    printed form; None for any other source, or a partition printed otherwise than expected.
+    Lets go when: foreachBatch hands over the batch's offsets (the checkpoint's `offsets/B` holds
+    only their ends)."""
+    if not leaves or any(leaf.kind != "DataSourceRDD" for leaf in leaves):
+        return None
+    ranges = []
+    for text in (leaf.partitions for leaf in leaves):
+        found = _RANGE.findall(text)
+        if len(found) != text.count(_PARTITION):
+            return None
+        ranges += [(t, int(p), int(a), int(b)) for t, p, a, b in found]
+    return ranges

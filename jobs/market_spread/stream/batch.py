@@ -35,13 +35,13 @@ from market_spread.lake.compaction import Compactor
 from market_spread.lake.lake_tables import DEFAULT_STREAM_ID, LakeTables
 from market_spread.lake.state_mirror import StateMirror
 from market_spread.runtime import durable
+from market_spread.runtime.checkpoint_files import planned_input, query_id
 from market_spread.runtime.spark import spark_jobs_so_far
 from market_spread.runtime.storage import Location
+from market_spread.sources.driver_read import DriverReader
+from market_spread.sources.kafka_read import KafkaReader
 from market_spread.stream import constrained, placement
 from market_spread.stream.batch_run import BatchResult, BatchRun, compact_quietly, compaction_failed
-from market_spread.stream.checkpoint_files import planned_input, query_id
-from market_spread.stream.driver_read import DriverReader
-from market_spread.stream.kafka_read import KafkaReader
 from market_spread.stream.spec import StreamSpec
 
 # BatchResult is defined with the steps' shared state (stream.batch_run); callers take it from here.
@@ -101,7 +101,7 @@ class BatchProcessor:
         try:
             # The batch's planned input (`offsets/B`, the source log) on stable storage before its
             # first commit: a power loss can then tear only a batch that committed nothing
-            # (stream.checkpoint_files.repair_torn_tail).
+            # (runtime.checkpoint_files.repair_torn_tail).
             flushed = durable.fsync_files(planned_input(self.checkpoint, batch_id)) if self.checkpoint else 0.0
             # Each table's writer from its protocol as it stands (users change it at any time): a
             # feature no library can write stops the stream before this batch commits anything.

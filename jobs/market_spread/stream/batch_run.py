@@ -26,7 +26,7 @@ from market_spread.runtime.spark import batch_jobs, spark_jobs_so_far
 from market_spread.stream.spec import StreamSpec
 
 if TYPE_CHECKING:
-    from market_spread.stream.driver_read import DriverReader
+    from market_spread.sources.driver_read import DriverReader
 
 
 @dataclass

@@ -21,8 +21,8 @@ import shutil
 from pathlib import Path
 
 from market_spread.errors import MarketSpreadError
+from market_spread.runtime.checkpoint_files import offset_files, rewrite
 from market_spread.runtime.storage import Location, S3Path
-from market_spread.stream.checkpoint_files import offset_files, rewrite
 
 # The stream's sources in the order the query names them (and Spark lists them).
 LISTING_ORDER = ("orders", "quotes")

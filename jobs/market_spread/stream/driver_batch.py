@@ -26,7 +26,8 @@ from market_spread.lake import tables as lake_mod
 from market_spread.lake.compaction import Compactor
 from market_spread.lake.state import NEWEST_COLUMNS, merge_state
 from market_spread.lake.writes import ms_since
-from market_spread.stream import candidates, constrained, driver_read, kafka_read
+from market_spread.sources import driver_read, kafka_read
+from market_spread.stream import candidates, constrained
 from market_spread.stream.batch_run import BatchRun, finish, run_writes
 from market_spread.stream.constrained import Rules
 from market_spread.stream.spec import BatchKnobs

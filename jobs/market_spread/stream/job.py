@@ -14,14 +14,14 @@ from market_spread.lake import tables as lake_mod
 from market_spread.lake.deltalog import latest_version
 from market_spread.lake.lock import LakeBusy, LeaseLock, WriterLock, writer_lock
 from market_spread.runtime import spark_jvm
+from market_spread.runtime.checkpoint_files import offset_files
 from market_spread.runtime.spark import FULL_JIT_BACKLOG_BYTES, build_session
 from market_spread.runtime.storage import Location, S3Config, is_s3
 from market_spread.runtime.stream_contract import EXIT_LAKE_BUSY, EXIT_REFUSED
+from market_spread.sources.kafka_source import check_kafka, checkpoint_source_error, session_conf
 from market_spread.stream import catch_up
-from market_spread.stream.checkpoint_files import offset_files
 from market_spread.stream.checkpoint_layout import CheckpointLayoutError, prepare
 from market_spread.stream.health_sampler import Observer
-from market_spread.stream.kafka_source import check_kafka, checkpoint_source_error, session_conf
 from market_spread.stream.progress import ProgressSummary
 from market_spread.stream.query import landing_backlog_bytes, run_query
 from market_spread.stream.source_log import trim_interval

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from market_spread.errors import DISK_FULL, MarketSpreadError
 from market_spread.lake import tables as lake_mod
 from market_spread.runtime.storage import Location, S3Path, location
-from market_spread.stream.kafka_source import read_feeds
+from market_spread.sources.kafka_source import read_feeds
 from market_spread.stream.spec import StreamSpec
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ def trigger_label(spec: StreamSpec) -> str:
 
 
 def _prepare(spark: SparkSession, spec: StreamSpec) -> bool:
-    from market_spread.stream.checkpoint_files import repair_torn_tail
+    from market_spread.runtime.checkpoint_files import repair_torn_tail
 
     """The landing folders, the tables and the checkpoint's layout, ready before the query starts.
     Returns whether landing files are archived once read."""

@@ -24,8 +24,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from market_spread.runtime import settings
+from market_spread.runtime.checkpoint_files import last_committed, rewrite
 from market_spread.runtime.storage import Location
-from market_spread.stream.checkpoint_files import last_committed, rewrite
 
 # Entries of batches this close to the last committed one are always kept.
 KEEP_LAST_BATCHES = 2

@@ -12,7 +12,7 @@ from market_spread.domain.rules import DEFAULT_THRESHOLDS, Thresholds
 from market_spread.lake import tables as lake_mod
 from market_spread.runtime import settings
 from market_spread.runtime.storage import Location, location
-from market_spread.stream.kafka_source import KafkaSettings
+from market_spread.sources.kafka_source import KafkaSettings
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from market_spread.cli.params import choice, number, options
 from market_spread.feeds.producer import DEFAULT_PARTITIONS, KafkaTarget
-from market_spread.stream.kafka_source import DEFAULT_ORDERS_TOPIC, DEFAULT_QUOTES_TOPIC, SOURCES
+from market_spread.sources.kafka_source import DEFAULT_ORDERS_TOPIC, DEFAULT_QUOTES_TOPIC, SOURCES
 
 
 def _all(f: Callable, decorators: list[Callable]) -> Callable:

@@ -10,7 +10,7 @@ from market_spread.cli.commands import kafka
 from market_spread.cli.options import PLACEMENTS, lake, master, place, required_place, symbols, thresholds, whole_number
 from market_spread.cli.params import choice, env_command, number, options
 from market_spread.domain.rules import Thresholds
-from market_spread.stream.kafka_source import kafka_settings
+from market_spread.sources.kafka_source import kafka_settings
 
 opt = options("stream")
 

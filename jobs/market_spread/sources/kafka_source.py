@@ -27,8 +27,8 @@ import re
 from dataclasses import dataclass
 
 from market_spread.errors import UsageError
+from market_spread.runtime.checkpoint_files import offset_files
 from market_spread.runtime.storage import Location
-from market_spread.stream.checkpoint_files import offset_files
 
 SOURCES = ("files", "kafka")
 DEFAULT_QUOTES_TOPIC = "quotes"

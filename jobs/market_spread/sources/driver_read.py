@@ -1,7 +1,7 @@
 """A driver batch's input, read on the driver: its landing files straight from their folder or
 bucket (the files its Spark plan names, without running it), large ones parsed whole by Arrow's
 JSON reader (kernel.file_json), the other lines as Spark's text source splits them; a Kafka
-batch's records by the stream's consumer (stream.kafka_read), else brought over in one Spark job.
+batch's records by the stream's consumer (sources.kafka_read), else brought over in one Spark job.
 What a stream keeps for this between batches is its DriverReader."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame
 from market_spread.kernel import file_json, layout
 from market_spread.runtime import spark_jvm
 from market_spread.runtime.storage import S3Path, location
-from market_spread.stream.kafka_read import KafkaReader
+from market_spread.sources.kafka_read import KafkaReader
 
 _BYTES_PER_LINE = 256  # a landing line is about 120-180 bytes: the bound errs towards Spark
 
@@ -69,7 +69,7 @@ def read_batch(
 ) -> tuple[list[layout.ColumnBatch], pa.Table] | None:
     """The batch on the driver: large landing files read whole by Arrow's JSON reader where they
     are certainly Spark's reading (with a `universe`), and the other lines (stream, value,
-    source_file); a Kafka batch's records by the `reader`'s consumer (stream.kafka_read); None when
+    source_file); a Kafka batch's records by the `reader`'s consumer (sources.kafka_read); None when
     the batch has more than twice `limit` lines after all (Spark then takes it)."""
     reader = reader or _SERIAL
     limit = 2 * limit

@@ -5,7 +5,7 @@ consumer of one partition), the largest phase of a small Kafka batch (measured: 
 row 'a Kafka batch's records read on the driver'). Spark's plan for the batch, which foreachBatch
 hands over without running, names each partition's range [from, until) of offsets; the same
 records are read here by one consumer the stream keeps, and become the same rows (stream, value,
-source_file `topic/partition/offset`) as stream.kafka_source's projection gives.
+source_file `topic/partition/offset`) as sources.kafka_source's projection gives.
 
 Certain-or-nothing, like the landing files read on the driver: anything this reader cannot take
 exactly as Spark would (a gap in a range's offsets, a record not UTF-8, a broker error, a range not
@@ -15,7 +15,6 @@ with its own rules (failOnDataLoss among them).
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -25,14 +24,9 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from market_spread.runtime import spark_jvm
-from market_spread.stream.kafka_source import FETCH_MAX_WAIT_MS, KafkaSettings, client_conf
+from market_spread.sources.kafka_source import FETCH_MAX_WAIT_MS, KafkaSettings, client_conf
 
 READ_SECONDS = 10.0  # a batch whose records take longer than this to read is read by Spark instead
-
-# KafkaBatchInputPartition's offset range as Scala prints it: KafkaOffsetRange(<topic>-<partition>,
-# <from>,<until>,<preferred location>); a topic name has no comma (kafka_source.check_topic_name).
-_RANGE = re.compile(r"KafkaOffsetRange\(([A-Za-z0-9._-]+)-(\d+),(\d+),(\d+),")
-_PARTITION = "KafkaBatchInputPartition("
 
 
 @dataclass(frozen=True)
@@ -50,16 +44,8 @@ class OffsetRange:
 def offset_ranges(batch_df: DataFrame, leaves: list[spark_jvm.Leaf] | None = None) -> list[OffsetRange] | None:
     """The Kafka offset ranges a foreachBatch batch reads (from its `leaves`, when the caller has
     them); None for any other source or shape."""
-    leaves = spark_jvm.batch_leaves(batch_df) if leaves is None else leaves
-    if not leaves or any(leaf.kind != "DataSourceRDD" for leaf in leaves):
-        return None
-    ranges = []
-    for text in (leaf.partitions for leaf in leaves):
-        found = _RANGE.findall(text)
-        if len(found) != text.count(_PARTITION):
-            return None  # a partition printed otherwise than expected
-        ranges += [OffsetRange(t, int(p), int(a), int(b)) for t, p, a, b in found]
-    return ranges
+    found = spark_jvm.kafka_offset_ranges(spark_jvm.batch_leaves(batch_df) if leaves is None else leaves)
+    return None if found is None else [OffsetRange(*r) for r in found]
 
 
 class KafkaReader:

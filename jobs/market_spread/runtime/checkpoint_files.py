@@ -1,5 +1,9 @@
 """Reading and rewriting the files of a stream checkpoint that Spark keys by batch number
-(`offsets/N`, `commits/N`), shared by the source-order move and the source log's trim."""
+(`offsets/N`, `commits/N`), shared by the source-order move and the source log's trim: Spark's
+on-disk format, the one reach into Spark's internals that is not a JVM call (runtime.spark_jvm).
+Lets go when: Spark syncs a checkpoint's files itself (repair_torn_tail, planned_input), offers a
+source log retention (stream.source_log) and names sources by name rather than position
+(stream.checkpoint_layout)."""
 
 from __future__ import annotations
 
