@@ -477,7 +477,7 @@ def test_prometheus_scrapes_the_stream_and_airflow(services):
 
 def _stream_metric_names() -> set[str]:
     """Every sample name the stream's registry exposes (counters' _total, histograms' _bucket, ...)."""
-    from market_spread.stream.metrics import StreamMetrics
+    from market_spread.observation.metrics import StreamMetrics
 
     metrics = StreamMetrics("files")
     metrics.backlog_files.labels("quotes").set(0)

@@ -169,7 +169,7 @@ def test_run_job_logs_every_line() -> None:
 def test_stream_task_log_is_one_summary_per_n_batches() -> None:
     from types import SimpleNamespace
 
-    from market_spread.stream.progress import ProgressSummary
+    from market_spread.observation.progress import ProgressSummary
 
     lines: list[str] = []
     summary = ProgressSummary(every=20, max_seconds=3600, out=lines.append)

@@ -22,7 +22,8 @@ ALLOWED: dict[str, set[str]] = {
     "runtime": set(),
     "lake": {"domain", "kernel", "runtime"},
     "sources": {"domain", "kernel", "runtime"},  # the stream's input: Kafka's source, a batch's lines on the driver
-    "stream": {"domain", "kernel", "lake", "runtime", "sources"},
+    "observation": {"runtime"},  # the stream's metrics, health sampler and progress
+    "stream": {"domain", "kernel", "lake", "runtime", "sources", "observation"},
     "feeds": {"domain", "runtime", "sources"},  # sources: the Kafka topic settings it shares
     "quality": {"domain", "kernel", "lake", "runtime"},
     "orchestration": {"runtime"},  # runtime.envnames: the variables of each command's flags
@@ -284,7 +285,13 @@ def test_a_ddl_column_list_is_what_the_scan_finds():
     assert not DDL_COLUMNS.search("CAST('1' AS DECIMAL(18,8)) AS max_spread")
 
 
-STREAM_FOLDERS = ("stream", "sources", "lake", "kernel")  # what a running stream executes, batch after batch
+STREAM_FOLDERS = (
+    "stream",
+    "sources",
+    "observation",
+    "lake",
+    "kernel",
+)  # what a running stream executes, batch after batch
 
 
 def test_the_streams_code_keeps_no_process_caches_in_module_globals():

@@ -351,7 +351,7 @@ def count_signals() -> dict[str, int]:
 def metrics_line(env: dict[str, str]) -> str:
     """Where the stream will serve its metrics, or why it cannot: the port taken (by a stream started
     by hand, say) or 0. Probed now; the stream says the same on the Stream page when it starts."""
-    from market_spread.stream.metrics import off_reason
+    from market_spread.observation.metrics import off_reason
 
     host, port = value("MARKET_SPREAD_METRICS_HOST", env), value("MARKET_SPREAD_METRICS_PORT", env)
     if not port:

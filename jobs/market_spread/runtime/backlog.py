@@ -1,7 +1,7 @@
 """The input waiting for the stream, read from outside it: landing files no committed batch has
 taken, or Kafka records past the offsets of the checkpoint's last committed batch.
 
-Shared by the stream's own metrics (stream.metrics), the supervisor's stall check and the Airflow
+Shared by the stream's own metrics (observation.metrics), the supervisor's stall check and the Airflow
 UI's Stream page, so that all three count the same thing. Input of the batch in flight counts as
 waiting until that batch commits: a batch that hangs leaves its input waiting. Standard library
 only at import (confluent_kafka is imported when a Kafka probe is made).

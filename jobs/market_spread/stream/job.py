@@ -6,14 +6,18 @@ codes are the stream contract's (runtime.stream_contract)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from market_spread.errors import UsageError
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.deltalog import latest_version
 from market_spread.lake.lock import LakeBusy, LeaseLock, WriterLock, writer_lock
-from market_spread.runtime import spark_jvm
+from market_spread.observation.health_sampler import Observer, StreamPlace
+from market_spread.observation.progress import ProgressSummary
+from market_spread.runtime import settings, spark_jvm
 from market_spread.runtime.checkpoint_files import offset_files
 from market_spread.runtime.spark import FULL_JIT_BACKLOG_BYTES, build_session
 from market_spread.runtime.storage import Location, S3Config, is_s3
@@ -21,8 +25,6 @@ from market_spread.runtime.stream_contract import EXIT_LAKE_BUSY, EXIT_REFUSED
 from market_spread.sources.kafka_source import check_kafka, checkpoint_source_error, session_conf
 from market_spread.stream import catch_up
 from market_spread.stream.checkpoint_layout import CheckpointLayoutError, prepare
-from market_spread.stream.health_sampler import Observer
-from market_spread.stream.progress import ProgressSummary
 from market_spread.stream.query import landing_backlog_bytes, run_query
 from market_spread.stream.source_log import trim_interval
 from market_spread.stream.spec import StreamSpec
@@ -139,7 +141,7 @@ def _run_stream(spec: StreamSpec, checkpoint: Location, lock: WriterLock | Lease
     lock.record(jvm_pid=spark_jvm.driver_pid(spark))
     spark_jvm.bound_s3a_requests(spark, S3Config.from_env().s3a_try_seconds)  # before any S3A client
     summary = ProgressSummary(spec.progress_every) if spec.progress_every > 1 else None
-    # Prometheus metrics and the health record the Stream page reads (stream.health_sampler).
+    # Prometheus metrics and the health record the Stream page reads (observation.health_sampler).
     query = replace(
         spec,
         landing=landing,
@@ -147,7 +149,7 @@ def _run_stream(spec: StreamSpec, checkpoint: Location, lock: WriterLock | Lease
         max_files_per_batch=_files_per_batch(spec, landing),
         before_commit=lock.check,
     )
-    observer = Observer.for_stream(query, summary)
+    observer = _observer(query, summary)
     try:
         return run_query(spark, query, on_batch=observer, handle_signals=True)
     finally:
@@ -155,3 +157,22 @@ def _run_stream(spec: StreamSpec, checkpoint: Location, lock: WriterLock | Lease
             summary.flush()  # the batches since the last line
         observer.close()
         spark.stop()
+
+
+def _observer(spec: StreamSpec, inner: Callable[[Any], None] | None = None) -> Observer:
+    """The stream's observer: its metrics endpoint where MARKET_SPREAD_METRICS_HOST/PORT say, and
+    its health sampler for its lake, checkpoint and input."""
+    kafka = spec.kafka
+    place = StreamPlace(
+        spec.lake,
+        spec.checkpoint_path,
+        spec.source,
+        spec.input_label,
+        landing=spec.landing if kafka is None else None,
+        archive=spec.archive,
+        bootstrap_servers=kafka.bootstrap_servers if kafka is not None else None,
+        topics=(kafka.quotes_topic, kafka.orders_topic) if kafka is not None else (),
+    )
+    return Observer(
+        place, inner, settings.value("MARKET_SPREAD_METRICS_HOST"), settings.value("MARKET_SPREAD_METRICS_PORT")
+    )

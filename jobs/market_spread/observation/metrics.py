@@ -4,7 +4,7 @@ and end-to-end latency, gauges of the last batch and of the input waiting; serve
 
 Recorded from each batch's BatchResult after its commits (the `on_batch` callback): a few counter
 increments on the batch's thread; everything that reads files, object storage or Kafka (latency,
-backlog, the health record) runs on the sampler's own thread (stream.health_sampler). The counters
+backlog, the health record) runs on the sampler's own thread (observation.health_sampler). The counters
 add up to `batch_metrics`: a replayed batch whose row an earlier run committed is not counted again.
 """
 
@@ -14,12 +14,19 @@ import errno
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, ProcessCollector
 
-if TYPE_CHECKING:
-    from market_spread.stream.batch_run import BatchResult
+
+class BatchResult(Protocol):
+    """What a committed batch's result gives its metrics (stream.batch_run.BatchResult has it)."""
+
+    batch_id: int
+    seconds: float
+    skipped: list[str]
+    placement: str
+
 
 PREFIX = "market_spread"
 BATCH_SECONDS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)

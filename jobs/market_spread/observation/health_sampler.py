@@ -14,17 +14,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote
 
+from market_spread.observation.metrics import StreamMetrics, serve
 from market_spread.runtime.backlog import KafkaProbe, Waiting, committed_kafka_offsets, kafka_waiting, landing_waiting
 from market_spread.runtime.processes import this_host
 from market_spread.runtime.storage import Location, S3Path, location
 from market_spread.runtime.stream_health import MinuteSeries, read_health, write_health
-from market_spread.stream.metrics import StreamMetrics, serve
-
-if TYPE_CHECKING:
-    from market_spread.stream.spec import StreamSpec
 
 MAX_FILES_MEASURED = 100  # per batch: a catch-up batch of thousands of files is sampled, not stat'ed whole
 MAX_KAFKA_PENDING = 10  # batches whose Kafka timestamps are still asked for when the probe falls behind
@@ -243,24 +240,6 @@ class Observer:
         self.server, said = serve(self.metrics, host, port)
         self.sampler = HealthSampler(self.metrics, place, said if self.server is not None else None, said)
         self.sampler.start()
-
-    @classmethod
-    def for_stream(cls, spec: StreamSpec, inner: Callable[[Any], None] | None = None) -> "Observer":
-        """For `market-spread stream`: the endpoint where MARKET_SPREAD_METRICS_HOST/PORT say."""
-        from market_spread.runtime.settings import value
-
-        kafka = spec.kafka
-        place = StreamPlace(
-            spec.lake,
-            spec.checkpoint_path,
-            spec.source,
-            spec.input_label,
-            landing=spec.landing if kafka is None else None,
-            archive=spec.archive,
-            bootstrap_servers=kafka.bootstrap_servers if kafka is not None else None,
-            topics=(kafka.quotes_topic, kafka.orders_topic) if kafka is not None else (),
-        )
-        return cls(place, inner, value("MARKET_SPREAD_METRICS_HOST"), value("MARKET_SPREAD_METRICS_PORT"))
 
     def __call__(self, result: Any) -> None:
         try:
