@@ -276,31 +276,8 @@ def test_cluster_run_gives_the_same_tables_as_a_local_run(tmp_path, spark, data,
 
 
 @pytest.mark.slow
-def test_the_executors_placement_on_the_cluster_gives_the_same_tables_with_the_kernel_shipped(
-    tmp_path, spark, data, two_workers, shipped_python
-):
-    # The kernel runs in the executors' Python workers (a mark each start), imported from the package
-    # archive the driver ships: their Python cannot import the project from its environment.
-    cluster = two_workers
-    landing, lake = tmp_path / "landing", tmp_path / "lake"
-    shutil.copytree(data["source"], landing)
-    before = _app_dirs(cluster)
-    run = _stream(
-        cluster, landing, lake, data["symbols"], shipped_python["python"], "--available-now", "--placement", "executors"
-    )
-    assert run.finish(timeout=900) == 0, run.output[-6000:]
-    assert comparable_tables(spark, lake) == data["expected"]
-    assert _counts(metrics_totals(spark, lake)) == _counts(data["totals"])
-    metrics = read_table(spark, lake, "batch_metrics").select("placement", "spark_jobs").collect()
-    assert {r.placement for r in metrics} == {"executors"} and all(r.spark_jobs > 0 for r in metrics), metrics
-    assert shipped_python["mark"].exists(), "no Python worker started on an executor"
-    ran = [name for name, apps in _new_apps(cluster, before).items() if apps]
-    assert len(ran) == 2, f"executors ran on {ran} only"
-
-
-@pytest.mark.slow
 def test_a_cluster_stream_listens_on_loopback_with_authentication_and_survives_a_killed_worker(
-    tmp_path, spark, data, two_workers, executor_python, shipped_python
+    tmp_path, spark, data, two_workers, shipped_python
 ):
     cluster = two_workers
     landing, lake = tmp_path / "landing", tmp_path / "lake"
@@ -342,12 +319,18 @@ def test_a_cluster_stream_listens_on_loopback_with_authentication_and_survives_a
     logs = _executor_logs(cluster, survivor, app)
     assert "Fetching spark://" in logs and "delta-spark_" in logs, f"{survivor}: no Delta JAR fetched"
     assert shipped_python["mark"].exists(), "no Python worker started on an executor"
-    # Whatever the stopped stream left: drain it on the one surviving worker.
-    drain = _stream(cluster, landing, lake, data["symbols"], executor_python["python"], "--available-now")
+    # Whatever the stopped stream left: drain it on the one surviving worker, in its tasks too.
+    drain = _stream(
+        cluster, landing, lake, data["symbols"], shipped_python["python"], "--available-now", extra_env=in_tasks
+    )
     assert drain.finish(timeout=900) == 0, drain.output[-6000:]
+    # The executors placement gives the local run's tables, the kernel imported from the shipped
+    # archive (the executors' Python cannot import the project from its environment).
     assert comparable_tables(spark, lake) == data["expected"]
     # batch_metrics still adds up to the tables (how rows fall into batches may differ).
     assert _counts(metrics_totals(spark, lake)) == _counts(data["totals"])
+    metrics = read_table(spark, lake, "batch_metrics").select("placement", "spark_jobs").collect()
+    assert {r.placement for r in metrics} == {"executors"} and all(r.spark_jobs > 0 for r in metrics), metrics
 
 
 # Issue 44: every channel of the cluster is authenticated with the secret LocalCluster generated
