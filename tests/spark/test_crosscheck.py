@@ -1,5 +1,6 @@
-"""Cross-check: the Spark pipeline and the event-at-a-time reference give identical alerts and state,
-on replayed Wallaroo data and on generated data, over several seeds and ways of cutting files and runs."""
+"""Cross-check: the stream and the event-at-a-time reference give identical alerts and state, on
+replayed Wallaroo data (the default placement: the kernel in the driver process) and on generated
+data, over several seeds and ways of cutting files and runs, each seed on the placement it names."""
 
 from __future__ import annotations
 
@@ -98,8 +99,13 @@ def test_replayed_wallaroo_demo_matches_the_reference(spark, tmp_path, wallaroo_
     assert quarantined == len(expected.quarantined)
 
 
-@pytest.mark.parametrize("seed, profile, files", [(1, "default", 1), (2, "wallaroo", 5), (3, "default", 9)])
-def test_generated_data_matches_the_reference_over_cuttings_and_runs(spark, tmp_path, seed, profile, files):
+@pytest.mark.parametrize(
+    "seed, profile, files, placement",
+    [(1, "default", 1, "driver"), (2, "wallaroo", 5, "executors"), (3, "default", 9, "driver")],
+)
+def test_generated_data_matches_the_reference_over_cuttings_and_runs(
+    spark, tmp_path, seed, profile, files, placement
+):
     source = tmp_path / "source"
     gen = Generator(SYMBOLS, seed=seed, wide_share=0.4, profile=profile)
     write_backlog(source, gen, 800, 800, files, f"x{seed}")
@@ -122,7 +128,9 @@ def test_generated_data_matches_the_reference_over_cuttings_and_runs(spark, tmp_
                 if src.exists():
                     batch.append(land_file(src, landing, feed))
         batches.append(batch)
-        assert stream(spark, landing, lake) == 0
+        assert stream(spark, landing, lake, placement=placement) == 0
+    placed = {r.placement for r in read_table(spark, lake, "batch_metrics").select("placement").collect()}
+    assert placed == {placement}, f"seed {seed} ran on {placed}"
     expected = reference.run_reference(batches, SYMBOLS)
     got = _spark_alerts(spark, lake)
     assert got and got == _reference_alerts(expected)
