@@ -129,7 +129,7 @@ run: setup
 # tests, the whole command's time with its set-up (budget: 20 minutes on the 2-core machine; the
 # latest figure in docs/operations.md, Tests). Set-up runs two jobs at once (pip beside Maven, lint
 # beside the class archive), each job's output printed whole when it ends.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 test:
 	@export MARKET_SPREAD_TEST_BEGAN=$$(date +%s); \
 	$(MAKE) --no-print-directory -j2 --output-sync=target setup browser lint && \
