@@ -126,7 +126,7 @@ def test_landing_files_read_on_the_driver_give_the_lines_sparks_text_source_give
     seen = []
 
     def batch(df, batch_id):
-        got = driver_read.read_lines(df, 1 << 20)
+        got = driver_read.read_lines(df)
         want = df.select("stream", "value", "source_file").toArrow()
         seen.append(
             (
@@ -157,7 +157,7 @@ def test_landing_files_read_on_the_driver_give_the_lines_sparks_text_source_give
             lambda df, _: seen.append(
                 (
                     driver_read._file_lines(driver_read.landing_files(df, 1 << 20)),
-                    steps.parse(driver_read.read_lines(df, 1 << 20), pa.array(["A"]), frozenset(["A"])).quarantine,
+                    steps.parse(driver_read.read_lines(df), pa.array(["A"]), frozenset(["A"])).quarantine,
                 )
             )
         )

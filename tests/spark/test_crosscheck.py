@@ -103,9 +103,7 @@ def test_replayed_wallaroo_demo_matches_the_reference(spark, tmp_path, wallaroo_
     "seed, profile, files, placement",
     [(1, "default", 1, "driver"), (2, "wallaroo", 5, "executors"), (3, "default", 9, "driver")],
 )
-def test_generated_data_matches_the_reference_over_cuttings_and_runs(
-    spark, tmp_path, seed, profile, files, placement
-):
+def test_generated_data_matches_the_reference_over_cuttings_and_runs(spark, tmp_path, seed, profile, files, placement):
     source = tmp_path / "source"
     gen = Generator(SYMBOLS, seed=seed, wide_share=0.4, profile=profile)
     write_backlog(source, gen, 800, 800, files, f"x{seed}")

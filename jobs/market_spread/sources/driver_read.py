@@ -48,42 +48,36 @@ def plan_bytes(batch_df: DataFrame) -> int | None:
     """The bytes Spark's plan says the batch reads (its files' sizes), None when it does not know."""
     try:
         size = spark_jvm.estimated_bytes(batch_df)
-    except Exception:  # noqa: BLE001 - no estimate: Spark takes the batch
+    except Exception:  # noqa: BLE001 - no estimate: the batch's size is not known
         return None
     return size if size < (1 << 62) else None  # a source without an estimate says "huge"
 
 
-def read_lines(batch_df: DataFrame, limit: int) -> pa.Table | None:
+def read_lines(batch_df: DataFrame) -> pa.Table:
     """The batch's lines (stream, value, source_file) on the driver: a landing file's read here
-    straight from its folder or bucket (landing_files), Kafka records in one Spark job; None when
-    the batch is bigger than the limit after all (Spark then takes it)."""
-    read = read_batch(batch_df, None, limit)
-    return None if read is None else read[1]
+    straight from its folder or bucket (landing_files), Kafka records in one Spark job."""
+    return read_batch(batch_df, None)[1]
+
+
+_ANY_SIZE = 1 << 40  # a batch of any size is read on the driver
 
 
 def read_batch(
-    batch_df: DataFrame,
-    universe: pa.Array | None,
-    limit: int,
-    reader: DriverReader | None = None,
-) -> tuple[list[layout.ColumnBatch], pa.Table] | None:
+    batch_df: DataFrame, universe: pa.Array | None, reader: DriverReader | None = None
+) -> tuple[list[layout.ColumnBatch], pa.Table]:
     """The batch on the driver: large landing files read whole by Arrow's JSON reader where they
-    are certainly Spark's reading (with a `universe`), and the other lines (stream, value,
-    source_file); a Kafka batch's records by the `reader`'s consumer (sources.kafka_read); None when
-    the batch has more than twice `limit` lines after all (Spark then takes it)."""
+    can be (with a `universe`), and the other lines (stream, value, source_file); a Kafka batch's
+    records by the `reader`'s consumer (sources.kafka_read), else by one Spark job."""
     reader = reader or _SERIAL
-    limit = 2 * limit
     leaves = spark_jvm.batch_leaves(batch_df)  # the plan walked once for both kinds of source
-    files = _whole_files(leaves, limit * _BYTES_PER_LINE)
+    files = _whole_files(leaves, _ANY_SIZE * _BYTES_PER_LINE)
     read = _read_files(files, universe, reader) if files else None
     if read is None and reader.kafka is not None and not files and leaves is not None:
-        records = reader.kafka.read(batch_df, limit, leaves)
+        records = reader.kafka.read(batch_df, _ANY_SIZE, leaves)
         read = None if records is None else ([], records)
     if read is None:
         read = [], batch_df.select("stream", "value", "source_file").toArrow()
-    parts, lines = read
-    lines_in_all = lines.num_rows + sum(p.quotes.num_rows + p.orders.num_rows for p in parts)
-    return read if lines_in_all <= limit else None
+    return read
 
 
 def landing_files(batch_df: DataFrame, max_bytes: int) -> list[str] | None:

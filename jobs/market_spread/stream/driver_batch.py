@@ -81,8 +81,7 @@ def driver_steps(batch: BatchRun, batch_df: DataFrame, compactor: Compactor | No
     batch.describe("read lines")
     # Files read whole (kernel.file_json) keep no line's text, which a constraint's quarantine needs.
     universe = None if rules else batch.settings.universe_array
-    read = driver_read.read_batch(batch_df, universe, _ANY_SIZE, batch.reader)
-    assert read is not None, "a batch of any size is read"
+    read = driver_read.read_batch(batch_df, universe, batch.reader)
     collected = ms_since(batch.t0)
     t1 = time.perf_counter()
     parsed = steps.parse(read[1], batch.settings.universe_array, batch.settings.universe, keep_text=bool(rules))
