@@ -125,11 +125,11 @@ run: setup
 
 # Two pytest workers, a test file (or a group of files sharing a live Airflow) each at a time, the
 # longest first (tests/conftest.py): one worker's waits on child JVMs, brokers and Airflow are the
-# other's CPU; with two the 2 cores are busy throughout, so a third adds nothing. Prints the 25 slowest
+# other's CPU; a third took 5 % off and stretched every test (docs/performance.md). Prints the 25 slowest
 # tests, the whole command's time with its set-up (budget: 20 minutes on the 2-core machine; the
 # latest figure in docs/operations.md, Tests). Set-up runs two jobs at once (pip beside Maven, lint
 # beside the class archive), each job's output printed whole when it ends.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 2
 test:
 	@export MARKET_SPREAD_TEST_BEGAN=$$(date +%s); \
 	$(MAKE) --no-print-directory -j2 --output-sync=target setup browser lint && \
