@@ -102,7 +102,7 @@ class StateMirror:
                 "seq": newest["seq"],
             }
         )
-        stored = self._keyed(self.stored(newest["symbol"].to_pylist()))
+        stored = self.as_quotes(self.stored(newest["symbol"].to_pylist()))
         winners = columns.newest(pa.concat_tables([stored, incoming.cast(stored.schema)]))
         for symbol, bid, offer, time, seq in zip(*(winners[c].to_pylist() for c in winners.column_names)):
             self._quotes[symbol] = (bid, offer, time, seq)
@@ -110,8 +110,8 @@ class StateMirror:
             self.enabled, self._quotes = False, None
 
     @staticmethod
-    def _keyed(q: dict[str, Quote]) -> pa.Table:
-        """Stored quotes as kernel.columns' quotes (time in µs)."""
+    def as_quotes(q: dict[str, Quote]) -> pa.Table:
+        """Stored quotes (as `stored` gives them) as kernel.columns' quotes (time in µs)."""
         return pa.table(
             {
                 "symbol": pa.array(list(q), pa.string()),
@@ -138,11 +138,12 @@ class StateMirror:
         """`stored` as an Arrow table (STATE_QUOTE_COLUMNS)."""
         return self._arrow(self.stored(symbols))
 
-    def late(self, bounds: pa.Table) -> list[dict[str, Any]]:
-        """The symbols whose stored quote is newer than their first order in `bounds` (Arrow:
-        symbol, first_order, last_order), with those bounds as UTC datetimes."""
+    @staticmethod
+    def late(bounds: pa.Table, quotes: dict[str, Quote]) -> list[dict[str, Any]]:
+        """The symbols whose stored quote (in `quotes`, as `stored` gives them for the symbols of
+        `bounds`) is newer than their first order in `bounds` (Arrow: symbol, first_order,
+        last_order), with those bounds as UTC datetimes."""
         out = []
-        quotes = self.stored(bounds["symbol"].to_pylist())
         # Bounds of order times, which are never null.
         firsts, lasts = micros(bounds["first_order"]), micros(bounds["last_order"])
         for symbol, first, last in zip(bounds["symbol"].to_pylist(), cast(list[int], firsts), cast(list[int], lasts)):

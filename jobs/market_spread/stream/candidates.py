@@ -29,15 +29,18 @@ def stored_quotes(spans: pa.Table, state: StateMirror, tables: LakeTables) -> tu
     the quotes committed before the batch that their orders may need: the state's, and the history
     of symbols whose stored quote is newer than their first order (late orders). And how many
     symbols had late orders."""
-    parts = [_state_rows(state.stored_table(spans["symbol"].to_pylist()))]
-    late = state.late(pa.table({"symbol": spans["symbol"], "first_order": spans["first"], "last_order": spans["last"]}))
+    # One look-up for both (past the mirror's size a read of the table).
+    stored = state.stored(spans["symbol"].to_pylist())
+    parts = [state.as_quotes(stored)]
+    bounds = pa.table({"symbol": spans["symbol"], "first_order": spans["first"], "last_order": spans["last"]})
+    late = state.late(bounds, stored)
     if late:
         parts.append(_state_rows(late_history_rows(tables, late)))
     return pa.concat_tables(parts), len(late)
 
 
 def _state_rows(table: pa.Table) -> pa.Table:
-    """STATE_QUOTE_COLUMNS rows as driver_columns' quotes (time in µs)."""
+    """STATE_QUOTE_COLUMNS rows (the history read for late orders) as kernel.columns' quotes (time in µs)."""
     return pa.table(
         {
             "symbol": table["symbol"],

@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 from market_spread.kernel import steps
 from market_spread.kernel.layout import ColumnBatch
 from market_spread.lake import tables as lake_mod
+from market_spread.lake.state import NEWEST_COLUMNS, state_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -72,17 +73,10 @@ def screen_quotes(batch: BatchRun, cols: ColumnBatch, rules: Rules) -> tuple[Col
         return cols, None
     settings, schema = batch.settings, lake_mod.arrow_schema("quotes")
     history = steps.history(cols.quotes, batch.batch_id, settings.thresholds, schema)
-    state = _state_rows(history)
+    state = state_rows(history.select(list(NEWEST_COLUMNS)), datetime.now(UTC), batch.batch_id)
     why = broken(batch.spark, "quotes", history, rules.get("quotes", {}))
     why = pc.coalesce(why, broken(batch.spark, "symbol_state", state, rules.get("symbol_state", {})))
     return _without(cols, "quotes", why)
-
-
-def _state_rows(history: pa.Table) -> pa.Table:
-    """Each quote's row in symbol_state as the MERGE would write it."""
-    schema = lake_mod.arrow_schema("symbol_state")
-    now = pa.array([datetime.now(UTC)] * history.num_rows, schema.field("updated_at").type)
-    return pa.table({n: now if n == "updated_at" else history[n] for n in schema.names})
 
 
 def screen_alerts(
