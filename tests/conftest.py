@@ -128,7 +128,7 @@ def wallaroo_dir() -> Path:
 LONGEST_FIRST = (
     "tests/reliability/test_crash_campaign_s3.py",  # 3 kills on S3
     "tests/reliability/test_crash_campaign.py",  # 2 kills on local disk
-    "tests/e2e/test_cluster.py",  # with the authentication tests, a long file (two refused drivers wait ~75 s together)
+    "tests/e2e/test_cluster.py",  # a cluster and five drivers (the two refused ones wait ~60 s beside the rest)
     "tests/stream/test_kafka.py",
     "tests/stream/test_pipeline.py",
     "tests/e2e/test_airflow_e2e.py",

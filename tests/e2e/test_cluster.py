@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 import zipfile
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -105,8 +105,35 @@ def cluster(tmp_path_factory):
         assert not cluster.leftovers(), f"processes left behind in the groups of {cluster.leftovers()}"
 
 
+@pytest.fixture(scope="module")
+def refused_drivers(cluster: LocalCluster, tmp_path_factory) -> Iterator[dict[str, Driver]]:
+    """The drivers the master must refuse (test_a_driver_with_another_secret_or_none_is_refused_by_the_master):
+    one with another secret, one with none. Each spends a minute idle on Spark's fixed retry schedule
+    (3 registration tries, 20 s apart, hard-coded in StandaloneAppClient) before it gives up, so they
+    start side by side as soon as the cluster is up (two_workers asks for them too) and that minute
+    passes during this file's other tests instead of in a test of its own (76 s of the CI run of
+    2026-12-06). Killed at the end if still running."""
+    root = tmp_path_factory.mktemp("refused-drivers")
+    wrong = root / "wrong-conf"
+    wrong.mkdir(mode=0o700)
+    empty = root / "empty-conf"
+    empty.mkdir()
+    (wrong / "spark-defaults.conf").write_text("spark.authenticate true\nspark.authenticate.secret not-the-secret\n")
+    (wrong / "spark-defaults.conf").chmod(0o600)
+    cases = {
+        "another secret": {"SPARK_CONF_DIR": str(wrong)},
+        "no secret (checks off)": {"SPARK_CONF_DIR": str(empty), "MARKET_SPREAD_SPARK_AUTH": "off"},
+    }
+    drivers = {case: Driver(cluster, root / case.split()[0], changes) for case, changes in cases.items()}
+    try:
+        yield drivers
+    finally:
+        for driver in drivers.values():
+            driver.kill()
+
+
 @pytest.fixture
-def two_workers(cluster: LocalCluster) -> LocalCluster:
+def two_workers(cluster: LocalCluster, refused_drivers: dict[str, Driver]) -> LocalCluster:
     """The cluster with two live workers (one may have been killed by an earlier test)."""
     while len(cluster.running_workers()) < 2:
         cluster.add_worker(wait=False)
@@ -349,37 +376,71 @@ def _leaks(secret: str) -> list[str]:
     return found
 
 
+class Driver:
+    """`stream --available-now` against the cluster with these environment changes, started at once
+    (a session of its own); `result` waits for its exit code, output and seconds from start to exit."""
+
+    def __init__(self, cluster: LocalCluster, tmp_path: Path, env_changes: dict[str, str | None]) -> None:
+        (tmp_path / "landing" / "quotes").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "landing" / "orders").mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, MARKET_SPREAD_DRIVER_HOST="127.0.0.1", MARKET_SPREAD_DRIVER_MEMORY="1g")
+        for name, value in env_changes.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
+        self.began = time.monotonic()
+        self.proc = subprocess.Popen(
+            CLI
+            + [
+                "stream",
+                "--landing",
+                str(tmp_path / "landing"),
+                "--lake",
+                str(tmp_path / "lake"),
+                "--master",
+                cluster.master_url,
+                "--available-now",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
+        self.output, self.seconds = "", 0.0
+        # Read as it comes (no pipe fills up) and timed at its exit, however late `result` is called.
+        self._waiter = threading.Thread(target=self._wait, daemon=True)
+        self._waiter.start()
+
+    def _wait(self) -> None:
+        out, err = self.proc.communicate()
+        self.seconds = time.monotonic() - self.began
+        self.output = out + err
+
+    def result(self, timeout: float) -> tuple[int, str, float]:
+        """Exit code, output and seconds; AssertionError (the driver killed) if still running
+        `timeout` s after its start."""
+        self._waiter.join(max(0.0, self.began + timeout - time.monotonic()))
+        if self._waiter.is_alive():
+            self.kill()
+            raise AssertionError(f"the driver still ran {timeout:.0f} s after its start")
+        return self.proc.returncode, self.output, self.seconds
+
+    def kill(self) -> None:
+        if self.proc.poll() is None or _group_alive(self.proc.pid):
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self._waiter.join(30)
+
+
 def _refused(
     cluster: LocalCluster, tmp_path: Path, env_changes: dict[str, str | None], timeout: float
 ) -> tuple[int, str, float]:
     """`stream` against the cluster with these environment changes: exit code, output, seconds."""
-    (tmp_path / "landing" / "quotes").mkdir(parents=True, exist_ok=True)
-    (tmp_path / "landing" / "orders").mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, MARKET_SPREAD_DRIVER_HOST="127.0.0.1", MARKET_SPREAD_DRIVER_MEMORY="1g")
-    for name, value in env_changes.items():
-        if value is None:
-            env.pop(name, None)
-        else:
-            env[name] = value
-    began = time.monotonic()
-    done = subprocess.run(
-        CLI
-        + [
-            "stream",
-            "--landing",
-            str(tmp_path / "landing"),
-            "--lake",
-            str(tmp_path / "lake"),
-            "--master",
-            cluster.master_url,
-            "--available-now",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-    )
-    return done.returncode, done.stdout + done.stderr, time.monotonic() - began
+    return Driver(cluster, tmp_path, env_changes).result(timeout)
 
 
 def test_the_cluster_runs_with_authentication_and_keeps_its_secret_private(cluster, tmp_path):
@@ -400,27 +461,11 @@ def test_the_cluster_runs_with_authentication_and_keeps_its_secret_private(clust
 
 
 @pytest.mark.slow
-def test_a_driver_with_another_secret_or_none_is_refused_by_the_master(cluster, tmp_path):
-    wrong = tmp_path / "wrong-conf"
-    wrong.mkdir(mode=0o700)
-    empty = tmp_path / "empty-conf"
-    empty.mkdir()
-    (wrong / "spark-defaults.conf").write_text("spark.authenticate true\nspark.authenticate.secret not-the-secret\n")
-    (wrong / "spark-defaults.conf").chmod(0o600)
+def test_a_driver_with_another_secret_or_none_is_refused_by_the_master(cluster, refused_drivers):
     # Spark retries the master 3 times, 20 s apart, then gives up: a bounded wait, then a clear error.
-    # The two drivers are refused side by side: each spends that minute idle, waiting on Spark's fixed
-    # retry schedule, so one after the other doubled the test (139 s against about 75 s).
-    cases = {
-        "another secret": {"SPARK_CONF_DIR": str(wrong)},
-        "no secret (checks off)": {"SPARK_CONF_DIR": str(empty), "MARKET_SPREAD_SPARK_AUTH": "off"},
-    }
-    with ThreadPoolExecutor(len(cases)) as pool:
-        done = {
-            case: pool.submit(_refused, cluster, tmp_path / case.split()[0], changes, 300)
-            for case, changes in cases.items()
-        }
-    for case, future in done.items():
-        rc, output, seconds = future.result()
+    # The drivers were started with the cluster (refused_drivers): by now most of that minute is over.
+    for case, driver in refused_drivers.items():
+        rc, output, seconds = driver.result(300)
         assert rc == 2, f"{case}: {output[-4000:]}"
         errors = [l for l in output.splitlines() if l.startswith("market-spread stream: error: ")]
         assert len(errors) == 1 and "did not accept this driver" in errors[0], f"{case}: {output[-4000:]}"
