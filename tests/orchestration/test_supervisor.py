@@ -284,3 +284,12 @@ def _readable_waiting(bootstrap: str, lake: Path, topics: tuple[str, str]) -> in
 def _after(seconds: float, reason: str):
     deadline = time.monotonic() + seconds
     return lambda: reason if time.monotonic() > deadline else None
+
+
+def test_the_alerts_topic_reaches_the_stream_with_its_brokers_whatever_the_source() -> None:
+    files = stream_argv(Settings(alerts_topic="alerts", bootstrap_servers="127.0.0.1:9092"))
+    assert files[files.index("--alerts-topic") + 1] == "alerts"
+    assert files[files.index("--bootstrap-servers") + 1] == "127.0.0.1:9092" and "--landing" in files
+    kafka = stream_argv(Settings(alerts_topic="alerts", bootstrap_servers="127.0.0.1:9092", source="kafka"))
+    assert kafka.count("--bootstrap-servers") == 1 and "--alerts-topic" in kafka
+    assert "--alerts-topic" not in stream_argv(Settings())

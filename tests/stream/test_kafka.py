@@ -5,7 +5,7 @@ real Spark reading it with the Kafka connector, real Delta. Nothing mocked.
 - bad records (not JSON, wrong types, unknown symbols, a 2 MB value) are quarantined with their
   topic/partition/offset; a topic that does not exist is one clear error line;
 - SIGKILL of the stream's process group at the dangerous instants while a producer keeps writing:
-  nothing lost, nothing doubled (its share of the windows, campaign.SHORT_PLANS; 20 kills with
+  nothing lost, nothing doubled, in the tables or in the alerts topic (`--alerts-topic` on) (its share of the windows, campaign.SHORT_PLANS; 20 kills with
   MARKET_SPREAD_RELIABILITY=full);
 - the broker stopped and started under a running stream: it waits, resumes, loses nothing.
 """
@@ -25,11 +25,12 @@ import pytest
 
 from market_spread.feeds.broker import BrokerProcess
 from market_spread.feeds.generate import Generator, write_backlog
-from market_spread.feeds.producer import KafkaSink
+from market_spread.feeds.producer import KafkaSink, ensure_topics
 from market_spread.sources.kafka_source import KafkaSettings
 from market_spread.stream.query import run_query
 from market_spread.stream.spec import StreamSpec
 from market_spread_tools.bench_kafka import broker_available
+from tests.helpers.alerts_topic import assert_topic_is_the_table
 from tests.helpers.campaign import (
     FULL,
     SHORT_PLANS,
@@ -53,6 +54,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 SYMBOLS = ["AAPL", "MSFT", "IBM", "GOOG", "TSLA", "ASOF", "LATE", "LQ", "TA", "TM", "TI", "NM"]
+ALERTS_PARTITIONS = 3
 SOURCE_RE = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)/(?P<partition>\d+)/(?P<offset>\d+)$")
 
 
@@ -293,7 +295,9 @@ def _compare_with_files(spark, lake: Path, source: Path, tmp_path: Path, lines: 
     return {"lost": lost, "doubled": doubled, **totals}
 
 
-def _drain(base: KafkaSettings, broker: BrokerProcess, lake: Path, symbols: Path, log: Path) -> None:
+def _drain(
+    base: KafkaSettings, broker: BrokerProcess, lake: Path, symbols: Path, log: Path, extra: tuple[str, ...] = ()
+) -> None:
     drain = Job(
         [
             "stream",
@@ -310,6 +314,7 @@ def _drain(base: KafkaSettings, broker: BrokerProcess, lake: Path, symbols: Path
             "--symbols",
             str(symbols),
             "--available-now",
+            *extra,
         ],
         log,
     )
@@ -330,6 +335,9 @@ def test_sigkill_of_the_stream_while_producers_write_loses_and_doubles_nothing(s
     )
     base = settings_for(broker, topics())
     sink = KafkaSink(broker.bootstrap, base.quotes_topic, base.orders_topic)
+    # With the alerts topic on (contract 4b): each alert of the table once in it, kills and all.
+    alerts_topic = ("--alerts-topic", f"alerts-{base.quotes_topic}")
+    ensure_topics(broker.bootstrap, [alerts_topic[1]], ALERTS_PARTITIONS)
     lake = tmp_path / "lake"
     stream_args = [
         "stream",
@@ -347,6 +355,7 @@ def test_sigkill_of_the_stream_while_producers_write_loses_and_doubles_nothing(s
         str(symbols),
         "--interval",
         "0.5",
+        *alerts_topic,
     ]
     pending = list(files)
     sent_lines = 0
@@ -376,12 +385,13 @@ def test_sigkill_of_the_stream_while_producers_write_loses_and_doubles_nothing(s
     thread, sent = _producer_thread(sink, pending, threading.Event(), pause=0.0, rng=rng)
     thread.join(300)
     sent_lines += sent["lines"]
-    _drain(base, broker, lake, symbols, tmp_path / "drain.log")
+    _drain(base, broker, lake, symbols, tmp_path / "drain.log", alerts_topic)
 
     result = _compare_with_files(spark, lake, source, tmp_path, sent_lines)
+    published = assert_topic_is_the_table(broker.bootstrap, alerts_topic[1], lake, ALERTS_PARTITIONS)
     print(
         f"\nkafka crash campaign: {kills} kills ({dict(seen_windows)}), {sent_lines} records, "
-        f"{result['batches']} batches, {result['alerts']} alerts, lost {result['lost']}, doubled {result['doubled']}, "
+        f"{result['batches']} batches, {result['alerts']} alerts ({published} published), lost {result['lost']}, doubled {result['doubled']}, "
         f"{time.monotonic() - began:.0f} s"
     )
 

@@ -23,12 +23,13 @@ ALLOWED: dict[str, set[str]] = {
     "lake": {"domain", "kernel", "runtime"},
     "sources": {"domain", "kernel", "runtime"},  # the stream's input: Kafka's source, a batch's lines on the driver
     "observation": {"runtime"},  # the stream's metrics, health sampler and progress
-    "stream": {"domain", "kernel", "lake", "runtime", "sources", "observation"},
+    "sinks": {"domain", "lake", "runtime", "sources"},  # committed alerts published beyond the lake
+    "stream": {"domain", "kernel", "lake", "runtime", "sources", "observation", "sinks"},
     "feeds": {"domain", "runtime", "sources"},  # sources: the Kafka topic settings it shares
     "quality": {"domain", "kernel", "lake", "runtime"},
     "orchestration": {"runtime"},  # runtime.envnames: the variables of each command's flags
     "cli": {"domain", "runtime"},
-    "cli/commands": {"cli", "domain", "lake", "sources", "stream", "feeds", "quality"},
+    "cli/commands": {"cli", "domain", "lake", "sources", "sinks", "stream", "feeds", "quality"},
 }
 SUB_LAYERS = ("cli/commands",)  # folders inside a folder that are layers of their own
 # Modules at the top of the package that every layer may import; they import nothing of it.

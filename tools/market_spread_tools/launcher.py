@@ -256,7 +256,7 @@ def source_is_kafka() -> bool:
 
 def start_kafka(env: dict[str, str]) -> BrokerProcess:
     """Start `market-spread broker` on 127.0.0.1 (KAFKA_PORT, default 9092; data in data/kafka,
-    kept across runs), create the topics, and point the stream and feed DAGs at it through `env`.
+    kept across runs), create the topics (the feeds' and `alerts`), and point the stream and feed DAGs at it through `env`.
 
     The broker is not a CLI job: `shutdown` stops it in its final sweep, after the stream has
     finished its batch in flight and Airflow is gone. It carries RUN_MARKER like every process of
@@ -272,10 +272,12 @@ def start_kafka(env: dict[str, str]) -> BrokerProcess:
     broker = BrokerProcess(data, port, port + 1000, log=PROJECT_ROOT / "data" / "kafka-broker.out", env=env)
     say(f"starting the Kafka broker on 127.0.0.1:{port} (data {data}; log {broker.log})")
     broker.start()
-    ensure_topics(broker.bootstrap, ["quotes", "orders"])
-    # registry: product (both set here for the stream and feed jobs, which read them)
+    # The stream never creates its alerts topic (contract 4b): the run makes it beside the feeds'.
+    ensure_topics(broker.bootstrap, ["quotes", "orders", "alerts"])
+    # registry: product (set here for the stream and feed jobs, which read them)
     env["MARKET_SPREAD_SOURCE"] = "kafka"
     env["MARKET_SPREAD_BOOTSTRAP_SERVERS"] = broker.bootstrap
+    env["MARKET_SPREAD_ALERTS_TOPIC"] = "alerts"
     return broker
 
 
@@ -369,7 +371,7 @@ def banner(launch: Launch, password: str, settings: Settings, env: dict[str, str
     paused = " (paused: MARKET_SPREAD_START_PAUSED)" if launch.start_paused else " (unpaused)"
     landing = settings.landing  # on the S3 server with a store
     source_line = (
-        f"  kafka       {env['MARKET_SPREAD_BOOTSTRAP_SERVERS']} (topics quotes, orders; data {broker.data})"
+        f"  kafka       {env['MARKET_SPREAD_BOOTSTRAP_SERVERS']} (topics quotes, orders; alerts published to alerts; data {broker.data})"
         if broker
         else f"  landing     {landing.uri('s3') if launch.store and isinstance(landing, S3Path) else landing}"
     )

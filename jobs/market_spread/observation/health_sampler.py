@@ -63,10 +63,12 @@ class HealthSampler(threading.Thread):
         endpoint: str | None = None,
         endpoint_note: str | None = None,
         every: float = 5.0,
+        topic_status: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         super().__init__(name="market-spread-health", daemon=True)
         self.metrics, self.place, self.endpoint, self.every = metrics, place, endpoint, every
         self.endpoint_note = endpoint_note or endpoint  # the URL, or why there is none
+        self.topic_status = topic_status  # the alerts topic's publisher, when the stream has one
         self.pending: queue.Queue[Committed] = queue.Queue(maxsize=1000)
         self.closing = threading.Event()
         self.probe = (
@@ -201,6 +203,15 @@ class HealthSampler(threading.Thread):
         self.series.add_backlog(now, waiting.count)
         self.backlog = _backlog_entry(waiting, now)
 
+    def _topic(self) -> dict[str, Any] | None:
+        """The alerts topic's status for the record, its lag set on the gauge (None: no topic)."""
+        if self.topic_status is None:
+            return None
+        status = self.topic_status()
+        if self.metrics.unpublished is not None and status.get("unpublished") is not None:
+            self.metrics.unpublished.set(status["unpublished"])
+        return status
+
     def _write(self) -> None:
         p = self.place
         write_health(
@@ -218,6 +229,7 @@ class HealthSampler(threading.Thread):
                 "last_batch": self.last_batch,
                 "writers": self.writers,
                 "backlog": self.backlog,
+                "alerts_topic": self._topic(),
                 "minutes": self.series.rows(),
             },
         )
@@ -233,12 +245,18 @@ class Observer:
     here can fail a batch: a fault in the metrics is said once and the batch carries on."""
 
     def __init__(
-        self, place: StreamPlace, inner: Callable[[Any], None] | None = None, host: str = "127.0.0.1", port: int = 0
+        self,
+        place: StreamPlace,
+        inner: Callable[[Any], None] | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        topic_status: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self.inner = inner or (lambda result: print(result.progress_line(), flush=True))
-        self.metrics = StreamMetrics(place.source)
+        self.metrics = StreamMetrics(place.source, alerts_topic=topic_status is not None)
         self.server, said = serve(self.metrics, host, port)
-        self.sampler = HealthSampler(self.metrics, place, said if self.server is not None else None, said)
+        endpoint = said if self.server is not None else None
+        self.sampler = HealthSampler(self.metrics, place, endpoint, said, topic_status=topic_status)
         self.sampler.start()
 
     def __call__(self, result: Any) -> None:

@@ -48,7 +48,7 @@ COUNTS = {
 class StreamMetrics:
     """The stream's instruments in a registry of their own (the process's CPU and memory too)."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, alerts_topic: bool = False) -> None:
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
         r = self.registry
@@ -105,6 +105,16 @@ class StreamMetrics:
             "Micro-batches by where their kernel ran: driver or executors (why: batch_metrics.placement).",
             ["placement"],
             registry=r,
+        )
+        # With --alerts-topic only (sinks.alerts_topic): the publisher's lag behind the alerts table.
+        self.unpublished = (
+            Gauge(
+                f"{PREFIX}_alerts_unpublished",
+                "Alert rows committed to the alerts table and not yet published to the alerts topic.",
+                registry=r,
+            )
+            if alerts_topic
+            else None
         )
         self.started = Gauge(
             f"{PREFIX}_stream_start_time_seconds", "Unix time this stream process started.", registry=r

@@ -177,6 +177,7 @@ CHILD_RUNTIME_VARS = frozenset(s.name for s in SETTINGS.values() if s.to_jobs)
 # their variables reach the job, and only those of its own command.
 COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
     "stream": (
+        "--alerts-topic",
         "--archive",
         "--available-now",
         "--bootstrap-servers",

@@ -69,6 +69,7 @@ class Settings:
     bootstrap_servers: str | None = _declared("bootstrap_servers")
     quotes_topic: str | None = _declared("quotes_topic")
     orders_topic: str | None = _declared("orders_topic")
+    alerts_topic: str | None = _declared("alerts_topic")  # `stream --alerts-topic` (with bootstrap_servers)
     # Maintenance
     retain_hours: int = _declared("retain_hours")
     maintenance_window: bool = _declared("maintenance_window")

@@ -154,7 +154,22 @@ def _facts(status: StreamStatus) -> list[tuple[str, str]]:
         ("Health record", f"written {written}"),
         ("Metrics endpoint", health.get("metrics_endpoint") or health.get("metrics_note") or "off"),
         ("Table writers", _writers(health.get("writers") or {})),
+        ("Alerts topic", _alerts_topic(health.get("alerts_topic"))),
     ]
+
+
+def _alerts_topic(topic: dict | None) -> str:
+    """Where alerts are published (`stream --alerts-topic`) and how far behind the table it is."""
+    if not topic:
+        return "off (stream --alerts-topic publishes every alert to Kafka)"
+    through = topic.get("published_through")
+    lag = topic.get("unpublished")
+    line = (
+        f"{topic.get('topic')} at {topic.get('servers')}: published through batch "
+        f"{through if through is not None else 'unknown yet'}, "
+        f"{lag if lag is not None else 'unknown'} alert row(s) unpublished"
+    )
+    return line + (f"; waiting: {topic['problem']}" if topic.get("problem") else "")
 
 
 def _writers(writers: dict) -> str:

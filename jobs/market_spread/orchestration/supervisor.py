@@ -66,9 +66,12 @@ def stream_argv(settings: Settings) -> list[str]:
         ("--master", settings.master),
         ("--max-spread", settings.max_spread),
         ("--max-spread-ratio", settings.max_spread_ratio),
+        ("--alerts-topic", settings.alerts_topic),
     ):
         if value:
             args += [flag, value]
+    if settings.alerts_topic and settings.source != "kafka" and settings.bootstrap_servers:
+        args += ["--bootstrap-servers", settings.bootstrap_servers]  # the brokers it publishes to
     return cli_argv("stream", *args)
 
 

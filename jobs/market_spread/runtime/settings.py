@@ -374,6 +374,14 @@ declare(
     ("stream",),
     shown_default="on",
 )
+declare(
+    P + "ALERTS_DRAIN_SECONDS",
+    non_negative_number,
+    10.0,
+    "With `--alerts-topic`: how long a stopping stream keeps publishing the alerts that wait (the next "
+    "start publishes what is left).",
+    ("stream",),
+)
 declare(P + "WRITE_THREADS", whole(1), 4, "Table writes of one batch run at once.", ("stream",), to_jobs=True)
 declare(
     P + "STATE_MIRROR_ROWS",
@@ -484,6 +492,9 @@ _orchestration("source", one_of("files", "kafka"), "files", "Where the stream re
 _orchestration("bootstrap_servers", text, None, "The Kafka brokers (with source kafka).")
 _orchestration("quotes_topic", text, None, "The Kafka topic of quotes.", shown_default="quotes")
 _orchestration("orders_topic", text, None, "The Kafka topic of orders.", shown_default="orders")
+_orchestration(
+    "alerts_topic", text, None, "Also publish the stream's alerts to this Kafka topic (at the bootstrap servers)."
+)
 _orchestration("retain_hours", whole(1), 168, "Hours of old files maintain's VACUUM keeps.")
 _orchestration(
     "maintenance_window",

@@ -22,6 +22,8 @@ from market_spread.runtime.checkpoint_files import offset_files
 from market_spread.runtime.spark import FULL_JIT_BACKLOG_BYTES, build_session
 from market_spread.runtime.storage import Location, S3Config, is_s3
 from market_spread.runtime.stream_contract import EXIT_LAKE_BUSY, EXIT_REFUSED
+from market_spread.sinks.alerts_topic import AlertsPublisher
+from market_spread.sinks.topic_position import topic_exists
 from market_spread.sources.kafka_source import check_kafka, checkpoint_source_error, session_conf
 from market_spread.stream import catch_up
 from market_spread.stream.checkpoint_layout import CheckpointLayoutError, prepare
@@ -110,6 +112,32 @@ def start_refusal(spec: StreamSpec, checkpoint: Location) -> tuple[int, str] | N
         problem = check_kafka(spec.kafka)
         if problem:
             return 1, problem
+    return alerts_topic_refusal(spec)
+
+
+# How long the start waits for the alerts topic's brokers before it goes on without them.
+TOPIC_CHECK_SECONDS = 10.0
+
+
+def alerts_topic_refusal(spec: StreamSpec) -> tuple[int, str] | None:
+    """(2, reason) when the alerts topic does not exist: the stream never creates it (contract 4b).
+    No broker answering is no reason to refuse: the tables go on, publishing waits for it."""
+    target = spec.alerts_topic
+    if target is None:
+        return None
+    exists = topic_exists(target.bootstrap_servers, target.topic, TOPIC_CHECK_SECONDS)
+    if exists is False:
+        return 2, (
+            f"the alerts topic {target.topic} does not exist on {target.bootstrap_servers}; create it "
+            "(the stream never does), or name another with --alerts-topic"
+        )
+    if exists is None:
+        print(
+            f"{PROG}: warning: no Kafka broker answered at {target.bootstrap_servers} within "
+            f"{TOPIC_CHECK_SECONDS:.0f}s; the stream starts, and publishes its alerts to {target.topic} once one does",
+            file=sys.stderr,
+            flush=True,
+        )
     return None
 
 
@@ -149,17 +177,47 @@ def _run_stream(spec: StreamSpec, checkpoint: Location, lock: WriterLock | Lease
         max_files_per_batch=_files_per_batch(spec, landing),
         before_commit=lock.check,
     )
-    observer = _observer(query, summary)
+    publisher = AlertsPublisher(spec.alerts_topic, spec.lake, spark) if spec.alerts_topic is not None else None
+    observer = _observer(query, summary, publisher)
+    on_batch = observer if publisher is None else _publishing(publisher, observer)
     try:
-        return run_query(spark, query, on_batch=observer, handle_signals=True)
+        if publisher is not None:
+            publisher.start()
+        return run_query(spark, query, on_batch=on_batch, handle_signals=True)
     finally:
         if summary is not None:
             summary.flush()  # the batches since the last line
+        if publisher is not None:
+            _close_publisher(publisher)
         observer.close()
         spark.stop()
 
 
-def _observer(spec: StreamSpec, inner: Callable[[Any], None] | None = None) -> Observer:
+def _publishing(publisher: AlertsPublisher, observer: Observer) -> Callable[[Any], None]:
+    """The batch's callback with the alerts topic: the publisher woken first, then the observer."""
+
+    def on_batch(result: Any) -> None:
+        publisher.committed(result)
+        observer(result)
+
+    return on_batch
+
+
+def _close_publisher(publisher: AlertsPublisher) -> None:
+    """Publish what waits (up to MARKET_SPREAD_ALERTS_DRAIN_SECONDS), say what could not be."""
+    left = publisher.close(settings.value("MARKET_SPREAD_ALERTS_DRAIN_SECONDS"))
+    if left:
+        print(
+            f"{PROG}: warning: {left} alert row(s) not yet published to {publisher.target.topic} "
+            f"({publisher.problem or 'out of time'}); the next start publishes them",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _observer(
+    spec: StreamSpec, inner: Callable[[Any], None] | None = None, publisher: AlertsPublisher | None = None
+) -> Observer:
     """The stream's observer: its metrics endpoint where MARKET_SPREAD_METRICS_HOST/PORT say, and
     its health sampler for its lake, checkpoint and input."""
     kafka = spec.kafka
@@ -174,5 +232,9 @@ def _observer(spec: StreamSpec, inner: Callable[[Any], None] | None = None) -> O
         topics=(kafka.quotes_topic, kafka.orders_topic) if kafka is not None else (),
     )
     return Observer(
-        place, inner, settings.value("MARKET_SPREAD_METRICS_HOST"), settings.value("MARKET_SPREAD_METRICS_PORT")
+        place,
+        inner,
+        settings.value("MARKET_SPREAD_METRICS_HOST"),
+        settings.value("MARKET_SPREAD_METRICS_PORT"),
+        topic_status=publisher.status if publisher is not None else None,
     )

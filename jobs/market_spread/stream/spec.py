@@ -12,6 +12,7 @@ from market_spread.domain.rules import DEFAULT_THRESHOLDS, Thresholds
 from market_spread.lake import tables as lake_mod
 from market_spread.runtime import settings
 from market_spread.runtime.storage import Location, location
+from market_spread.sinks.topic_settings import AlertsTopic
 from market_spread.sources.kafka_source import KafkaSettings
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class StreamSpec:
     progress_every: int = 1  # one summary line per N batches
     # Where a batch's kernel runs: the driver process, Spark's tasks, or chosen per batch (stream.placement).
     placement: str = "auto"
+    alerts_topic: AlertsTopic | None = None  # also publish every alert to this Kafka topic (sinks.alerts_topic)
     knobs: BatchKnobs = field(default_factory=BatchKnobs.from_settings)  # resolved once, here
     # Called right before each commit try: raises when this stream may no longer write the lake
     # (its lease on object storage lost: lake.lock); returns the lease's proof, which the commit

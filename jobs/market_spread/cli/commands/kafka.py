@@ -50,7 +50,11 @@ def source(command: str) -> Callable[[Callable], Callable]:
                 default="files",
                 help="read the landing folder (files, default) or Kafka topics (kafka)",
             ),
-            opt("--bootstrap-servers", metavar="HOST:PORT[,HOST:PORT]", help="Kafka brokers, with --source kafka"),
+            opt(
+                "--bootstrap-servers",
+                metavar="HOST:PORT[,HOST:PORT]",
+                help="Kafka brokers, with --source kafka or --alerts-topic",
+            ),
             opt("--quotes-topic", default=DEFAULT_QUOTES_TOPIC, help="topic of the quotes (default quotes)"),
             opt("--orders-topic", default=DEFAULT_ORDERS_TOPIC, help="topic of the orders (default orders)"),
             opt(

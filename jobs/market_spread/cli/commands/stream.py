@@ -10,6 +10,7 @@ from market_spread.cli.commands import kafka
 from market_spread.cli.options import PLACEMENTS, lake, master, place, required_place, symbols, thresholds, whole_number
 from market_spread.cli.params import choice, env_command, number, options
 from market_spread.domain.rules import Thresholds
+from market_spread.sinks.topic_settings import alerts_topic
 from market_spread.sources.kafka_source import kafka_settings
 
 opt = options("stream")
@@ -59,6 +60,12 @@ opt = options("stream")
     "chosen per batch by its size and the cluster's cores (auto, default); the results are the same",
 )
 @kafka.source("stream")
+@opt(
+    "--alerts-topic",
+    metavar="TOPIC",
+    help="also publish every alert to this Kafka topic at --bootstrap-servers, exactly once for "
+    "read_committed consumers, whatever the input (the topic must exist: the stream never creates it)",
+)
 def command(**params) -> int:
     # Imported here: the stream job loads pyspark, which `market-spread --help` must not wait for.
     from market_spread.domain.symbols import load_symbols
@@ -88,6 +95,7 @@ def command(**params) -> int:
             thresholds=Thresholds(params["max_spread"], params["max_spread_ratio"]),
             kafka=kafka,
             placement=params["placement"],
+            alerts_topic=alerts_topic(params["alerts_topic"], params["bootstrap_servers"], kafka),
         )
     )
     # Everything is committed, settled and closed by now. The process ends here, without finalizing
