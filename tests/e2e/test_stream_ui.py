@@ -65,7 +65,7 @@ def test_a_person_watches_the_charts_fill(airflow, tmp_path) -> None:
     base = airflow["base"]
     # The stream's first batch: a JVM to start and the feed's first files (a few minutes on 2 cores).
     wait_for(
-        "the live stream's first batch", lambda: _live_batch(airflow), 900, airflow["proc"], airflow["log"], every=5
+        "the live stream's first batch", lambda: _live_batch(airflow), 900, airflow["proc"], airflow["log"], every=1
     )
     session = chrome()
     try:
