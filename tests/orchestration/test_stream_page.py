@@ -258,3 +258,18 @@ def test_each_tables_writer_and_why_it_left_delta_rs_are_shown(place) -> None:
     page = client().get("/").text
     assert "Table writers</dt><dd>alerts: delta-spark (domainMetadata, rowTracking); quotes: delta-rs</dd>" in page
     assert client().get("/status.json").json()["writers"] == writers
+
+
+def test_the_alerts_topic_and_its_lag_are_shown(place) -> None:
+    """With `stream --alerts-topic` the health record carries the publisher's state (sinks.alerts_topic):
+    the page says where alerts go, how far they are published and how many rows wait, and why."""
+    lake, _ = place
+    topic = {"topic": "alerts", "servers": "127.0.0.1:9092", "published_through": 12, "unpublished": 40}
+    write_health(lake, {"written_at": time.time() - 3, "minutes": MinuteSeries().rows(), "alerts_topic": topic})
+    page = client().get("/").text
+    assert (
+        "Alerts topic</dt><dd>alerts at 127.0.0.1:9092: published through batch 12, 40 alert row(s) unpublished</dd>"
+        in page
+    )
+    write_health(lake, {"written_at": time.time() - 3, "minutes": MinuteSeries().rows()})
+    assert "Alerts topic</dt><dd>off (stream --alerts-topic" in client().get("/").text

@@ -14,11 +14,12 @@ from __future__ import annotations
 import os
 import signal
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
-from market_spread.feeds.broker import BrokerProcess
+from market_spread.feeds.broker import BrokerProcess, free_port
 from market_spread.feeds.generate import Generator, write_backlog
 from market_spread.feeds.producer import ensure_topics
 from market_spread.runtime.stream_health import read_health
@@ -93,6 +94,13 @@ def wait_for(what: str, ready, job: Job, timeout: float = 180.0) -> None:
         time.sleep(0.5)
 
 
+def unpublished_metric(port: int) -> float:
+    """`market_spread_alerts_unpublished` as Prometheus scrapes it from the stream's endpoint."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    (line,) = [l for l in text.splitlines() if l.startswith("market_spread_alerts_unpublished ")]
+    return float(line.split()[1])
+
+
 def lines_committed(lake: Path) -> int:
     from deltalake import DeltaTable
 
@@ -103,8 +111,10 @@ def lines_committed(lake: Path) -> int:
 
 
 @pytest.mark.slow
-def test_a_broker_outage_never_stops_the_tables_and_the_topic_catches_up_exactly_once(broker, tmp_path):
+def test_a_broker_outage_never_stops_the_tables_and_the_topic_catches_up_exactly_once(broker, tmp_path, monkeypatch):
     symbols, landing, lake = symbols_file(tmp_path, SYMBOLS), tmp_path / "landing", tmp_path / "lake"
+    port = free_port()
+    monkeypatch.setenv("MARKET_SPREAD_METRICS_PORT", str(port))  # the job's environment (Job copies it)
     ensure_topics(broker.bootstrap, ["alerts-b"], PARTITIONS)
     job = Job([*stream_args(landing, lake, symbols, broker, "alerts-b"), "--interval", "0.5"], tmp_path / "s.log")
     try:
@@ -121,6 +131,7 @@ def test_a_broker_outage_never_stops_the_tables_and_the_topic_catches_up_exactly
             return (topic.get("unpublished") or 0) > 0
 
         wait_for("the lag in the health record", lag_shown, job, timeout=60)
+        assert unpublished_metric(port) > 0
         broker.start()
         assert assert_topic_is_the_table(broker.bootstrap, "alerts-b", lake, PARTITIONS) == waiting
         wait_for(

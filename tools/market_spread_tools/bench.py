@@ -86,6 +86,14 @@ def measure(
             # The file source's rates up to 10,000 events/s, for the row beside its own.
             rates = tuple(r for r in plan.rates if r <= 10_000)
             results["kafka_latency_ms"] = kafka_latency(spark, work, rates, plan.rate_seconds, bench_symbols(3_000))
+    if "topic" in parts:
+        if kafka_skipped:
+            say(f"alerts topic: skipped: {kafka_skipped}")
+            results["topic_skipped"] = kafka_skipped
+        else:
+            from market_spread_tools.bench_topic import topic_latency
+
+            results["topic"] = topic_latency(spark, work, plan.rate_seconds)
     if "dirty" in parts:
         results["dirty"] = dirty_feeds(spark, work, plan.rate_seconds, bench_symbols(3_000), kafka_skipped)
     if "idle" in parts:
@@ -148,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     shutil.rmtree(work, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     # The idle part measures a stream from Kafka too, when a broker can be started.
-    with_kafka = bool({"kafka", "idle", "dirty"} & parts)
+    with_kafka = bool({"kafka", "idle", "dirty", "topic"} & parts)
     kafka_skipped = broker_available() if with_kafka else None
     s3_skipped = s3_unavailable() if "s3" in parts else None
     spark = _session(with_kafka and not kafka_skipped)

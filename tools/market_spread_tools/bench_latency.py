@@ -53,16 +53,22 @@ def file_latency(
     symbols: list[str],
     bad_every: int | None = None,
     name: str = "",
+    alerts_topic=None,
+    visible: dict[int, float] | None = None,
 ) -> tuple[dict, list[float], int]:
     """One rate from the file source: latency_figures over the file pairs landed after the warm-up,
     with `split_ms` (bench_phases.split_figures), `batch_seconds` (p50/p99/max of the batches
     after the warm-up) and `batch_cost` (batches with quarantined lines beside clean ones). `bad_every`:
     one bad line after every this many among the files' (bench_feeder.dirtier). `work` may be an S3 prefix: a file is then one PUT, landed
-    when the PUT has completed."""
+    when the PUT has completed. With `alerts_topic` (sinks.topic_settings.AlertsTopic) the stream
+    publishes its alerts there, and `visible` (batch -> when a read_committed consumer first saw its
+    records, filled by the caller's consumer) gives `topic`: the same figures to that moment, over
+    the file pairs whose batch had alerts."""
     landing, lake = work / f"lat{rate}{name}" / "landing", work / f"lat{rate}{name}" / "lake"
     landed: dict[str, float] = {}
     done: dict[str, float] = {}
     batch_of: dict[str, int] = {}  # name -> the batch that took the later of its two files
+    alerts_of: dict[int, int] = {}  # batch -> its alerts
     batches = Batches()
     feeds_through: dict[str, set[str]] = {}  # name -> the feeds (quotes, orders) whose file of it is through
     stop, warmed = threading.Event(), threading.Event()
@@ -72,6 +78,7 @@ def file_latency(
         # A landing is a quotes file and an orders file of one name: it is through when both are.
         # (Path(...).name of an s3a:// URI is its object's name as well.)
         now = batches.record(result)
+        alerts_of[result.batch_id] = result.alerts
         for file in map(Path, result.files):
             done[file.name] = now
             batch_of[file.name] = result.batch_id
@@ -107,7 +114,15 @@ def file_latency(
     with batch_times(spark) as listener:
         # No interval: the product's default trigger is what is measured.
         run_stream(
-            spark, landing, lake, symbols, available_now=False, on_batch=on_batch, stop=stop, on_query=listener.take
+            spark,
+            landing,
+            lake,
+            symbols,
+            available_now=False,
+            on_batch=on_batch,
+            stop=stop,
+            on_query=listener.take,
+            alerts_topic=alerts_topic,
         )
         feeder.join()
         producer.check()
@@ -115,7 +130,20 @@ def file_latency(
         figures["split_ms"] = split_figures(landed, done, batch_of, listener, batches)
     figures["batch_seconds"] = run_batch_times(batch_of, landed, batches)
     figures["batch_cost"] = batch_cost(batch_of, landed, batches)
+    if visible is not None:
+        figures["topic"] = topic_figures(landed, batch_of, alerts_of, visible)
     return figures, latencies, behind
+
+
+def topic_figures(
+    landed: dict[str, float], batch_of: dict[str, int], alerts_of: dict[int, int], visible: dict[int, float]
+) -> dict:
+    """Landing to visible in the alerts topic, over the file pairs whose batch had alerts; a pair
+    whose batch's records were never seen counts as behind."""
+    with_alerts = {n: at for n, at in landed.items() if alerts_of.get(batch_of.get(n, -1), 0) > 0}
+    seen = {n: visible[batch_of[n]] for n in with_alerts if batch_of[n] in visible}
+    figures, latencies, behind = latency_figures(with_alerts, seen)
+    return {**figures, "file_pairs": len(latencies), "files_behind": behind}
 
 
 def latency(spark, work: Path, plan: Plan) -> dict:

@@ -14,7 +14,8 @@ from market_spread.errors import UsageError
 # dirty: latency and batch cost with bad lines among the feed's (bench_dirty).
 # cluster: the backlog and the driver/executors crossover on a 2-worker local cluster (bench_cluster).
 # sql: a person's first query over the alerts, a whole `sql` process each time (bench_sql).
-PARTS = ("throughput", "latency", "growth", "symbols", "kafka", "dirty", "idle", "s3", "cluster", "sql")
+# topic: landing to alerts committed and to alerts visible in the alerts topic, 1,000 events/s (bench_topic).
+PARTS = ("throughput", "latency", "growth", "symbols", "kafka", "dirty", "idle", "s3", "cluster", "sql", "topic")
 
 
 @dataclass(frozen=True)

@@ -330,6 +330,26 @@ def big_engine_lines(big: dict) -> list[str]:
     ]
 
 
+def topic_lines(results: dict) -> list[str]:
+    """The alerts topic part: landing to committed and to visible in the topic, side by side."""
+    topic = results.get("topic")
+    if not topic:
+        skipped = results.get("topic_skipped")
+        return [f"Alerts topic: skipped ({skipped}).", ""] if skipped else []
+    c, t = topic["committed_ms"], topic["topic_ms"]
+    return [
+        f"Alerts topic (`stream --alerts-topic`, landing files at {topic['rate']:,} events/s, {DEFAULTS}; "
+        "target: visible p99 <= 1,000 ms):",
+        "",
+        "| landing to | p50 ms | p95 ms | p99 ms | file pairs |",
+        "| --- | --- | --- | --- | --- |",
+        f"| alerts committed (Delta) | {c['p50']} | {c['p95']} | {c['p99']} | {topic['file_pairs']} |",
+        f"| alerts visible to a read_committed consumer | {t['p50']} | {t['p95']} | {t['p99']} | {t['file_pairs']} "
+        f"(with alerts; {t['files_behind']} never seen) |",
+        "",
+    ]
+
+
 def dirty_lines(dirty: dict | None) -> list[str]:
     """The dirty feeds' table: latency and the cost of a batch with quarantined lines."""
     if not dirty:
@@ -446,6 +466,7 @@ def summary_markdown(results: dict, command: str) -> str:
     elif results.get("kafka_latency_skipped"):
         lines += [f"Kafka latency: skipped ({results['kafka_latency_skipped']}).", ""]
     lines += dirty_lines(results.get("dirty"))
+    lines += topic_lines(results)
     lines += split_lines(results)
     if results.get("batch_time_growth"):
         g = results["batch_time_growth"]

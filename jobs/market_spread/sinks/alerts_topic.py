@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ import pyarrow as pa
 
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.lake_tables import LakeTables
+from market_spread.runtime import settings
 from market_spread.sinks.alert_records import records, transactional_id
 from market_spread.sinks.topic_position import NONE_PUBLISHED, REFRESH_SECONDS, TopicTransactions
 from market_spread.sinks.topic_settings import AlertsTopic
@@ -66,12 +68,32 @@ class AlertsPublisher(threading.Thread):
             "problem": self.problem,
         }
 
+    def before(self, on_batch: Callable[[Any], None]) -> Callable[[Any], None]:
+        """The stream's batch callback with this publisher told of each batch first."""
+
+        def both(result: Any) -> None:
+            self.committed(result)
+            on_batch(result)
+
+        return both
+
+    def finish(self) -> None:
+        """At the stream's end: publish what waits for up to MARKET_SPREAD_ALERTS_DRAIN_SECONDS,
+        then say what could not be (the next start publishes it)."""
+        left = self.close(settings.value("MARKET_SPREAD_ALERTS_DRAIN_SECONDS"))
+        if left:
+            self._say(
+                f"warning: {left} alert row(s) not yet published to {self.target.topic} "
+                f"({self.problem or 'out of time'}); the next start publishes them"
+            )
+
     def close(self, drain_seconds: float) -> int | None:
         """Publish what waits for up to `drain_seconds`, then stop; the rows still unpublished."""
         self._deadline = time.monotonic() + drain_seconds
         self._stopping.set()
         self._wake.set()
-        self.join(drain_seconds + 15.0)  # a Kafka call in flight ends within its own timeout
+        if self.ident is not None:  # started (a stream that failed to start never started it)
+            self.join(drain_seconds + 15.0)  # a Kafka call in flight ends within its own timeout
         if self.tx is not None:
             self.tx.reset()
         return self.unpublished

@@ -11,8 +11,10 @@ The group never consumes; it only holds the offset (Kafka keeps an idle group's 
 
 from __future__ import annotations
 
+import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from market_spread.sinks.alert_records import Record
 from market_spread.sources.kafka_source import client_conf
@@ -21,6 +23,32 @@ POSITION_PARTITION = 0
 NONE_PUBLISHED = -1
 TRANSACTION_SECONDS = 15.0  # a transaction not committed by then is aborted (by the broker, or here)
 REFRESH_SECONDS = 24 * 3600.0  # an idle stream re-commits its position this often (see above)
+T = TypeVar("T")
+
+
+def bounded(call: Callable[[], T], seconds: float) -> T:
+    """`call()` on a thread of its own, given up after `seconds` (TimeoutError). librdkafka's
+    transactional calls can block past their own timeouts when the group coordinator went away and
+    came back (confluentinc/librdkafka#5456, #5511: `send_offsets_to_transaction` hung for minutes
+    after the broker restarted). A call given up is left to its thread: its producer is dropped,
+    and the next one's `init_transactions` fences it, so it can commit nothing any more."""
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append((True, call()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+            box.append((False, exc))
+
+    worker = threading.Thread(target=run, name="market-spread-alerts-kafka", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if not box:
+        raise TimeoutError(f"the Kafka call did not return within {seconds:.0f}s")
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
 
 
 class TopicTransactions:
@@ -38,10 +66,14 @@ class TopicTransactions:
 
     def start(self) -> int:
         """Open the producer (fencing and aborting a predecessor's transaction) and return the last
-        batch published (NONE_PUBLISHED: none). Raises KafkaException while no broker answers."""
+        batch published (NONE_PUBLISHED: none). Raises KafkaException or TimeoutError while no
+        broker answers."""
+        self.reset()
+        return bounded(self._start, 3 * self.timeout)
+
+    def _start(self) -> int:
         from confluent_kafka import Consumer, Producer
 
-        self.reset()
         producer = Producer(
             {
                 **client_conf(self.bootstrap),
@@ -86,20 +118,23 @@ class TopicTransactions:
         """`records` and the position `through` (a batch id) in one transaction. Any failure leaves
         the producer closed: `start` again, and read the position, before the next try (a commit
         whose answer was lost may have landed)."""
-        from confluent_kafka import TopicPartition
-
-        producer = self._producer
+        producer, group = self._producer, self._group
         try:
-            producer.begin_transaction()
-            for record in records:
-                self._produce(producer, record)
-            offsets = [TopicPartition(self.topic, POSITION_PARTITION, through + 1)]
-            producer.send_offsets_to_transaction(offsets, self._group.consumer_group_metadata(), self.timeout)
-            producer.commit_transaction(self.timeout)
+            bounded(lambda: self._transaction(producer, group, records, through), TRANSACTION_SECONDS + self.timeout)
         except BaseException:
             self.reset()
             raise
         self.committed_at = time.monotonic()
+
+    def _transaction(self, producer: Any, group: Any, records: list[Record], through: int) -> None:
+        from confluent_kafka import TopicPartition
+
+        producer.begin_transaction()
+        for record in records:
+            self._produce(producer, record)
+        offsets = [TopicPartition(self.topic, POSITION_PARTITION, through + 1)]
+        producer.send_offsets_to_transaction(offsets, group.consumer_group_metadata(), self.timeout)
+        producer.commit_transaction(self.timeout)
 
     def _produce(self, producer: Any, record: Record) -> None:
         while True:
@@ -110,13 +145,21 @@ class TopicTransactions:
                 producer.poll(0.1)
 
     def reset(self) -> None:
-        """Drop the producer (a successor's `init_transactions` aborts what it left open)."""
-        if self._group is not None:
-            try:
-                self._group.close()
-            except Exception:  # noqa: BLE001,S110 - closing a consumer that never joined: nothing to lose
-                pass
+        """Drop the producer (a successor's `init_transactions` aborts what it left open). Let go of
+        on a thread of its own: librdkafka's clean-up may wait for a broker that is away."""
+        held = [self._producer, self._group]
         self._producer = self._group = None
+        threading.Thread(target=_let_go, args=(held,), name="market-spread-alerts-close", daemon=True).start()
+
+
+def _let_go(held: list[Any]) -> None:
+    group = held[1]
+    held.clear()
+    if group is not None:
+        try:
+            group.close()
+        except Exception:  # noqa: BLE001,S110 - closing a consumer that never joined: nothing to lose
+            pass
 
 
 def topic_exists(bootstrap: str, topic: str, timeout: float) -> bool | None:

@@ -178,41 +178,14 @@ def _run_stream(spec: StreamSpec, checkpoint: Location, lock: WriterLock | Lease
         before_commit=lock.check,
     )
     publisher = AlertsPublisher(spec.alerts_topic, spec.lake, spark) if spec.alerts_topic is not None else None
-    observer = _observer(query, summary, publisher)
-    on_batch = observer if publisher is None else _publishing(publisher, observer)
+    observer = _observer(query, summary, publisher)  # its Stream page shows the publisher's lag
     try:
-        if publisher is not None:
-            publisher.start()
-        return run_query(spark, query, on_batch=on_batch, handle_signals=True)
+        return run_query(spark, query, on_batch=observer, handle_signals=True, publisher=publisher)
     finally:
         if summary is not None:
             summary.flush()  # the batches since the last line
-        if publisher is not None:
-            _close_publisher(publisher)
         observer.close()
         spark.stop()
-
-
-def _publishing(publisher: AlertsPublisher, observer: Observer) -> Callable[[Any], None]:
-    """The batch's callback with the alerts topic: the publisher woken first, then the observer."""
-
-    def on_batch(result: Any) -> None:
-        publisher.committed(result)
-        observer(result)
-
-    return on_batch
-
-
-def _close_publisher(publisher: AlertsPublisher) -> None:
-    """Publish what waits (up to MARKET_SPREAD_ALERTS_DRAIN_SECONDS), say what could not be."""
-    left = publisher.close(settings.value("MARKET_SPREAD_ALERTS_DRAIN_SECONDS"))
-    if left:
-        print(
-            f"{PROG}: warning: {left} alert row(s) not yet published to {publisher.target.topic} "
-            f"({publisher.problem or 'out of time'}); the next start publishes them",
-            file=sys.stderr,
-            flush=True,
-        )
 
 
 def _observer(

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from market_spread.errors import DISK_FULL, MarketSpreadError
 from market_spread.lake import tables as lake_mod
 from market_spread.runtime.storage import Location, S3Path, location
+from market_spread.sinks.alerts_topic import AlertsPublisher
 from market_spread.sources.kafka_source import read_feeds
 from market_spread.stream.spec import StreamSpec
 
@@ -63,12 +64,18 @@ class Started(NamedTuple):
     processor: BatchProcessor
 
 
-def start_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None = None) -> Started:
+def start_query(
+    spark: SparkSession, spec: StreamSpec, on_batch: Callable | None = None, publisher: AlertsPublisher | None = None
+) -> Started:
     """Start the streaming query. No lock: callers hold the lake's lock.
 
-    `on_batch` gets each batch's BatchResult (default: print its progress line)."""
+    `on_batch` gets each batch's BatchResult (default: print its progress line); the alerts topic's
+    `publisher`, when the stream has one, is told of each batch first."""
     archiving = _prepare(spark, spec)
     busy = threading.Event()
+    if publisher is not None:
+        publisher.start()  # after _prepare: the alerts table exists
+        on_batch = publisher.before(on_batch or _print_progress)
     guarded, processor = _guarded_processor(spec, on_batch, busy, archiving)
     feeds = _landing_feeds(spark, spec, archiving) if spec.kafka is None else read_feeds(spark, spec.kafka)
     writer = feeds.writeStream.foreachBatch(guarded)
@@ -86,15 +93,25 @@ def start_query(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None
 
 
 @contextmanager
-def started(spark: SparkSession, spec: StreamSpec, on_batch: Callable | None = None) -> Iterator[Started]:
+def started(
+    spark: SparkSession, spec: StreamSpec, on_batch: Callable | None = None, publisher: AlertsPublisher | None = None
+) -> Iterator[Started]:
     """`start_query` for a caller that supervises the query itself (the bench, tests): when the block
     ends, the processor is settled as `run_query` settles it, so that nothing of the stream outlives
-    it (its upkeep, its reader's threads; a Kafka consumer left open kept fetching from the broker)."""
-    run = start_query(spark, spec, on_batch)
+    it (its upkeep, its reader's threads; a Kafka consumer left open kept fetching from the broker).
+    With `spec.alerts_topic`, the alerts topic's publisher (`publisher`, else one of its own) runs
+    beside the query, and publishes what waits before the block ends (sinks.alerts_topic)."""
+    if publisher is None and spec.alerts_topic is not None:
+        publisher = AlertsPublisher(spec.alerts_topic, spec.lake, spark)
     try:
-        yield run
+        run = start_query(spark, spec, on_batch, publisher)
+        try:
+            yield run
+        finally:
+            run.processor.settle()
     finally:
-        run.processor.settle()
+        if publisher is not None:
+            publisher.finish()
 
 
 # Spark's setting naming how the checkpoint's logs (offsets, commits, the file sources' logs) are written.
@@ -249,9 +266,14 @@ def trim_archived_entries(checkpoint: Location) -> None:
 
 
 def run_query(
-    spark: SparkSession, spec: StreamSpec, on_batch: Callable | None = None, handle_signals: bool = False
+    spark: SparkSession,
+    spec: StreamSpec,
+    on_batch: Callable | None = None,
+    handle_signals: bool = False,
+    publisher: AlertsPublisher | None = None,
 ) -> int:
-    """Run the stream until it is done (available-now) or asked to stop; returns the exit code."""
+    """Run the stream until it is done (available-now) or asked to stop; returns the exit code.
+    `publisher`: the alerts topic's, when the caller made it (else `started` makes it)."""
     stop_requested = threading.Event()
 
     def request_stop(signum, _frame):
@@ -272,7 +294,7 @@ def run_query(
     try:
         # Settled when the block ends: the upkeep the last batches started (a checkpoint, a compaction)
         # ends before the signal handlers are given back.
-        with started(spark, spec, on_batch) as run:
+        with started(spark, spec, on_batch, publisher) as run:
             try:
                 code = supervise(run.query, run.busy, stop_requested, run.processor.error_said)
             except StreamingQueryException as exc:
