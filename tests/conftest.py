@@ -130,6 +130,7 @@ LONGEST_FIRST = (
     "tests/reliability/test_crash_campaign.py",  # 2 kills on local disk
     "tests/e2e/test_cluster.py",  # a cluster and five drivers (the two refused ones wait ~60 s beside the rest)
     "tests/stream/test_kafka.py",
+    "tests/stream/test_alerts_topic.py",  # about a minute: a broker, three streams, a broker outage
     "tests/stream/test_pipeline.py",
     "tests/e2e/test_airflow_e2e.py",
     "tests/e2e/test_data_docs_ui.py",

@@ -17,7 +17,8 @@ the Kafka campaign of tests/stream/test_kafka.py every window of a batch is hit 
 the three (on S3 a rename is a copy and a delete, and the lease replaces the flock); a planned window
 that is not reached fails the test; maintenance runs beside the live stream on local disk only.
 MARKET_SPREAD_RELIABILITY=full (`make reliability`) runs 24 kills (every window three times) and
-more maintenance on both."""
+more maintenance on both, and on local disk every stream also publishes its alerts to a Kafka topic
+(`--alerts-topic`): at the end the topic holds each alert row of the table exactly once."""
 
 from __future__ import annotations
 
@@ -30,7 +31,11 @@ from pathlib import Path
 
 import pytest
 
+from market_spread.feeds.broker import BrokerProcess
+from market_spread.feeds.producer import ensure_topics
 from market_spread.runtime.storage import location
+from market_spread_tools.bench_kafka import broker_available
+from tests.helpers.alerts_topic import assert_topic_is_the_table
 from tests.helpers.campaign import (
     FULL,
     SHORT_PLANS,
@@ -53,12 +58,27 @@ from tests.helpers.symbols import SYMBOLS, symbols_file
 # The placement of each restart in turn on local disk (on S3 the driver's only: the executors
 # placement's replay on S3 is test_pipeline's every_place scenario, at a fraction of the time).
 TURNS = {"local": ("executors", "driver"), "s3": ("driver",)}
+ALERTS_TOPIC, ALERTS_PARTITIONS = "alerts", 3
+
+
+@pytest.fixture
+def alerts_broker(tmp_path):
+    """`make reliability`'s campaign on local disk publishes its alerts to a topic (contract 4b): a
+    broker for it (None in make test, whose campaign with the topic on is test_kafka.py's)."""
+    if not FULL or broker_available() is not None:
+        yield None
+        return
+    broker = BrokerProcess(tmp_path / "kafka")
+    broker.start()
+    ensure_topics(broker.bootstrap, [ALERTS_TOPIC], ALERTS_PARTITIONS)
+    yield broker
+    broker.stop()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("place", ["local"], indirect=True)
-def test_crash_campaign_loses_and_doubles_nothing(spark, place, tmp_path, monkeypatch):
-    run_crash_campaign(spark, place, tmp_path, monkeypatch)
+def test_crash_campaign_loses_and_doubles_nothing(spark, place, tmp_path, monkeypatch, alerts_broker):
+    run_crash_campaign(spark, place, tmp_path, monkeypatch, alerts_broker)
 
 
 def finish_sides(sides: list[Job], maintained: list[str], peak_rss: int) -> int:
@@ -74,8 +94,11 @@ def finish_sides(sides: list[Job], maintained: list[str], peak_rss: int) -> int:
     return peak_rss
 
 
-def run_crash_campaign(spark, place: Place, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The campaign on `place` (the fixture's Place, local or s3), asserting as it goes."""
+def run_crash_campaign(
+    spark, place: Place, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broker: BrokerProcess | None = None
+) -> None:
+    """The campaign on `place` (the fixture's Place, local or s3), asserting as it goes; with a
+    `broker`, every stream publishes its alerts to its ALERTS_TOPIC too, checked at the end."""
     began = time.monotonic()
     rng = random.Random(20261123)
     plan = full_plan(rng, 24) if FULL else list(SHORT_PLANS[place.kind])
@@ -105,6 +128,8 @@ def run_crash_campaign(spark, place: Place, tmp_path: Path, monkeypatch: pytest.
         "--archive",
         arg(archive),
     ]
+    if broker is not None:
+        stream_args += ["--alerts-topic", ALERTS_TOPIC, "--bootstrap-servers", broker.bootstrap]
     monkeypatch.setenv("MARKET_SPREAD_SOURCE_LOG_TRIM_EVERY", "3")  # trims inside the batch, killed or not
     # Spark compacts that log every 10 batches; every 2 here, so that even the short campaign has
     # compact files to trim (spark-submit reads spark-defaults.conf from SPARK_CONF_DIR).
@@ -235,6 +260,11 @@ def run_crash_campaign(spark, place: Place, tmp_path: Path, monkeypatch: pytest.
     )
     assert compactions > 0, "the streams never compacted a table"
 
+    published = (
+        assert_topic_is_the_table(broker.bootstrap, ALERTS_TOPIC, Path(str(lake)), ALERTS_PARTITIONS)
+        if broker is not None
+        else None
+    )
     placed = Counter(m["placement"] for m in metrics)
     assert set(placed) == set(TURNS[place.kind]), placed
     partial = [f"{b}:{'+'.join(w)}" for b, w in replayed if w]
@@ -248,7 +278,8 @@ def run_crash_campaign(spark, place: Place, tmp_path: Path, monkeypatch: pytest.
             f"  maintenance runs:     {len(maintained)} ({'; '.join(maintained) or 'none'})",
             f"  lines tried:          {lander.lines} in {len(files)} files ({totals['quotes']} quotes, "
             f"{totals['orders']} orders, {totals['quarantined']} quarantined), {totals['batches']} batches",
-            f"  alerts:               {totals['alerts']}",
+            f"  alerts:               {totals['alerts']}"
+            + (f" ({published} in the alerts topic, each once)" if published is not None else ""),
             "  batches by placement: " + ", ".join(f"{p} {n}" for p, n in sorted(placed.items())),
             f"  archived files:       {archived}; file source log trimmed {trims} times",
             f"  compactions:          {compactions} by the streams (every 3 commits to a table)",
