@@ -36,14 +36,6 @@ SYMBOLS = ["AAPL", "MSFT", "IBM", "GOOG", "TSLA"]
 PARTITIONS = 3
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    proc = BrokerProcess(tmp_path_factory.mktemp("kafka") / "data")
-    proc.start()
-    yield proc
-    proc.stop()
-
-
 def stream_args(landing: Path, lake: Path, symbols: Path, broker: BrokerProcess, topic: str) -> list[str]:
     return [
         "stream",

@@ -58,14 +58,6 @@ ALERTS_PARTITIONS = 3
 SOURCE_RE = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)/(?P<partition>\d+)/(?P<offset>\d+)$")
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    proc = BrokerProcess(tmp_path_factory.mktemp("kafka") / "data")
-    proc.start()
-    yield proc
-    proc.stop()
-
-
 def topics() -> KafkaSettings:
     tag = uuid.uuid4().hex[:8]
     return KafkaSettings("", f"quotes-{tag}", f"orders-{tag}")
