@@ -242,3 +242,39 @@ def test_sql_part_times_whole_processes_on_datafusion_and_reports_the_target(tmp
     (target, measured, met) = bench_sql.sql_targets({"sql": out})[0]
     assert target.startswith("sql over 3,000 alerts") and measured == f"{out['median_s']} s"
     assert met == (out["median_s"] <= 1.5)
+
+
+def test_universe_part_reports_each_universe_and_the_issue_targets():
+    """The universe part's figures of each batch become its row, and the rows the summary's table and
+    issue 66's targets (a fake run: the part itself takes minutes); its quotes go round the universe."""
+    from market_spread_tools import bench_feeder, bench_phases, bench_universe
+
+    symbols = bench_measure.bench_symbols(400)
+    gen = bench_feeder.EvenGenerator(symbols, seed=1, profile="wallaroo", wide_share=0.05)
+    assert sorted(json.loads(gen.quote())["symbol"] for _ in symbols) == sorted(symbols)
+    batches = bench_phases.Batches()
+    for b, (seconds, merge) in enumerate([(2.0, 900), (0.2, 20), (0.3, 40), (0.4, 60)]):
+        batches.seconds[b], batches.phases[b], batches.lines[b] = seconds, {"merge": merge, "parse": 5}, 5_000
+    figures = {"first_batch": 1, "batch_seconds": {}, "p50": 400.0, "p95": 700.0, "p99": 900.0, "split_ms": {}}
+    row = bench_universe.universe_row(200_000, figures, 30, 0, batches)
+    assert row["batches"] == 3 and row["median_batch_s"] == 0.3 and row["state_write_ms"] == 40, row
+    assert row["state_write_share"] == 0.133 and row["phases_ms"] == {"merge": 40, "parse": 5}, row
+    small = {**row, "symbols": 300, "median_batch_s": 0.25}
+    big = {**row, "symbols": 1_000_000, "p99": 1_600.0, "files_behind": 2}
+    for r in (small, row, big):
+        r.update(peak_mb=1_000.0, prefill={"peak_mb": 1_200.0})
+    rows = {"300": small, "200000": row, "1000000": big}
+    results = {"universe": {"rate": 10_000, "batch_lines": 5_000, "universes": rows, "ratio_200000_300": 1.2}}
+    assert [(name, ok) for name, _, ok in bench_report.universe_targets(results)] == [
+        ("universe: median batch, 200,000 symbols <= 1.5x 300", True),
+        ("universe: 200,000 symbols at 10,000 events/s, p50 <= 0.5 s, p99 <= 1.0 s", True),
+        ("universe: 1,000,000 symbols at 10,000 events/s, p99 <= 1.5 s", False),
+    ]
+    lines = "\n".join(bench_report.universe_lines(results))
+    assert "| 200,000 | 0.3 (5000) | 40 (13 %) | 400.0 | 900.0 | 30 (0) | 1,000.0 (1,200.0) |" in lines, lines
+    assert "200,000 symbols / 300: 1.2x" in lines, lines
+    rows["1000000"] = {"symbols": 1_000_000, "failed": "killed by SIGSEGV"}  # a stream that died (in_child)
+    assert bench_report.universe_targets(results)[-1][1:] == ("the stream's process died (killed by SIGSEGV)", False)
+    assert "| 1,000,000 | the stream's process died (killed by SIGSEGV) |" in "\n".join(
+        bench_report.universe_lines(results)
+    )

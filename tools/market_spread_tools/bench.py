@@ -14,7 +14,9 @@ Measures on this machine, in one run:
 - latency and the cost of a batch with quarantined lines, with bad lines among the feed's (part `dirty`);
 - the CPU an idle stream takes, from files and from Kafka (part `idle`);
 - the backlog, and the batch size from which Spark's executors beat the driver's path, on a
-  2-worker local Spark cluster, with the peak memory of driver, daemons and executors (part `cluster`).
+  2-worker local Spark cluster, with the peak memory of driver, daemons and executors (part `cluster`);
+- batch time, the state write's share of it, latency and peak memory at 10,000 events/s with 300,
+  200,000 and 1,000,000 symbols, the state pre-filled (part `universe`).
 The latency and idle runs start the stream with the product's defaults (its default trigger).
 Writes latest.json, PNG plots and summary.md into bench/results/quick or bench/results/full (--out).
 
@@ -110,6 +112,10 @@ def measure(
         from market_spread_tools.bench_sql import sql_part
 
         results["sql"] = sql_part(work, plan.sql_alerts)
+    if "universe" in parts:
+        from market_spread_tools.bench_universe import universe_part
+
+        results["universe"] = universe_part(work, plan)
     results["peak_memory_mb"] = peak_memory_mb(spark)
     return results
 

@@ -8,7 +8,8 @@ process; the stream's process learns of each through a queue: its name, when it 
 for Kafka, the offsets it ended at.
 
 Both latency runs (bench_latency, bench_kafka) feed the same way: a warm-up tick, then, once the
-stream has taken it, every TICK seconds a tick of `rate * TICK` events for warmup + seconds.
+stream has taken it, every TICK seconds a tick of `rate * TICK` events for warmup + seconds (a feed
+may set its own tick, e.g. the universe part's 5,000-line file pairs).
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from __future__ import annotations
 import itertools
 import json
 import multiprocessing
+import random
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+
+from market_spread.feeds.generate import Generator
 
 TICK = 0.25  # seconds between two ticks of input
 WARM_TICK = 100  # events of the tick that warms the stream up (its first batch), not measured
@@ -76,6 +80,32 @@ class Feed:
     bootstrap: str | None = None
     topics: tuple[str, str] = ("", "")
     bad_every: int | None = None  # one bad line after every this many (bench_dirty), or none
+    tick: float = TICK  # seconds between two ticks: a tick is `rate * tick` events (one file pair)
+    even: bool = False  # quotes go round the universe (EvenGenerator), not to symbols drawn at random
+
+
+class EvenGenerator(Generator):
+    """Wallaroo's profile, its quotes spread evenly over the universe: they go round it in one
+    shuffled order, each symbol once a round (the universe part, bench_universe). Drawn at random, a
+    small universe's batches would repeat symbols and a large one's would not, whatever its size;
+    round the universe, every batch quotes as many different symbols as it can. Shuffled: a real
+    feed's quotes do not come in the symbols' sorted order."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.round = list(self.symbols)
+        random.Random(self.seed + 1).shuffle(self.round)
+        self.cursor = 0
+
+    def quote(self) -> str:
+        symbol = self.round[self.cursor % len(self.round)]
+        self.cursor += 1
+        self.quote_seq += 1
+        bid, offer = ("1000.00", "1001.00") if symbol in self.wide else ("100.00", "100.01")
+        return (
+            f'{{"symbol": "{symbol}", "transact_time": "{self._time()}", "bid": {bid}, '
+            f'"offer": {offer}, "seq": {self.quote_seq}}}'
+        )
 
 
 def feed_ticks(
@@ -85,18 +115,19 @@ def feed_ticks(
     warmup: float,
     seconds: float,
     started: Callable[[str, float], None],
+    every: float = TICK,
 ) -> None:
-    """A tick of `rate * TICK` events every TICK seconds for warmup + seconds. `send(name, count)`
+    """A tick of `rate * every` events every `every` seconds for warmup + seconds. `send(name, count)`
     hands one tick over and returns the moment its latency counts from; ticks after the warm-up
     are reported to `started` (name, that moment)."""
     n, began = 0, time.monotonic()
     while time.monotonic() - began < warmup + seconds:
         tick = name(n)
-        at = send(tick, int(rate * TICK))
+        at = send(tick, int(rate * every))
         if time.monotonic() - began >= warmup:
             started(tick, at)
         n += 1
-        time.sleep(max(0.0, began + n * TICK - time.monotonic()))
+        time.sleep(max(0.0, began + n * every - time.monotonic()))
 
 
 def _file_sender(feed: Feed, gen, dirty) -> tuple[Callable[[str, int], float], Callable[[int], str]]:
@@ -138,11 +169,8 @@ def _kafka_sender(feed: Feed, gen, dirty, queue) -> tuple[Callable[[str, int], f
 def _produce(feed: Feed, queue, go) -> None:
     """The spawned process: the warm-up tick, then (once `go` is set) the measured ticks."""
     try:
-        from market_spread.feeds.generate import Generator
-
-        gen = Generator(
-            list(feed.symbols), seed=feed.rate, profile="wallaroo", wide_share=0.05, start=datetime.now(UTC)
-        )
+        kind = EvenGenerator if feed.even else Generator
+        gen = kind(list(feed.symbols), seed=feed.rate, profile="wallaroo", wide_share=0.05, start=datetime.now(UTC))
         dirty = dirtier(feed.bad_every) if feed.bad_every else None
         if feed.bootstrap:
             send, name = _kafka_sender(feed, gen, dirty, queue)
@@ -151,7 +179,8 @@ def _produce(feed: Feed, queue, go) -> None:
             send, name = _file_sender(feed, gen, dirty)
             send("warm-start.jsonl", WARM_TICK)
         if go.wait(timeout=300):
-            feed_ticks(send, name, feed.rate, feed.warmup, feed.seconds, lambda t, at: queue.put(("started", t, at)))
+            report = lambda t, at: queue.put(("started", t, at))  # noqa: E731
+            feed_ticks(send, name, feed.rate, feed.warmup, feed.seconds, report, feed.tick)
         queue.put(("end", None))
     except BaseException as exc:  # noqa: BLE001 - reported to the bench, which says it
         queue.put(("end", f"{type(exc).__name__}: {exc}"))

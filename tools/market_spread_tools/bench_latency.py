@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from market_spread.runtime.storage import Location
 from market_spread_tools.bench_feeder import Feed, Producer
@@ -55,6 +56,8 @@ def file_latency(
     name: str = "",
     alerts_topic=None,
     visible: dict[int, float] | None = None,
+    feed_fields: dict[str, Any] | None = None,
+    batches: Batches | None = None,
 ) -> tuple[dict, list[float], int]:
     """One rate from the file source: latency_figures over the file pairs landed after the warm-up,
     with `split_ms` (bench_phases.split_figures), `batch_seconds` (p50/p99/max of the batches
@@ -63,13 +66,15 @@ def file_latency(
     when the PUT has completed. With `alerts_topic` (sinks.topic_settings.AlertsTopic) the stream
     publishes its alerts there, and `visible` (batch -> when a read_committed consumer first saw its
     records, filled by the caller's consumer) gives `topic`: the same figures to that moment, over
-    the file pairs whose batch had alerts."""
+    the file pairs whose batch had alerts. `feed_fields`: further Feed fields (its tick, even quotes);
+    `batches`: kept by the caller, who reads every batch's figures from it after the run, from
+    `first_batch` on (the first that took a measured file pair; the universe part)."""
     landing, lake = work / f"lat{rate}{name}" / "landing", work / f"lat{rate}{name}" / "lake"
     landed: dict[str, float] = {}
     done: dict[str, float] = {}
     batch_of: dict[str, int] = {}  # name -> the batch that took the later of its two files
     alerts_of: dict[int, int] = {}  # batch -> its alerts
-    batches = Batches()
+    batches = batches if batches is not None else Batches()
     feeds_through: dict[str, set[str]] = {}  # name -> the feeds (quotes, orders) whose file of it is through
     stop, warmed = threading.Event(), threading.Event()
     warmup = warmup_seconds(rate_seconds)
@@ -86,7 +91,16 @@ def file_latency(
         warmed.set()
 
     producer = Producer(
-        Feed(tuple(symbols), rate, warmup, rate_seconds, landing=str(landing), bad_every=bad_every), landed
+        Feed(
+            tuple(symbols),
+            rate,
+            warmup,
+            rate_seconds,
+            landing=str(landing),
+            bad_every=bad_every,
+            **(feed_fields or {}),
+        ),
+        landed,
     )
 
     def feed() -> None:
@@ -129,6 +143,7 @@ def file_latency(
         figures, latencies, behind = latency_figures(landed, done)
         figures["split_ms"] = split_figures(landed, done, batch_of, listener, batches)
     figures["batch_seconds"] = run_batch_times(batch_of, landed, batches)
+    figures["first_batch"] = min((batch_of[n] for n in landed if n in batch_of), default=None)
     figures["batch_cost"] = batch_cost(batch_of, landed, batches)
     if visible is not None:
         figures["topic"] = topic_figures(landed, batch_of, alerts_of, visible)

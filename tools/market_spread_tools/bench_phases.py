@@ -95,6 +95,7 @@ class Batches:
     seconds: dict[int, float] = field(default_factory=dict)
     phases: dict[int, dict[str, int]] = field(default_factory=dict)
     quarantined: dict[int, int] = field(default_factory=dict)
+    lines: dict[int, int] = field(default_factory=dict)  # input lines (the universe part's batch size)
 
     def record(self, result) -> float:
         """Keep `result` (a BatchResult); returns the moment it was handed over."""
@@ -103,6 +104,7 @@ class Batches:
         self.seconds[result.batch_id] = result.seconds
         self.phases[result.batch_id] = dict(result.phases_ms)
         self.quarantined[result.batch_id] = result.quarantined
+        self.lines[result.batch_id] = result.input_lines
         return now
 
 

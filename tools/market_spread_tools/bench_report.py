@@ -63,7 +63,7 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
         )
     if results.get("storage"):
         out += storage_targets(results["storage"])
-    return out + issue43_targets(results) + sql_targets(results)
+    return out + issue43_targets(results) + sql_targets(results) + universe_targets(results)
 
 
 def _p50_p99(at: dict, behind_key: str) -> tuple[str, bool]:
@@ -120,6 +120,66 @@ def issue43_targets(results: dict) -> list[tuple[str, str, bool]]:
                 )
             )
     return out
+
+
+def universe_targets(results: dict) -> list[tuple[str, str, bool]]:
+    """Issue 66's targets for the universe part: 200,000 symbols' median batch against 300's, the
+    latency at 200,000, the p99 at 1,000,000 (a universe with file pairs behind misses its target)."""
+    u = results.get("universe") or {}
+    rows, out = u.get("universes") or {}, []
+    if u.get("ratio_200000_300") is not None:
+        out.append(
+            (
+                "universe: median batch, 200,000 symbols <= 1.5x 300",
+                f"{u['ratio_200000_300']}x",
+                u["ratio_200000_300"] <= 1.5,
+            )
+        )
+    for n, p50_ms, p99_ms in (("200000", 500, 1000), ("1000000", None, 1500)):
+        r = rows.get(n)
+        limit = (f"p50 <= {p50_ms / 1000} s, " if p50_ms else "") + f"p99 <= {p99_ms / 1000} s"
+        name = f"universe: {int(n):,} symbols at {u['rate']:,} events/s, {limit}"
+        if r and r.get("failed"):
+            out.append((name, f"the stream's process died ({r['failed']})", False))
+        if not r or r.get("p99") is None:
+            continue
+        measured, ok = _p50_p99(r, "files_behind")
+        ok = ok and r["p99"] <= p99_ms and (p50_ms is None or r["p50"] <= p50_ms)
+        out.append((name, measured, ok))
+    return out
+
+
+def universe_lines(results: dict) -> list[str]:
+    """The universe part: one row per universe, side by side, and what the plan left out."""
+    u = results.get("universe")
+    if not u:
+        return []
+    lines = [
+        f"Universe (landing files at {u['rate']:,} events/s, ticks of one {u['batch_lines']:,}-line file pair, quotes round "
+        f"the universe; the state pre-filled by `stream --available-now` over one pair quoting every symbol once, then "
+        f"the measured continuous run on the same lake; {DEFAULTS}):",
+        "",
+        "| symbols | median batch s (lines) | state write ms (share) | p50 ms | p99 ms | file pairs (behind) "
+        "| peak MB (pre-fill) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for n, r in u["universes"].items():
+        if r.get("failed"):
+            lines.append(f"| {int(n):,} | the stream's process died ({r['failed']}) | | | | | |")
+            continue
+        share = r["state_write_share"]
+        lines.append(
+            f"| {int(n):,} | {r['median_batch_s']} ({r['median_lines']}) | {r['state_write_ms']} "
+            f"({'-' if share is None else f'{100 * share:.0f} %'}) | {r['p50']} | {r['p99']} "
+            f"| {r['file_pairs']} ({r['files_behind']}) | {r['peak_mb']:,} ({r['prefill']['peak_mb']:,}) |"
+        )
+    lines.append("")
+    if u.get("ratio_200000_300") is not None:
+        lines += [f"Median batch, 200,000 symbols / 300: {u['ratio_200000_300']}x.", ""]
+    if u.get("left_out"):
+        left = ", ".join(f"{n:,}" for n in u["left_out"]["sizes"])
+        lines += [f"Left out of this plan: {left} symbols ({u['left_out']['why']}).", ""]
+    return lines
 
 
 def storage_targets(st: dict) -> list[tuple[str, str, bool]]:
@@ -488,6 +548,7 @@ def summary_markdown(results: dict, command: str) -> str:
     lines += storage_lines(results)
     lines += cluster_lines(results.get("cluster"))
     lines += sql_lines(results)
+    lines += universe_lines(results)
     lines += [f"Peak memory of the job: {results['peak_memory_mb']} MB.", ""]
     checks = targets(results)
     if checks:
