@@ -102,3 +102,52 @@ def test_driver_and_spark_merges_agree_over_random_batches_with_ties(spark, tmp_
     assert run_merges(spark, tmp_path / "driver", "delta-rs", batches) == run_merges(
         spark, tmp_path / "spark", "spark", batches
     )
+
+
+def test_reads_by_symbol_take_any_number_of_symbols(tmp_path) -> None:
+    """The stored quotes of a batch's symbols and the late orders' history are read with SQL `IN`
+    lists; delta-rs's engine overflowed its stack on 40,000 names (the stream died at 1,000,000
+    symbols): lists are cut at IN_LIMIT, and a long one reads the state table once instead."""
+    from market_spread.lake.state import IN_LIMIT, late_history_rows
+    from market_spread.lake.state_mirror import StateMirror
+
+    lake = tmp_path / "lake"
+    for name in ("symbol_state", "quotes"):
+        lake_mod.create_table(lake, name)
+    stored = [f"S{i:05d}" for i in range(0, 50_000, 5_000)]  # 10 symbols with a quote
+    tables = LakeTables(lake)
+    rows = state_rows(_quotes(stored, T0), datetime(2026, 11, 23, 15, tzinfo=UTC), 0)
+    tables.append("symbol_state", rows, 0)
+    tables.append("quotes", _history(_quotes(stored, T0)), 0)
+    wanted = [f"S{i:05d}" for i in range(50_000)]  # far past IN_LIMIT, every stored symbol among them
+    assert len(wanted) > 20 * IN_LIMIT
+    mirror = StateMirror(LakeTables(lake), 0)
+    assert sorted(mirror._read(wanted)["symbol"].to_pylist()) == stored
+    assert sorted(mirror._read(wanted[:3])["symbol"].to_pylist()) == ["S00000"]
+    first = T1.replace(tzinfo=UTC)
+    late = [{"symbol": s, "first_order": first, "last_order": first} for s in wanted]
+    assert sorted(set(late_history_rows(LakeTables(lake), late)["symbol"].to_pylist())) == stored
+
+
+def _quotes(symbols: list[str], at: datetime) -> pa.Table:
+    """One quote per symbol at `at`, as the kernel's newest quotes (state MERGE source)."""
+    n = len(symbols)
+    return pa.table(
+        {
+            "symbol": symbols,
+            "bid": pa.array([D("1.10")] * n, pa.decimal128(18, 8)),
+            "offer": pa.array([D("1.20")] * n, pa.decimal128(18, 8)),
+            "quote_time": pa.array([at.replace(tzinfo=UTC)] * n, pa.timestamp("us", tz="UTC")),
+            "seq": pa.array([1] * n, pa.int64()),
+            "should_reject_trades": [True] * n,
+        }
+    )
+
+
+def _history(quotes: pa.Table) -> pa.Table:
+    schema = lake_mod.arrow_schema("quotes")
+    n = quotes.num_rows
+    extra = {"batch_id": pa.array([0] * n, pa.int64()), "quote_date": pa.array([T0.date()] * n, pa.date32())}
+    return pa.table(
+        {f.name: (quotes[f.name] if f.name in quotes.column_names else extra[f.name]) for f in schema}
+    ).cast(schema)

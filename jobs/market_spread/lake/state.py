@@ -33,6 +33,17 @@ LATE_LOOKBACK_DAYS = 1
 LATE_RECENT_WINDOW = timedelta(minutes=1)
 
 
+# The most names one SQL `IN (...)` list takes: delta-rs's query engine overflowed its stack (a
+# segfault of the whole stream) on a list of 40,000 symbols, and answered at 20,000.
+IN_LIMIT = 2_000
+
+
+def in_lists(symbols: list[str]) -> list[str]:
+    """`symbols` as SQL string literals, IN_LIMIT a list (one list, however short, for none)."""
+    quoted = ["'" + s.replace("'", "''") + "'" for s in symbols] or ["NULL"]
+    return [", ".join(quoted[i : i + IN_LIMIT]) for i in range(0, len(quoted), IN_LIMIT)]
+
+
 def late_history_rows(tables: LakeTables, late: list[dict]) -> pa.Table:
     """The history quotes that late orders (older than their symbol's stored state) may be checked
     against, read on the driver with delta-rs, as Arrow (STATE_QUOTE_COLUMNS). `late`: symbol,
@@ -66,12 +77,11 @@ def late_history_rows(tables: LakeTables, late: list[dict]) -> pa.Table:
         return f"CAST('{t.astimezone(UTC).isoformat()}' AS TIMESTAMP)"
 
     def read(symbols: list[str], where: str) -> pa.Table:
-        names = ", ".join("'" + s.replace("'", "''") + "'" for s in symbols)
         # With every quote committed before this batch (lake.commits); DataFusion answers with string
         # views, Spark with a widened type where a user widened one: cast to ours.
-        rows = tables.query(
-            "quotes", f"SELECT {', '.join(STATE_QUOTE_COLUMNS)} FROM {{t}} WHERE {where} AND symbol IN ({names})"
-        ).cast(ARROW_SCHEMA)
+        sql = f"SELECT {', '.join(STATE_QUOTE_COLUMNS)} FROM {{t}} WHERE {where} AND symbol IN ({{names}})"
+        parts = [tables.query("quotes", sql.replace("{names}", names)) for names in in_lists(symbols)]
+        rows = (pa.concat_tables(parts) if len(parts) > 1 else parts[0]).cast(ARROW_SCHEMA)
         # Up to each symbol's last late order: later quotes cannot be current for any of them.
         return rows.filter(pc.less_equal(rows["quote_time"], _per_row(rows, lasts)))
 

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from market_spread.kernel import columns
 from market_spread.lake.lake_tables import LakeTables
-from market_spread.lake.state import ARROW_SCHEMA, STATE_QUOTE_COLUMNS
+from market_spread.lake.state import ARROW_SCHEMA, IN_LIMIT, STATE_QUOTE_COLUMNS, in_lists
 
 _TIME = ARROW_SCHEMA.field("quote_time").type
 
@@ -54,13 +54,17 @@ class StateMirror:
         """The table's quotes (of `symbols` only, if given). Through delta-rs's own query engine (or
         Spark, for a feature it cannot read): a process that read with pyarrow's dataset scanner
         sometimes aborted at exit ("terminate called without an active exception", 1 of 2 runs here)."""
-        where = ""
-        if symbols is not None:
-            if not symbols:
-                return ARROW_SCHEMA.empty_table()
-            where = " WHERE symbol IN (" + ", ".join("'" + s.replace("'", "''") + "'" for s in symbols) + ")"
-        sql = f"SELECT {', '.join(STATE_QUOTE_COLUMNS)} FROM {{t}}{where}"
-        return self.tables.query("symbol_state", sql).cast(ARROW_SCHEMA)
+        sql = f"SELECT {', '.join(STATE_QUOTE_COLUMNS)} FROM {{t}}"
+        if symbols is None:
+            return self.tables.query("symbol_state", sql).cast(ARROW_SCHEMA)
+        if not symbols:
+            return ARROW_SCHEMA.empty_table()
+        if len(symbols) > IN_LIMIT:
+            # One scan of the table, filtered here, rather than a query per IN_LIMIT names (each a scan).
+            rows = self.tables.query("symbol_state", sql).cast(ARROW_SCHEMA)
+            return rows.filter(pc.is_in(rows["symbol"], pa.array(symbols, pa.string())))
+        (names,) = in_lists(symbols)
+        return self.tables.query("symbol_state", f"{sql} WHERE symbol IN ({names})").cast(ARROW_SCHEMA)
 
     def ready(self) -> bool:
         """Read the table into the copy if it is not yet; whether the copy is in use (`enabled`)."""
