@@ -278,3 +278,36 @@ def test_universe_part_reports_each_universe_and_the_issue_targets():
     assert "| 1,000,000 | the stream's process died (killed by SIGSEGV) |" in "\n".join(
         bench_report.universe_lines(results)
     )
+
+
+def test_topic_part_reports_committed_and_visible_side_by_side():
+    """The alerts topic part's figures (a fake run: the part itself needs a broker and a minute)
+    become the summary's two rows, with issue 67's target named."""
+    out = {
+        "rate": 1_000,
+        "committed_ms": {"p50": 274.7, "p95": 400.1, "p99": 424.9},
+        "topic_ms": {"p50": 339.3, "p95": 450.0, "p99": 469.4, "file_pairs": 48, "files_behind": 0},
+        "records": 3_039,
+        "file_pairs": 48,
+        "files_behind": 0,
+    }
+    lines = "\n".join(bench_report.topic_lines({"topic": out}))
+    assert "target: visible p99 <= 1,000 ms" in lines
+    assert "| alerts committed (Delta) | 274.7 | 400.1 | 424.9 | 48 |" in lines
+    assert (
+        "| alerts visible to a read_committed consumer | 339.3 | 450.0 | 469.4 | 48 (with alerts; 0 never seen) |"
+        in lines
+    )
+    assert bench_report.topic_lines({"topic_skipped": "no JARs"}) == ["Alerts topic: skipped (no JARs).", ""]
+    assert bench_report.topic_lines({}) == []
+
+
+def test_topic_latency_counts_pairs_whose_batch_had_alerts_and_those_never_seen():
+    from market_spread_tools.bench_latency import topic_figures
+
+    landed = {"a": 10.0, "b": 10.5, "c": 11.0, "d": 11.5}
+    batch_of = {"a": 1, "b": 2, "c": 3, "d": 3}
+    alerts_of = {1: 4, 2: 0, 3: 2}  # batch 2 had no alerts: pair b has no record to wait for
+    visible = {1: 10.25}  # batch 3's records never seen
+    out = topic_figures(landed, batch_of, alerts_of, visible)
+    assert (out["file_pairs"], out["files_behind"], out["p50"]) == (1, 2, 250.0)
