@@ -93,3 +93,28 @@ def test_the_tests_murmur2_is_kafkas():
     for key, want in (("21", -973932308), ("foobar", -790332482), ("a-little-bit-long-string", -985981536)):
         got = murmur2(key.encode())
         assert (got - (1 << 32) if got >= 1 << 31 else got) == want
+
+
+class _Transactions:
+    """A stand-in for the topic's transactions: open, its position due for its daily re-commit."""
+
+    open = True
+
+    def __init__(self) -> None:
+        self.published: list[tuple[int, int]] = []
+
+    def due_refresh(self) -> bool:
+        return True
+
+    def publish(self, records: list, through: int) -> None:
+        self.published.append((len(records), through))
+
+
+def test_an_idle_publisher_commits_its_position_again_unchanged(tmp_path):
+    """Kafka forgets an idle group's offsets: the publisher re-commits the position it holds, batch 0
+    included (committing 'none published' there would publish batch 0 again at the next start)."""
+    for position in (0, 7, -1):
+        idle = publisher.AlertsPublisher(publisher.AlertsTopic("h:9092", "alerts"), tmp_path)
+        idle.tx, idle.position, idle._dirty = _Transactions(), position, False  # type: ignore[assignment]
+        assert idle._cycle()
+        assert idle.tx.published == [(0, position)]  # type: ignore[union-attr]

@@ -24,7 +24,7 @@ from market_spread.lake import tables as lake_mod
 from market_spread.lake.lake_tables import LakeTables
 from market_spread.runtime import settings
 from market_spread.sinks.alert_records import records, transactional_id
-from market_spread.sinks.topic_position import NONE_PUBLISHED, REFRESH_SECONDS, TopicTransactions
+from market_spread.sinks.topic_position import NONE_PUBLISHED, TopicTransactions
 from market_spread.sinks.topic_settings import AlertsTopic
 
 MAX_TRANSACTION_ROWS = 10_000  # a catch-up is cut at batch boundaries into transactions of about this many rows
@@ -119,8 +119,8 @@ class AlertsPublisher(threading.Thread):
             if self._dirty:
                 self._dirty = False
                 self._publish_waiting()
-            elif self.tx is not None and time.monotonic() - self.tx.committed_at > REFRESH_SECONDS:
-                self._publish(None, max(self.position or NONE_PUBLISHED, NONE_PUBLISHED))
+            elif self.tx is not None and self.position is not None and self.tx.due_refresh():
+                self._publish(None, self.position)  # the same position again: Kafka keeps it (topic_position)
         except Exception as exc:  # noqa: BLE001 - publishing waits and retries; the stream goes on
             self._dirty = True
             self._waiting(exc)
@@ -167,19 +167,19 @@ class AlertsPublisher(threading.Thread):
         if self._counted or self.position is None:
             return
         try:
-            self.tables.kept("alerts").refresh()
-            sql = f"SELECT count(*) AS n FROM {{t}} WHERE batch_id > {int(self.position)}"
-            self.unpublished = int(self.tables.query("alerts", sql).column("n")[0].as_py())
+            self.unpublished = int(self._after(self.position, "count(*) AS n").column("n")[0].as_py())
             self._counted = True
         except Exception:  # noqa: BLE001,S110 - the count is for the metrics: tried again after the next batch
             pass
 
     def _rows_after(self, batch_id: int) -> pa.Table:
-        """The alerts table's rows past `batch_id`, by batch (every commit of it made before now)."""
+        """The alerts table's rows past `batch_id`, by batch."""
+        return self._after(batch_id, ", ".join(COLUMNS), " ORDER BY batch_id")
+
+    def _after(self, batch_id: int, select: str, order: str = "") -> pa.Table:
+        """`select` over the alerts table's rows past `batch_id`, with every commit made before now."""
         self.tables.kept("alerts").refresh()
-        columns = ", ".join(COLUMNS)
-        sql = f"SELECT {columns} FROM {{t}} WHERE batch_id > {int(batch_id)} ORDER BY batch_id"
-        return self.tables.query("alerts", sql)
+        return self.tables.query("alerts", f"SELECT {select} FROM {{t}} WHERE batch_id > {int(batch_id)}{order}")
 
     def _waiting(self, exc: BaseException) -> None:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]

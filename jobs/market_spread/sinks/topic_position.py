@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from market_spread.sinks.alert_records import Record
-from market_spread.sources.kafka_source import client_conf
+from market_spread.sources.kafka_source import absent_topics, client_conf
 
 POSITION_PARTITION = 0
 NONE_PUBLISHED = -1
@@ -64,14 +64,21 @@ class TopicTransactions:
     def open(self) -> bool:
         return self._producer is not None
 
+    def due_refresh(self) -> bool:
+        """Whether the position has gone REFRESH_SECONDS without a commit (see the module docstring)."""
+        return time.monotonic() - self.committed_at > REFRESH_SECONDS
+
     def start(self) -> int:
         """Open the producer (fencing and aborting a predecessor's transaction) and return the last
         batch published (NONE_PUBLISHED: none). Raises KafkaException or TimeoutError while no
         broker answers."""
         self.reset()
-        return bounded(self._start, 3 * self.timeout)
+        # Taken on only once the call has returned: a start given up must leave nothing behind.
+        self._producer, self._group, position = bounded(self._open, 3 * self.timeout)
+        self.committed_at = time.monotonic()
+        return position
 
-    def _start(self) -> int:
+    def _open(self) -> tuple[Any, Any, int]:
         from confluent_kafka import Consumer, Producer
 
         producer = Producer(
@@ -87,7 +94,7 @@ class TopicTransactions:
             }
         )
         producer.init_transactions(self.timeout)
-        self._group = Consumer(
+        group = Consumer(
             {
                 **client_conf(self.bootstrap),
                 "group.id": self.id,
@@ -95,17 +102,15 @@ class TopicTransactions:
                 "isolation.level": "read_committed",
             }
         )
-        self._producer = producer
-        self.committed_at = time.monotonic()
-        return self._position()
+        return producer, group, self._position(group)
 
-    def _position(self) -> int:
+    def _position(self, group: Any) -> int:
         from confluent_kafka import KafkaException, TopicPartition
 
         deadline = time.monotonic() + self.timeout
         while True:  # a broker just started answers "coordinator loading" for a moment
             try:
-                (found,) = self._group.committed([TopicPartition(self.topic, POSITION_PARTITION)], self.timeout)
+                (found,) = group.committed([TopicPartition(self.topic, POSITION_PARTITION)], self.timeout)
                 return found.offset - 1 if found.offset >= 0 else NONE_PUBLISHED
             except KafkaException as exc:
                 if not exc.args[0].retriable() and exc.args[0].name() != "NOT_COORDINATOR":
@@ -164,11 +169,7 @@ def _let_go(held: list[Any]) -> None:
 
 def topic_exists(bootstrap: str, topic: str, timeout: float) -> bool | None:
     """Whether the cluster has `topic`; None when no broker answered within `timeout`."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
-
     try:
-        metadata = AdminClient(client_conf(bootstrap)).list_topics(timeout=timeout)
-    except KafkaException:
+        return not absent_topics(bootstrap, [topic], timeout)
+    except ConnectionError:
         return None
-    return topic in metadata.topics

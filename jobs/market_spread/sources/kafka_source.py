@@ -117,17 +117,22 @@ def session_conf() -> dict[str, str]:
 
 def missing_topics(settings: KafkaSettings, timeout: float = 30.0) -> list[str]:
     """Topics of `settings` the brokers do not have; ConnectionError when no broker answers."""
+    return absent_topics(settings.bootstrap_servers, list(settings.topics()), timeout)
+
+
+def absent_topics(bootstrap: str, topics: list[str], timeout: float) -> list[str]:
+    """Those of `topics` the brokers at `bootstrap` do not have; ConnectionError when no broker
+    answers within `timeout`."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient(client_conf(settings.bootstrap_servers))
     try:
-        metadata = admin.list_topics(timeout=timeout)
+        metadata = AdminClient(client_conf(bootstrap)).list_topics(timeout=timeout)
     except KafkaException as exc:
         raise ConnectionError(
-            f"no Kafka broker answered at {settings.bootstrap_servers} within {timeout:.0f}s ({exc.args[0].str()})"
+            f"no Kafka broker answered at {bootstrap} within {timeout:.0f}s ({exc.args[0].str()})"
         ) from None
-    return [t for t in settings.topics() if t not in metadata.topics]
+    return [t for t in topics if t not in metadata.topics]
 
 
 def client_conf(bootstrap: str) -> dict:
