@@ -184,12 +184,19 @@ class Stream:
 
     def kill(self) -> None:
         """Whatever happens, leave no driver (nor its JVM) behind."""
-        if self.proc.poll() is None or _group_alive(self.proc.pid):
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        if _kill_session(self.proc):
             self.proc.wait(timeout=30)
+
+
+def _kill_session(proc: subprocess.Popen) -> bool:
+    """SIGKILL the session `proc` leads (the driver and its JVM) if any of it is left; whether it was."""
+    if proc.poll() is not None and not _group_alive(proc.pid):
+        return False
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return True
 
 
 def _group_alive(pgid: int) -> bool:
@@ -428,11 +435,7 @@ class Driver:
         return self.proc.returncode, self.output, self.seconds
 
     def kill(self) -> None:
-        if self.proc.poll() is None or _group_alive(self.proc.pid):
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _kill_session(self.proc)
         self._waiter.join(30)
 
 

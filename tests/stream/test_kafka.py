@@ -392,14 +392,13 @@ def test_sigkill_of_the_stream_while_producers_write_loses_and_doubles_nothing(s
 def test_the_stream_waits_for_a_restarted_broker_and_loses_nothing(spark, broker, tmp_path):
     # The module's broker, stopped and started again: this file's tests run one after another on one
     # worker (--dist loadfile), and the restart keeps every topic (same data folder).
-    own = broker
     try:
         rng = random.Random(7)
         symbols = symbols_file(tmp_path, SYMBOLS[:5])
         source = tmp_path / "source"
         files = make_source(source, SYMBOLS[:5], seed=31, quotes=400, orders=400, files=8)
-        base = settings_for(own, topics())
-        sink = KafkaSink(own.bootstrap, base.quotes_topic, base.orders_topic)
+        base = settings_for(broker, topics())
+        sink = KafkaSink(broker.bootstrap, base.quotes_topic, base.orders_topic)
         lake = tmp_path / "lake"
         job = Job(
             [
@@ -407,7 +406,7 @@ def test_the_stream_waits_for_a_restarted_broker_and_loses_nothing(spark, broker
                 "--source",
                 "kafka",
                 "--bootstrap-servers",
-                own.bootstrap,
+                broker.bootstrap,
                 "--quotes-topic",
                 base.quotes_topic,
                 "--orders-topic",
@@ -428,10 +427,10 @@ def test_the_stream_waits_for_a_restarted_broker_and_loses_nothing(spark, broker
         while "batch 0:" not in job.tail(100_000) and time.monotonic() < deadline:
             assert job.alive(), job.tail()
             time.sleep(0.5)
-        own.stop()
+        broker.stop()
         time.sleep(8)  # the stream retries its offset listing every second: eight tries without a broker
         assert job.alive(), f"the stream died while the broker was down:\n{job.tail()}"
-        own.start()
+        broker.start()
         thread, sent_after = _producer_thread(sink, files[6:], threading.Event(), pause=0.5, rng=rng)
         thread.join(300)
         total = sent["lines"] + sent_after["lines"]
@@ -446,8 +445,8 @@ def test_the_stream_waits_for_a_restarted_broker_and_loses_nothing(spark, broker
         result = _compare_with_files(spark, lake, source, tmp_path, total)
         assert (result["lost"], result["doubled"]) == (0, 0)
     finally:
-        if not own.alive():
-            own.start()
+        if not broker.alive():
+            broker.start()
 
 
 @pytest.mark.slow

@@ -39,18 +39,22 @@ def run_measured(
 
 
 @contextmanager
-def peak_during(roots: Callable[[], list[int]] | None = None, every: float = 0.5) -> Iterator[dict[str, float]]:
+def peak_during(
+    roots: Callable[[], list[int]] | None = None, every: float = 0.5, alone: Callable[[], list[int]] | None = None
+) -> Iterator[dict[str, float]]:
     """The peak memory (MB, `peak_mb`) of the process trees of `roots` (None: this process's, the
-    bench's Python and its Spark JVM) while the block runs, proportional set sizes summed, sampled
-    every `every` seconds."""
+    bench's Python and its Spark JVM) and of the processes `alone` without their children, while the
+    block runs, proportional set sizes summed, sampled every `every` seconds."""
     import os
 
     pids = roots or (lambda: [os.getpid()])
+    singles = alone or (lambda: [])
     peak, done = {"peak_mb": 0.0}, threading.Event()
 
     def sample() -> None:
         while True:
-            peak["peak_mb"] = max(peak["peak_mb"], round(sum(_tree_pss(pids())) / 2**20, 1))
+            sizes = _tree_pss(pids()) + _tree_pss(singles(), children=False)
+            peak["peak_mb"] = max(peak["peak_mb"], round(sum(sizes) / 2**20, 1))
             if done.wait(every):
                 return
 
@@ -63,13 +67,14 @@ def peak_during(roots: Callable[[], list[int]] | None = None, every: float = 0.5
         sampler.join()
 
 
-def _tree_pss(roots: list[int]) -> list[int]:
-    """The proportional set size of each live process in the trees of `roots`."""
+def _tree_pss(roots: list[int], children: bool = True) -> list[int]:
+    """The proportional set size of each live process in the trees of `roots` (of `roots` alone
+    without `children`)."""
     sizes = []
     for pid in roots:
         try:
             root = psutil.Process(pid)
-            members = [root, *root.children(recursive=True)]
+            members = [root, *(root.children(recursive=True) if children else [])]
         except psutil.Error:
             continue
         for p in members:

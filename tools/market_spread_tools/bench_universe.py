@@ -27,12 +27,11 @@ import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
 
+from market_spread_tools.bench_backlog import peak_during
 from market_spread_tools.bench_feeder import EvenGenerator
 from market_spread_tools.bench_latency import file_latency
 from market_spread_tools.bench_measure import bench_symbols, run_stream, say
@@ -150,35 +149,12 @@ def write_lines(folder: Path, name: str, lines: Iterable[str]) -> None:
     os.replace(temp, folder / name)
 
 
-@contextmanager
-def peak_of_stream(spark, every: float = 0.5) -> Iterator[dict[str, float]]:
+def peak_of_stream(spark, every: float = 0.5):
     """The peak (MB, `peak_mb`) of the stream's process while the block runs: this Python process
-    and its Spark JVM's tree, proportional set sizes summed. Not bench_backlog.peak_during over this
-    process's tree: that would count the producer's process, which is the feed's, not the stream's."""
-    import psutil
-
-    jvm = psutil.Process(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
-    own = psutil.Process()
-    peak, done = {"peak_mb": 0.0}, threading.Event()
-
-    def sample() -> None:
-        while True:
-            try:
-                members = [own, jvm, *jvm.children(recursive=True)]
-                mb = sum(p.memory_full_info().pss for p in members) / 2**20
-                peak["peak_mb"] = max(peak["peak_mb"], round(mb, 1))
-            except psutil.Error:
-                pass  # a child gone between listing and reading: the next sample has the rest
-            if done.wait(every):
-                return
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
-        yield peak
-    finally:
-        done.set()
-        sampler.join()
+    and its Spark JVM's tree, proportional set sizes summed. Not this process's whole tree: that
+    would count the producer's process, which is the feed's, not the stream's."""
+    jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    return peak_during(lambda: [jvm], every, alone=lambda: [os.getpid()])
 
 
 def universe_row(n: int, figures: dict, pairs: int, behind: int, batches: Batches) -> dict:

@@ -79,8 +79,8 @@ def late_history_rows(tables: LakeTables, late: list[dict]) -> pa.Table:
     def read(symbols: list[str], where: str) -> pa.Table:
         # With every quote committed before this batch (lake.commits); DataFusion answers with string
         # views, Spark with a widened type where a user widened one: cast to ours.
-        sql = f"SELECT {', '.join(STATE_QUOTE_COLUMNS)} FROM {{t}} WHERE {where} AND symbol IN ({{names}})"
-        parts = [tables.query("quotes", sql.replace("{names}", names)) for names in in_lists(symbols)]
+        select = f"SELECT {', '.join(STATE_QUOTE_COLUMNS)} FROM {{t}} WHERE {where}"
+        parts = [tables.query("quotes", f"{select} AND symbol IN ({names})") for names in in_lists(symbols)]
         rows = (pa.concat_tables(parts) if len(parts) > 1 else parts[0]).cast(ARROW_SCHEMA)
         # Up to each symbol's last late order: later quotes cannot be current for any of them.
         return rows.filter(pc.less_equal(rows["quote_time"], _per_row(rows, lasts)))
