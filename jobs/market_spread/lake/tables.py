@@ -253,23 +253,27 @@ def create_table(lake: str | Location, name: str) -> None:
     """Table `name` created empty by delta-rs, unless it exists: the same protocol, schema and
     properties as Spark's CREATE TABLE, in milliseconds where Spark's took a new lake's start a
     second of JVM work (docs/performance.md, row 'new tables created by delta-rs')."""
+    create_declared(table_path(lake, name), DECLARED[name], table_properties(name))
+
+
+def create_declared(path: str, table: Table, properties: dict[str, str]) -> None:
+    """`table` created empty at `path` by delta-rs with `properties`, unless it exists."""
     from deltalake import DeltaTable, Schema
 
-    table = DECLARED[name]
-    uri, options = delta_rs_target(table_path(lake, name))
+    uri, options = delta_rs_target(path)
     try:
         DeltaTable.create(
             uri,
             schema=Schema.from_arrow(table.schema),  # keeps NOT NULL, which Table.arrow drops
             mode="ignore",
             partition_by=list(table.partitions) or None,
-            configuration=table_properties(name),
+            configuration=properties,
             storage_options=options,
             # delta-rs 1.6 cannot parse delta.checkpointRetentionDuration's interval (Spark can)
             raise_if_key_not_exists=False,
         )
     except Exception:
-        if not is_delta_table(table_path(lake, name)):  # another writer's creation won the race
+        if not is_delta_table(path):  # another writer's creation won the race
             raise
 
 

@@ -42,9 +42,8 @@ Ranges = list[tuple[int | None, int]]  # inclusive, sorted, disjoint; None: from
 def ensure_results_table(spark: SparkSession, lake: str | Location) -> str:
     path = lake_mod.table_path(lake, RESULTS_TABLE)
     if not lake_mod.is_delta_table(path):
-        # Same properties as the product's tables, so delta-rs readers can open it too.
-        props = ", ".join(f"'{k}' = '{v}'" for k, v in lake_mod.TABLE_PROPERTIES.items())
-        spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({RESULTS_SCHEMA}) USING DELTA TBLPROPERTIES ({props})")
+        # Same properties as the product's tables; by delta-rs, without Spark's snapshot jobs.
+        lake_mod.create_declared(path, RESULTS, dict(lake_mod.TABLE_PROPERTIES))
         return path
     from market_spread.lake.deltalog import properties_and_columns
 
@@ -52,6 +51,21 @@ def ensure_results_table(spark: SparkSession, lake: str | Location) -> str:
     columns = known[1] if known is not None else spark.read.format("delta").load(path).columns
     lake_mod.add_missing_columns(spark, path, columns, RESULTS.added_columns())
     return path
+
+
+def append_results(spark: SparkSession, path: str, rows: list[dict]) -> None:
+    """Append `rows` (dicts of the table's columns) to the results table: by delta-rs where it
+    writes every feature of the table (no Spark snapshot to build), else by Spark."""
+    from deltalake import write_deltalake
+
+    from market_spread.lake.protocol import constraints, delta_rs_writes
+    from market_spread.runtime.storage import open_delta
+
+    table = open_delta(path)
+    if delta_rs_writes(table) and not constraints(table):
+        write_deltalake(table, pa.Table.from_pylist(rows, schema=RESULTS.arrow), mode="append")
+        return
+    spark.createDataFrame(rows, RESULTS_SCHEMA).write.format("delta").mode("append").save(path)
 
 
 def _passed_alert_runs(lake: str | Location, columns: list[str]):

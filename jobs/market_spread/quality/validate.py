@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from market_spread.domain.rules import DEFAULT_THRESHOLDS, Thresholds
 from market_spread.errors import UsageError
@@ -25,7 +25,7 @@ from market_spread.quality.defaults import DEFAULT_DOCS
 from market_spread.quality.gx_run import SuiteRun, run_suites
 from market_spread.quality.outcomes import ExpectationOutcome, SuiteOutcome, Summary
 from market_spread.quality.results_table import (
-    RESULTS_SCHEMA,
+    append_results,
     ensure_results_table,
     format_ranges,
     high_water_mark,
@@ -217,7 +217,7 @@ def _record(
     validated (what the next runs skip once this run passed)."""
     batches = run.alerts.batches
     records = [
-        Row(
+        dict(
             run_id=run.run_id,
             suite=s.suite,
             expectation=o.name,
@@ -238,4 +238,4 @@ def _record(
         for s in suite_outcomes
         for o in s.outcomes
     ]
-    spark.createDataFrame(records, RESULTS_SCHEMA).write.format("delta").mode("append").save(results_path)
+    append_results(spark, results_path, records)

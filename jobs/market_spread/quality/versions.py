@@ -12,11 +12,43 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
+# Tables up to this many rows are read with delta-rs and handed to Spark from memory: each Spark read
+# of a Delta table builds its snapshot and plans a file scan, and every GX metric scanned it again
+# (measured: docs/performance.md, row 'validate reads small tables with delta-rs').
+LOCAL_ROWS = 200_000
+
+
 def _read(spark: SparkSession, path: str, version: int | None = None) -> DataFrame:
+    """Table `path` at `version` (None: the newest) as a Spark DataFrame."""
+    local = _local_rows(path, version)
+    if local is not None:
+        return spark.createDataFrame(local)
     reader = spark.read.format("delta")
     if version is not None:
         reader = reader.option("versionAsOf", version)
     return reader.load(path)
+
+
+def _local_rows(path: str, version: int | None) -> Any:
+    """The table's rows at `version` as Arrow, read with delta-rs's query engine, when it reads every
+    feature of the table and the table holds at most LOCAL_ROWS rows; else None (Spark reads it)."""
+    from deltalake.exceptions import DeltaError
+
+    from market_spread.lake.protocol import DELTA_RS_READS, reader_features
+    from market_spread.runtime.storage import open_delta, read_rows
+
+    try:
+        table = open_delta(path)
+        if version is not None:
+            table.load_as_version(version)
+        if not reader_features(table) <= DELTA_RS_READS:
+            return None
+        counts = table.get_add_actions(flatten=True).column("num_records").to_pylist()
+        if None in counts or sum(counts) > LOCAL_ROWS:
+            return None
+        return read_rows(table, [f.name for f in table.schema().fields])
+    except DeltaError:
+        return None
 
 
 def version_to_read(spark: SparkSession, path: str) -> int:
