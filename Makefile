@@ -161,8 +161,11 @@ test-fast: setup
 # The full campaigns (24 kills on disk and on S3, 20 on Kafka, 1M-line file, 10 MB lines, disk full)
 # (docs/operations.md, Tests); make test runs their short versions.
 KAFKA_CAMPAIGN := tests/stream/test_kafka.py::test_sigkill_of_the_stream_while_producers_write_loses_and_doubles_nothing
+# The bench's cluster part on a 2-worker cluster, twice: here only (make test's cluster runs are
+# tests/e2e/test_cluster.py's).
+BENCH_CLUSTER := tests/e2e/test_bench.py::test_cluster_part_runs_both_placements_on_a_local_cluster_with_the_same_alerts
 reliability: setup
-	MARKET_SPREAD_RELIABILITY=full $(PY) -m pytest -ra -s tests/reliability $(KAFKA_CAMPAIGN)
+	MARKET_SPREAD_RELIABILITY=full $(PY) -m pytest -ra -s tests/reliability $(KAFKA_CAMPAIGN) $(BENCH_CLUSTER)
 
 # The README's three screenshots, from a new run over data/screenshots/ (about 10 minutes).
 screenshots: setup browser

@@ -126,7 +126,7 @@ def wallaroo_dir() -> Path:
 # and 3, the second files 2 and 4: the two one-test campaigns must stay first and second, or both
 # land on one worker again (about 7 + 4 minutes in the run of 2026-11-27).
 LONGEST_FIRST = (
-    "tests/reliability/test_crash_campaign_s3.py",  # 3 kills on S3
+    "tests/reliability/test_crash_campaign_s3.py",  # 2 kills on S3
     "tests/reliability/test_crash_campaign.py",  # 2 kills on local disk
     "tests/e2e/test_cluster.py",  # a cluster and five drivers (the two refused ones wait ~60 s beside the rest)
     "tests/stream/test_kafka.py",

@@ -26,6 +26,7 @@ from market_spread_tools import (
     bench_report,
     bench_storage,
 )
+from tests.helpers.campaign import FULL
 
 TINY = bench_plans.Plan(
     events=4_000,
@@ -206,6 +207,9 @@ def test_latency_splits_into_parts_and_idle_cost_is_measured(spark, tmp_path):
     assert "latency_phases.png" in bench_plots.plots(results, tmp_path)
 
 
+@pytest.mark.skipif(
+    not FULL, reason="make reliability: a 2-worker cluster, twice (make test's cluster runs are test_cluster.py's)"
+)
 def test_cluster_part_runs_both_placements_on_a_local_cluster_with_the_same_alerts(tmp_path):
     """A tiny run of part `cluster`: one batch size, the stream command on a 2-worker local cluster
     on two paths (the kernel on the driver and in Spark's tasks): the same alerts, each path the one

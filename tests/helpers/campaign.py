@@ -32,7 +32,7 @@ WINDOWS = ("offsets", *TABLES_WITH_LOGS, "commits")
 # `make reliability` hits every window on each storage, several times.
 SHORT_PLANS = {
     "local": ("quotes", "quarantine"),
-    "s3": ("symbol_state", "commits", "batch_metrics"),
+    "s3": ("symbol_state", "batch_metrics"),
     "kafka": ("offsets", "alerts", "commits"),
 }
 

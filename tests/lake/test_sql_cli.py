@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from market_spread.runtime.spark_jvm import JVM_NOTICE
 from tests.helpers.cli import market_spread
 from tests.helpers.lake import read_table, stream
@@ -89,6 +91,9 @@ def _lake_state(spark, lake):
     return out
 
 
+# On local disk only: the refusal reads the parsed plan, which no storage changes (the S3 lake's
+# queries are test_sql_queries_tables_by_name_in_every_format's and the engines' comparison's).
+@pytest.mark.parametrize("place", ["local"], indirect=True)
 def test_sql_is_read_only_decided_from_the_parsed_plan(spark, place, monkeypatch):
     from market_spread.lake import query as query_mod
     from market_spread.lake.query import execute

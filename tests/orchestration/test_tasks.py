@@ -1,5 +1,5 @@
 """What the task bodies do: the maintenance hold, `maintain` beside a live stream, and `dag.test()`
-of the maintenance and quality DAGs on a real small lake (Airflow in a child process, see
+of the maintenance DAG on a real small lake (Airflow in a child process, see
 tests/helpers/airflow.py)."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def test_maintain_rejects_bad_arguments(tmp_path) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# A real small lake: maintain beside a "live stream", and dag.test() of quality and maintenance
+# A real small lake: maintain beside a "live stream", and dag.test() of maintenance
 
 
 @pytest.fixture(scope="module")
@@ -229,20 +229,12 @@ def _dag_test(tmp_path: Path, lake: Path, dag_ids: list[str], **env: str) -> dic
 
 @pytest.fixture(scope="module")
 def dag_runs(small_lake: Path, tmp_path_factory) -> dict:
-    """One child process, one metadata DB: dag.test() of maintenance, then of quality on the result."""
+    """dag.test() of the maintenance DAG in a child process with its own metadata DB. (The quality
+    DAG's runs, failed and passed, are tests/e2e/test_data_docs_ui.py's, in a live Airflow.)"""
     tmp = tmp_path_factory.mktemp("dag_test")
-    dag_ids = ["market_spread_maintenance"]
-    try:
-        import market_spread.quality.validate  # noqa: F401
-
-        dag_ids.append("market_spread_quality")
-    except ModuleNotFoundError:
-        pass
     before = small_file_counts(small_lake)
-    result = _dag_test(
-        tmp, small_lake, dag_ids, MARKET_SPREAD_MAINTENANCE_MIN_FILES="0", MARKET_SPREAD_DOCS=str(tmp / "docs")
-    )
-    return result | {"_files_before": before, "_docs": tmp / "docs"}
+    result = _dag_test(tmp, small_lake, ["market_spread_maintenance"], MARKET_SPREAD_MAINTENANCE_MIN_FILES="0")
+    return result | {"_files_before": before}
 
 
 def test_maintenance_dag_compacts_the_lake(dag_runs: dict, small_lake: Path) -> None:
@@ -256,14 +248,3 @@ def test_maintenance_dag_compacts_the_lake(dag_runs: dict, small_lake: Path) -> 
     assert small_file_counts(small_lake)["alerts"] == dag_runs["_files_before"]["alerts"] + 1
     assert not (small_lake / "_stream.lock").read_text().strip()  # writer lock released
     assert "hold released" in log
-
-
-def test_quality_dag_validates_the_lake(dag_runs: dict) -> None:
-    if "market_spread_quality" not in dag_runs:
-        pytest.skip("validate (market_spread.quality.validate) not built yet")
-    run = dag_runs["market_spread_quality"]
-    log = dag_runs["_log"]
-    assert "Data Docs: " in log
-    # The lake above is synthetic but consistent: its alerts are valid no_market_data rejections.
-    assert run == {"state": "success", "tasks": {"validate": "success"}}, log[-6000:]
-    assert (dag_runs["_docs"] / "index.html").is_file()

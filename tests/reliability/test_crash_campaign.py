@@ -12,7 +12,7 @@ body, run_crash_campaign below): landing, lake, checkpoint and archive all on S3
 uninterrupted reference on local disk. Two files because `make test`'s workers take whole files
 (--dist loadfile): in one file the two runs (about 4 and 7 minutes) went to the same worker.
 
-By default (`make test`) the kills follow campaign.SHORT_PLANS: 2 on local disk, 3 on S3, and with
+By default (`make test`) the kills follow campaign.SHORT_PLANS: 2 on local disk, 2 on S3, and with
 the Kafka campaign of tests/stream/test_kafka.py every window of a batch is hit at least once across
 the three (on S3 a rename is a copy and a delete, and the lease replaces the flock); a planned window
 that is not reached fails the test; maintenance runs beside the live stream on local disk only.
