@@ -23,7 +23,11 @@ def test_the_ddl_and_arrow_schema_come_from_one_declaration():
     assert lake_mod.arrow_schema("alerts").field("price").type == pa.decimal128(18, 8)
     assert lake_mod.arrow_schema("alerts").field("order_time").type == pa.timestamp("us", tz="UTC")
     assert lake_mod.TABLES == tuple(lake_mod.DECLARED) == tuple(lake_mod.SCHEMAS)
-    assert lake_mod.DECLARED["batch_metrics"].added_columns() == {"spark_jobs": "BIGINT", "placement": "STRING"}
+    assert lake_mod.DECLARED["batch_metrics"].added_columns() == {
+        "spark_jobs": "BIGINT",
+        "placement": "STRING",
+        "state_batch": "BIGINT",
+    }
     props = lake_mod.table_properties("quotes")
     assert props["delta.checkpointInterval"] == "10"
     assert "quote_date" not in props["delta.dataSkippingStatsColumns"].split(",")  # the partition column

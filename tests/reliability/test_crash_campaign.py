@@ -200,11 +200,11 @@ def run_crash_campaign(
             maintained.append("exclusive, over a killed stream's lake")
 
     assert set(by_window) == set(plan), f"planned windows missed: {set(plan) - set(by_window)}"
-    # On local disk (two kills) a file pair a batch: the rest in several batches, whatever batch the
-    # kills left the stream in (with both kills in one batch, one drain batch compacted no table).
+    # A file pair a batch: the rest in several batches, whatever batch the kills left the stream in
+    # (with both kills in one batch, one drain batch compacted no table).
     # Two drains: a file pair in Spark's tasks (whatever batch the kills left behind first), then the
     # rest on the driver, so that both placements commit whole batches after the kills.
-    per_batch = [] if place.s3 else ["--max-files-per-batch", "1"]
+    per_batch = ["--max-files-per-batch", "1"]
     drains = (("executors", lambda: lander.land(2)),) if "executors" in TURNS[place.kind] else ()
     for placement, land in (*drains, ("driver", lander.land_all)):
         land()

@@ -110,7 +110,6 @@ def test_landing_files_read_on_the_driver_give_the_lines_sparks_text_source_give
     """stream.driver_batch reads a batch's landing files itself (the files from the batch's plan):
     the same lines as Spark's text source, whatever the line ends, blank lines and byte-order marks;
     a file that is not UTF-8 is read through Spark, and its line judged with U+FFFD for the bad byte."""
-    import pyarrow as pa
 
     from market_spread.kernel import steps
     from market_spread.sources import driver_read
@@ -157,7 +156,7 @@ def test_landing_files_read_on_the_driver_give_the_lines_sparks_text_source_give
             lambda df, _: seen.append(
                 (
                     driver_read._file_lines(driver_read.landing_files(df, 1 << 20)),
-                    steps.parse(driver_read.read_lines(df), pa.array(["A"]), frozenset(["A"])).quarantine,
+                    steps.parse(driver_read.read_lines(df), frozenset(["A"])).quarantine,
                 )
             )
         )

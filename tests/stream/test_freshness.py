@@ -132,8 +132,11 @@ def test_features_turned_on_mid_stream_keep_it_running_and_are_honoured(spark, t
 
 @pytest.fixture(autouse=True)
 def _no_compaction(monkeypatch):
-    """No compaction commit among the few commits these tests read change data from."""
+    """No compaction commit among the few commits these tests read change data from, and
+    symbol_state committed in each batch (its change data then has an update for each batch's quote,
+    not one for the batches staged together: lake.state_writes)."""
     monkeypatch.setenv("MARKET_SPREAD_COMPACT_EVERY", "0")
+    monkeypatch.setenv("MARKET_SPREAD_STATE_TRAIL_BATCHES", "1")
 
 
 def test_a_stream_started_by_its_caller_leaves_nothing_running_when_its_block_ends(spark, tmp_path):

@@ -330,18 +330,20 @@ def test_a_batch_replayed_after_a_crash_between_its_writes_leaves_exact_tables(s
         land(root / "landing", "quotes", ["garbage line"], name="zz-bad.jsonl")
     assert stream(spark, clean / "landing", clean / "lake", placement=placement) == 0
 
-    # Crash after the appends (quarantine, history, alerts) but before the state MERGE and metrics.
+    # Crash after the appends (quarantine, history, alerts) but before the state MERGE and metrics
+    # (symbol_state committed in its batch, beside the appends, not trailing them: lake.state_writes).
+    monkeypatch.setenv("MARKET_SPREAD_STATE_TRAIL_BATCHES", "1")
     real_merge = merge_state
 
     def crash(*args, **kwargs):
         raise RuntimeError("simulated crash between the writes of one micro-batch")
 
-    from market_spread.stream import driver_batch  # both placements commit through it
+    from market_spread.lake import state_writes  # both placements commit through it
 
-    monkeypatch.setattr(driver_batch, "merge_state", crash)
+    monkeypatch.setattr(state_writes, "merge_state", crash)
     assert stream(spark, crashed / "landing", crashed / "lake", placement=placement) == 1
     assert rows(spark, crashed / "lake", "alerts"), "the appends happened before the crash"
-    monkeypatch.setattr(driver_batch, "merge_state", real_merge)
+    monkeypatch.setattr(state_writes, "merge_state", real_merge)
     assert stream(spark, crashed / "landing", crashed / "lake", placement=placement) == 0
 
     assert comparable_tables(spark, crashed / "lake") == comparable_tables(spark, clean / "lake")
@@ -485,9 +487,9 @@ def test_the_drivers_copy_of_the_state_is_the_table_after_every_batch(spark, tmp
     run over one batch."""
     from pyspark.testing import assertDataFrameEqual
 
+    from market_spread.lake import state_writes
     from market_spread.lake import tables as lake_mod
     from market_spread.lake.state import STATE_QUOTE_COLUMNS
-    from market_spread.stream import driver_batch
 
     one = tmp_path / "one"
     _generated(one / "landing", files=1, seed=11)
@@ -496,6 +498,7 @@ def test_the_drivers_copy_of_the_state_is_the_table_after_every_batch(spark, tmp
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     _generated(landing, files=5, seed=11)
     lake_mod.ensure_tables(spark, lake)
+    monkeypatch.setenv("MARKET_SPREAD_STATE_TRAIL_BATCHES", "1")  # the table committed in every batch
     processor = pipeline.BatchProcessor(_settings(lake), on_batch=lambda result: None)
     table = lambda: read_table(spark, lake, "symbol_state").select(*STATE_QUOTE_COLUMNS)  # noqa: E731
 
@@ -504,15 +507,46 @@ def test_the_drivers_copy_of_the_state_is_the_table_after_every_batch(spark, tmp
 
     for k in range(5):
         if k == 3:  # the copy may move on before the MERGE fails: it must be dropped, not kept
-            monkeypatch.setattr(driver_batch, "merge_state", crash)
+            monkeypatch.setattr(state_writes, "merge_state", crash)
             with pytest.raises(RuntimeError):
                 processor(_pair(spark, landing, k, 5), k)
             assert processor.state._quotes is None
-            monkeypatch.setattr(driver_batch, "merge_state", merge_state)
+            monkeypatch.setattr(state_writes, "merge_state", merge_state)
         processor(_pair(spark, landing, k, 5), k)
         assert processor.state._quotes is not None, "the copy is in use, not the table"
         copy = processor.state.stored_table(sorted(processor.state._quotes))
         assertDataFrameEqual(spark.createDataFrame(copy), table())
+    assert_same_tables(spark, lake, one / "lake")
+
+
+def test_symbol_state_trails_by_at_most_ten_batches_and_a_restart_loses_none_of_it(spark, tmp_path, monkeypatch):
+    """Contract 4: symbol_state is committed once 10 batches are staged (the time bound is
+    test_state_writes.py's, turned off here), `batch_metrics.state_batch` says how far it is current,
+    the checks use every batch's quotes meanwhile, and what a killed process had staged comes back
+    from the quote history at the next start."""
+    from market_spread.lake import state_writes
+    from market_spread.lake import tables as lake_mod
+
+    monkeypatch.delenv("MARKET_SPREAD_STATE_TRAIL_BATCHES", raising=False)  # the default, 10
+    monkeypatch.setattr(state_writes, "FLUSH_AFTER_S", 1e9)
+    one = tmp_path / "one"
+    _generated(one / "landing", files=1, seed=11)
+    assert stream(spark, one / "landing", one / "lake") == 0
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    _generated(landing, files=13, seed=11)
+    lake_mod.ensure_tables(spark, lake)
+    first = pipeline.BatchProcessor(_settings(lake), on_batch=lambda result: None)
+    for k in range(12):
+        first(_pair(spark, landing, k, 13), k)
+    marks = first.tables.marks(("symbol_state", "quotes"))
+    assert marks == {"symbol_state": 9, "quotes": 11}, "committed at the 10th batch, 10 and 11 staged"
+    state_batch = {r["batch_id"]: r["state_batch"] for r in rows(spark, lake, "batch_metrics", drop=())}
+    assert state_batch == {**dict.fromkeys(range(9)), 9: 9, 10: 9, 11: 9}
+    first.state.writes._stop.set()  # killed: batches 10 and 11 were staged only
+    again = pipeline.BatchProcessor(_settings(lake), on_batch=lambda result: None)
+    again(_pair(spark, landing, 12, 13), 12)
+    again.settle()  # the end commits what is staged: 10 to 12, 10 and 11 from the history
+    assert again.tables.marks(("symbol_state",)) == {"symbol_state": 12}
     assert_same_tables(spark, lake, one / "lake")
 
 

@@ -8,8 +8,8 @@ import random
 import time
 
 from market_spread.feeds.generate import Generator, write_backlog
+from market_spread.lake import state_writes
 from market_spread.stream import checkpoint_layout as layout
-from market_spread.stream import driver_batch
 from market_spread.stream.query import started
 from market_spread.stream.spec import StreamSpec
 from tests.helpers.lake import comparable_tables, metrics_totals, rows, stream
@@ -75,14 +75,15 @@ def test_a_quotes_first_checkpoint_is_moved_and_resumes_exactly(spark, tmp_path,
     assert stream(spark, landing, lake) == 0
     # Then a crash between the writes of a batch, leaving offsets without a commit (replayed after the move).
     land_pair(source, landing, 2)
-    real_merge = driver_batch.merge_state
+    monkeypatch.setenv("MARKET_SPREAD_STATE_TRAIL_BATCHES", "1")  # the state committed in its batch
+    real_merge = state_writes.merge_state
 
     def crash(*args, **kwargs):
         raise RuntimeError("simulated crash between the writes of one micro-batch")
 
-    monkeypatch.setattr(driver_batch, "merge_state", crash)  # both placements commit through it
+    monkeypatch.setattr(state_writes, "merge_state", crash)  # both placements commit through it
     assert stream(spark, landing, lake) == 1
-    monkeypatch.setattr(driver_batch, "merge_state", real_merge)
+    monkeypatch.setattr(state_writes, "merge_state", real_merge)
     (checkpoint / layout.LAYOUT_FILE).unlink()
     last = sorted((checkpoint / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))[-1]
     assert last.read_text().splitlines()[2:] == ['{"logOffset":2}', '{"logOffset":1}']

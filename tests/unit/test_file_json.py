@@ -7,15 +7,13 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta
 
-import pyarrow as pa
-
 from market_spread.kernel import file_json as driver_json
 from market_spread_tools.reference import parse_line
 from tests.helpers.mutations import mutations as _mutations
 from tests.helpers.records import T, order, quote
 from tests.helpers.symbols import SYMBOLS
 
-UNIVERSE = pa.array(sorted(SYMBOLS))
+UNIVERSE = frozenset(SYMBOLS)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 FIELDS = {
     "quotes": ("symbol", "bid", "offer", "time", "seq"),

@@ -158,7 +158,7 @@ def run_kernel(drawn: list[Batch], thresholds: Thresholds = DEFAULTS) -> KernelR
     run, history = KernelRun(), pa.schema(list(QUOTE_TYPES.items())).empty_table()
     state = history
     for n, batch in enumerate(drawn):
-        parsed = steps.parse(_table(batch, n), pa.array(sorted(SYMBOLS)), frozenset(SYMBOLS))
+        parsed = steps.parse(_table(batch, n), frozenset(SYMBOLS))
         cols = parsed.columns
         history = pa.concat_tables([history, cols.quotes])
         alerts = steps.check(cols.orders, history, thresholds, n, NOW, arrow_schema("alerts"))

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from market_spread.kernel.columns import PRICE, TIME
-from market_spread.kernel.layout import _TIME_TEXT, _cast
+from market_spread.kernel.layout import _TIME_TEXT, _cast, known
 
 _SCHEMAS = {
     "quotes": pa.schema(
@@ -45,7 +45,7 @@ _TIME_PATTERN = "^" + _TIME_TEXT[1:-1] + "$"  # driver_columns' time, zone Z: a 
 _PRICE_MAX = pa.scalar(Decimal("9999999999.99999999"), PRICE)  # below 1e10: DECIMAL(18,8)
 
 
-def parse_file(feed: str, data: bytes, universe: pa.Array) -> tuple[pa.Table, pa.Array] | None:
+def parse_file(feed: str, data: bytes, universe: frozenset[str]) -> tuple[pa.Table, pa.Array] | None:
     """The file's rows in driver_columns' columns (time in µs) and the lines (as a string array) of
     the rows that are not certainly valid; None when the file is not of the shape read here."""
     if not data:
@@ -91,13 +91,13 @@ def _lines(data: bytes, ends: np.ndarray) -> pa.Array:
     return pc.utf8_rtrim(lines, characters="\n").cast(pa.string())
 
 
-def _typed(feed: str, rows: pa.Table, universe: pa.Array) -> tuple[pa.Table, pa.Array]:
+def _typed(feed: str, rows: pa.Table, universe: frozenset[str]) -> tuple[pa.Table, pa.Array]:
     """driver_columns' columns of `rows`, and which rows are certainly valid."""
     time_text = rows["transact_time"]
     well_formed = pc.fill_null(pc.match_substring_regex(time_text, _TIME_PATTERN), False)
     # Only the well-formed times are cast; one that names no instant (February 30th) comes out null.
     time = pc.cast(_cast(pc.if_else(well_formed, time_text, pa.scalar(None, pa.string())), TIME), pa.int64())
-    checks = [pc.is_valid(time), pc.is_in(rows["symbol"], value_set=universe)]
+    checks = [pc.is_valid(time), known(rows["symbol"], universe)]
     for price in ("bid", "offer") if feed == "quotes" else ("qty", "price"):
         checks += [pc.greater(rows[price], pa.scalar(Decimal(0), PRICE)), pc.less_equal(rows[price], _PRICE_MAX)]
     if feed == "orders":

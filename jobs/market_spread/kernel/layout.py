@@ -104,7 +104,16 @@ class ColumnBatch:
         return ColumnBatch(rows, other, sources) if feed == "quotes" else ColumnBatch(other, rows, sources)
 
 
-def split(lines: pa.Table, universe: pa.Array, keep_text: bool = False) -> tuple[ColumnBatch, pa.Table]:
+def known(symbols: pa.Array | pa.ChunkedArray, universe: frozenset[str]) -> pa.Array:
+    """Which of `symbols` are in the universe (null: not). Each distinct symbol of the batch is looked
+    up in the set: `is_in` against the whole universe built a hash table of it at every call, a cost
+    that grew with the universe, not the batch (measured: docs/performance.md, row 'symbols looked
+    up by the batch's distinct names')."""
+    distinct = pc.unique(symbols).to_pylist()
+    return pc.is_in(symbols, value_set=pa.array([s for s in distinct if s in universe], pa.string()))
+
+
+def split(lines: pa.Table, universe: frozenset[str], keep_text: bool = False) -> tuple[ColumnBatch, pa.Table]:
     """The lines (stream, value, source_file) in the product's own layout as columns (with their
     `texts` if `keep_text`), and the other non-blank lines as they came (for kernel.line_rows), a
     line that is not UTF-8 among them."""
@@ -220,11 +229,11 @@ def _seq_ok(f: pa.StructArray, seq: pa.Array) -> pa.Array:
     return pc.or_(pc.is_valid(seq), pc.equal(pc.fill_null(f.field("seq"), ""), ""))
 
 
-def _quotes(values: pa.ChunkedArray, universe: pa.Array) -> tuple[pa.Table, pa.Array]:
+def _quotes(values: pa.ChunkedArray, universe: frozenset[str]) -> tuple[pa.Table, pa.Array]:
     f, at = _fields(values, QUOTE_LINE)
     bid, offer, time, seq = pc.cast(f.field("bid"), PRICE), pc.cast(f.field("offer"), PRICE), _micros(f), _seq(f)
     ok = _ok(
-        pc.is_in(f.field("symbol"), value_set=universe),
+        known(f.field("symbol"), universe),
         _positive(bid),
         _positive(offer),
         pc.is_valid(time),
@@ -234,7 +243,7 @@ def _quotes(values: pa.ChunkedArray, universe: pa.Array) -> tuple[pa.Table, pa.A
     return table.filter(ok), _taken(len(values), at, ok)
 
 
-def _orders(values: pa.ChunkedArray, universe: pa.Array) -> tuple[pa.Table, pa.Array]:
+def _orders(values: pa.ChunkedArray, universe: frozenset[str]) -> tuple[pa.Table, pa.Array]:
     f, at = _fields(values, ORDER_LINE)
     account, qty, price, time, seq = (
         _cast(f.field("account"), pa.int64()),
@@ -244,7 +253,7 @@ def _orders(values: pa.ChunkedArray, universe: pa.Array) -> tuple[pa.Table, pa.A
         _seq(f),
     )
     ok = _ok(
-        pc.is_in(f.field("symbol"), value_set=universe),
+        known(f.field("symbol"), universe),
         pc.is_valid(account),
         _positive(qty),
         _positive(price),

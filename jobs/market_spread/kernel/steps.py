@@ -22,14 +22,14 @@ class Parsed:
     quarantine: pa.Table  # stream, raw, reason, source_file
 
 
-def parse(lines: pa.Table, universe: pa.Array, names: frozenset[str], keep_text: bool = False) -> Parsed:
+def parse(lines: pa.Table, universe: frozenset[str], keep_text: bool = False) -> Parsed:
     """The lines (stream, value, source_file), every one judged: those in the product's own layout
     through Arrow's kernels (layout), the others one by one (line_rows), a line that is not UTF-8
     among them. With `keep_text`, the valid rows' lines too (ColumnBatch.texts)."""
     own, rest = layout.split(lines, universe, keep_text)
     if rest.num_rows == 0:
         return Parsed(own, pa.schema([(n, pa.string()) for n in line_rows.QUARANTINE]).empty_table())
-    sorted_lines = line_rows.sort_lines(rest, names, keep_text)
+    sorted_lines = line_rows.sort_lines(rest, universe, keep_text)
     return Parsed(layout.concat([own, sorted_lines.columns]), sorted_lines.quarantine)
 
 

@@ -124,7 +124,8 @@ def from_current_quote(rows: pa.Table, first_order: dict[str, datetime]) -> pa.T
 
 
 def merge_state(tables: LakeTables, newest: pa.Table, batch_id: int, guard=None) -> None:
-    """Upsert the batch's newest quote per symbol (`newest`: one row per symbol, NEWEST_COLUMNS); an
+    """Upsert the newest quote per symbol (`newest`: one row per symbol, NEWEST_COLUMNS, and a
+    `batch_id` each where staged over several batches, lake.state_writes); an
     older quote (by the quote key) never overwrites. Through the table's writer (lake.lake_tables:
     delta-rs's MERGE, or Spark's where the protocol asks for it); the commit carries the batch's
     mark and honours the table's features (Change Data Feed records each update's pre- and
@@ -153,10 +154,12 @@ def upserted(stored: pa.Table, rows: pa.Table) -> pa.Table:
 
 
 def state_rows(newest: pa.Table, updated_at: datetime, batch_id: int) -> pa.Table:
-    """symbol_state rows: the batch's newest quotes (`newest_per_symbol` in Arrow), stamped."""
+    """symbol_state rows: the newest quotes (`newest_per_symbol` in Arrow), stamped with the time and
+    `batch_id` (or each row's own `batch_id`, where `newest` has the column: staged batches)."""
     schema = lake_mod.arrow_schema("symbol_state")
     n = newest.num_rows
-    stamped = newest.select([c for c in schema.names if c in newest.column_names])
+    stamped = newest.select([c for c in schema.names if c in newest.column_names and c != "batch_id"])
     stamped = stamped.append_column("updated_at", pa.array([updated_at] * n, type=schema.field("updated_at").type))
-    stamped = stamped.append_column("batch_id", pa.array([batch_id] * n, type=pa.int64()))
+    own = newest["batch_id"] if "batch_id" in newest.column_names else pa.array([batch_id] * n, type=pa.int64())
+    stamped = stamped.append_column("batch_id", pc.cast(own, pa.int64()))
     return stamped.select(schema.names).cast(schema)

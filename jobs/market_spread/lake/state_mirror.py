@@ -12,6 +12,7 @@ quotes of its orders' symbols from the table (delta-rs's query engine).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, cast
@@ -22,6 +23,7 @@ import pyarrow.compute as pc
 from market_spread.kernel import columns
 from market_spread.lake.lake_tables import LakeTables
 from market_spread.lake.state import ARROW_SCHEMA, IN_LIMIT, STATE_QUOTE_COLUMNS, in_lists
+from market_spread.lake.state_writes import StateWrites, merge_into
 
 _TIME = ARROW_SCHEMA.field("quote_time").type
 
@@ -37,18 +39,25 @@ class StateMirror:
     """The quotes of symbol_state, on the driver. `enabled` is False past `max_rows` symbols
     (MARKET_SPREAD_STATE_MIRROR_ROWS, resolved into the stream's spec): the table is read instead."""
 
-    def __init__(self, tables: LakeTables, max_rows: int) -> None:
+    def __init__(
+        self, tables: LakeTables, max_rows: int, trail_batches: int = 1, guard: Callable[[], object] | None = None
+    ) -> None:
         self.tables, self.max_rows = tables, max_rows
         self._quotes: dict[str, Quote] | None = None
         self.enabled = self.max_rows > 0
+        # The table's writes, which trail this copy by up to `trail_batches` (lake.state_writes).
+        self.writes = StateWrites(tables, trail_batches, guard)
 
     def _load(self) -> None:
+        staged = self.writes.overlay()  # before the read: a commit in between is in the table then
         table = self._read()
         if table.num_rows > self.max_rows:
             self.enabled = False
             return
         self._quotes = {}
         self.take(table)
+        if staged is not None:
+            self.take(staged)
 
     def _read(self, symbols: list[str] | None = None) -> pa.Table:
         """The table's quotes (of `symbols` only, if given). Through delta-rs's own query engine (or
@@ -130,7 +139,11 @@ class StateMirror:
         """The stored quote (bid, offer, time in µs, seq) of each of `symbols` that has one: from the
         copy, or past `max_rows` from the table."""
         if not self.ready():
+            staged = self.writes.overlay()
             rows = self._read(symbols)
+            if staged is not None:
+                mine = staged.filter(pc.is_in(staged["symbol"], pa.array(symbols, pa.string())))
+                rows = merge_into(rows, mine.cast(rows.schema))
             values = zip(
                 rows["bid"].to_pylist(), rows["offer"].to_pylist(), micros(rows["quote_time"]), rows["seq"].to_pylist()
             )

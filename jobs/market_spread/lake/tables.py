@@ -147,9 +147,10 @@ DECLARED: dict[str, Table] = {
                 ("late_symbols", pa.int64()),
                 *[(c, pa.int64()) for c in ("parse_ms", "check_ms", "write_ms", "merge_ms", "spark_jobs")],
                 ("placement", pa.string()),  # where the batch's kernel ran, and why (stream.placement)
+                ("state_batch", pa.int64()),  # symbol_state is current up to this batch (lake.state_writes)
             ),
             checkpoint_interval=13,
-            added=("spark_jobs", "placement"),
+            added=("spark_jobs", "placement", "state_batch"),
         ),
     )
 }

@@ -164,13 +164,13 @@ def boolean(raw: str) -> bool:
     raise ValueError(f"not a boolean: {raw!r} (use true/false or on/off)")
 
 
-def whole(minimum: int = 0, of: str = "") -> Callable[[str], int]:
-    """A whole number at least `minimum` (`of`: what it counts, for the message)."""
-    what = f"a whole number{' of ' + of if of else ''} >= {minimum}"
+def whole(minimum: int = 0, of: str = "", maximum: int | None = None) -> Callable[[str], int]:
+    """A whole number at least `minimum` and at most `maximum` (`of`: what it counts, for the message)."""
+    what = f"a whole number{' of ' + of if of else ''} >= {minimum}" + (f" and <= {maximum}" if maximum else "")
 
     @kind(what)
     def parse(raw: str) -> int:
-        if not re.fullmatch(r"[+-]?\d+", raw.strip()) or int(raw) < minimum:
+        if not re.fullmatch(r"[+-]?\d+", raw.strip()) or not minimum <= int(raw) <= (maximum or int(raw)):
             raise ValueError(f"must be {what}, not {raw!r}")
         return int(raw)
 

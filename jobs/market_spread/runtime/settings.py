@@ -384,6 +384,14 @@ declare(
 )
 declare(P + "WRITE_THREADS", whole(1), 4, "Table writes of one batch run at once.", ("stream",), to_jobs=True)
 declare(
+    P + "STATE_TRAIL_BATCHES",
+    whole(1, maximum=10),
+    10,
+    "symbol_state is committed once this many batches have staged their quotes (or the oldest has waited 4 s), "
+    "so it trails the checks' state by at most 10 batches or 5 s (1: every batch).",
+    ("stream",),
+)
+declare(
     P + "STATE_MIRROR_ROWS",
     whole(0),
     200_000,

@@ -63,7 +63,7 @@ _ANY_SIZE = 1 << 40  # a batch of any size is read on the driver
 
 
 def read_batch(
-    batch_df: DataFrame, universe: pa.Array | None, reader: DriverReader | None = None
+    batch_df: DataFrame, universe: frozenset[str] | None, reader: DriverReader | None = None
 ) -> tuple[list[layout.ColumnBatch], pa.Table]:
     """The batch on the driver: large landing files read whole by Arrow's JSON reader where they
     can be (with a `universe`), and the other lines (stream, value, source_file); a Kafka batch's
@@ -115,7 +115,7 @@ JSON_FILE_BYTES = 256 << 10
 
 
 def _read_files(
-    files: list[str], universe: pa.Array | None, reader: DriverReader
+    files: list[str], universe: frozenset[str] | None, reader: DriverReader
 ) -> tuple[list[layout.ColumnBatch], pa.Table] | None:
     """The files' rows that Arrow's JSON reader takes whole (with a `universe`; kernel.file_json),
     and every other line (stream, value, source_file); None when a file is not UTF-8 or cannot be
@@ -127,8 +127,9 @@ def _read_files(
     contents = cast(list[bytes], read)
     feeds = [place.parent.name for place in places]
     # Large files side by side: Arrow's reader lets go of the interpreter, and a file is one block.
+    names = universe or frozenset()
     big = [i for i, data in enumerate(contents) if universe is not None and len(data) >= JSON_FILE_BYTES]
-    fast = dict(zip(big, reader.map(lambda i: file_json.parse_file(feeds[i], contents[i], universe), big)))
+    fast = dict(zip(big, reader.map(lambda i: file_json.parse_file(feeds[i], contents[i], names), big)))
     parts, streams, values, sources = [], [], [], []
     for i, (name, feed, data) in enumerate(zip(files, feeds, contents)):
         got = fast.get(i)

@@ -77,6 +77,8 @@ class BatchProcessor:
                 compaction_failed(self.compactor, exc)
             else:
                 print(f"market-spread stream: after the last batch: {done}", flush=True)
+        if self.state is not None:
+            self.state.writes.close()  # what is staged for symbol_state, committed before the end
         if self.tables is not None:
             self.tables.settle()
         if self.reader is not None:
@@ -88,12 +90,16 @@ class BatchProcessor:
         if self.tables is None:
             stream_id = (query_id(self.checkpoint) if self.checkpoint is not None else None) or DEFAULT_STREAM_ID
             self.tables = LakeTables(self.settings.lake, stream_id, spark)
+        if self.state is None:
+            knobs = self.settings.knobs
+            guard = self.settings.before_commit
+            self.state = StateMirror(self.tables, knobs.state_mirror_rows, knobs.state_trail_batches, guard)
         if self.committed is None:
-            # A start, or the batch after a failed one: every table is read from its log again.
+            # A start, or the batch after a failed one: every table is read from its log again, and
+            # the quotes committed past symbol_state's mark are staged for it (lake.state_writes).
             self.tables.forget()
             self.committed = self.tables.marks()
-        if self.state is None:
-            self.state = StateMirror(self.tables, self.settings.knobs.state_mirror_rows)
+            self.state.writes.catch_up(self.committed)
         if self.compactor is None:
             self.compactor = Compactor(self.tables)
         if self.reader is None:

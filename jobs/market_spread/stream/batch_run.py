@@ -102,6 +102,7 @@ def commit_metrics(batch: BatchRun) -> None:
         **{f"{phase}_ms": result.phases_ms[phase] for phase in ("parse", "check", "write", "merge")},
         "spark_jobs": result.spark_jobs,
         "placement": result.placement or None,
+        "state_batch": batch.state.writes.current_through(batch_id),
     }
     t3 = time.perf_counter()
     batch.describe("write batch_metrics")

@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from market_spread.kernel import layout, line_rows, steps
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.compaction import Compactor
-from market_spread.lake.state import NEWEST_COLUMNS, merge_state
+from market_spread.lake.state import NEWEST_COLUMNS
 from market_spread.lake.writes import ms_since
 from market_spread.sources import driver_read, kafka_read
 from market_spread.stream import candidates, constrained
@@ -80,11 +80,11 @@ def driver_steps(batch: BatchRun, batch_df: DataFrame, compactor: Compactor | No
     its rows committed. `rules`: a user's CHECK constraints on the checked tables (stream.constrained)."""
     batch.describe("read lines")
     # Files read whole (kernel.file_json) keep no line's text, which a constraint's quarantine needs.
-    universe = None if rules else batch.settings.universe_array
+    universe = None if rules else batch.settings.universe
     read = driver_read.read_batch(batch_df, universe, batch.reader)
     collected = ms_since(batch.t0)
     t1 = time.perf_counter()
-    parsed = steps.parse(read[1], batch.settings.universe_array, batch.settings.universe, keep_text=bool(rules))
+    parsed = steps.parse(read[1], batch.settings.universe, keep_text=bool(rules))
     cols = layout.concat([*read[0], parsed.columns])
     bad = [parsed.quarantine]
     if rules:
@@ -157,6 +157,16 @@ def write_rows(
     finish(batch, written, compactor)
 
 
+def write_state(batch: BatchRun, newest: pa.Table | None) -> None:
+    """Stage the batch's newest quotes for symbol_state, and commit what is staged once it is due
+    (lake.state_writes: the table trails the checks by at most 10 batches or 5 seconds)."""
+    writes = batch.state.writes
+    if newest is not None:
+        writes.stage(newest, batch.batch_id)
+    if writes.due(batch.batch_id):
+        writes.flush()
+
+
 def _writes(
     batch: BatchRun,
     history: pa.Table | None,
@@ -167,9 +177,10 @@ def _writes(
     """The driver's batch's writes, by table, not run yet (as stream.batch._planned_writes for Spark's)."""
     tables, guard, batch_id = batch.tables, batch.settings.before_commit, batch.batch_id
     writes: dict[str, Callable[[], object]] = {}
+    # Every batch: one without quotes may find the staged ones due.
+    writes["symbol_state"] = lambda: write_state(batch, newest)
     if history is not None:
         writes["quotes"] = lambda: tables.append("quotes", history, batch_id, guard)
-        writes["symbol_state"] = lambda: merge_state(tables, newest, batch_id, guard)
     if alerts is not None:
         writes["alerts"] = lambda: tables.append("alerts", alerts, batch_id, guard)
     if quarantine is not None:

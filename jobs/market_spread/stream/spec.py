@@ -16,7 +16,7 @@ from market_spread.sinks.topic_settings import AlertsTopic
 from market_spread.sources.kafka_source import KafkaSettings
 
 if TYPE_CHECKING:
-    import pyarrow as pa
+    pass
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class BatchKnobs:
     # Batches of fewer lines take the driver under `--placement auto` (None: by the cluster's cores).
     driver_batch_lines: int | None
     state_mirror_rows: int  # the driver keeps symbol_state up to this many symbols
+    state_trail_batches: int  # symbol_state committed once this many batches are staged (lake.state_writes)
     kafka_on_driver: bool  # a Kafka batch's records read by the driver's own consumer
 
     @staticmethod
@@ -34,6 +35,7 @@ class BatchKnobs:
         return BatchKnobs(
             driver_batch_lines=settings.value("MARKET_SPREAD_DRIVER_BATCH_LINES"),
             state_mirror_rows=settings.value("MARKET_SPREAD_STATE_MIRROR_ROWS"),
+            state_trail_batches=settings.value("MARKET_SPREAD_STATE_TRAIL_BATCHES"),
             kafka_on_driver=settings.value("MARKET_SPREAD_KAFKA_ON_DRIVER"),
         )
 
@@ -82,13 +84,6 @@ class StreamSpec:
     @cached_property
     def universe(self) -> frozenset[str]:
         return frozenset(self.symbols)
-
-    @cached_property
-    def universe_array(self) -> pa.Array:
-        """The universe, sorted, as the Arrow array the driver's parse looks symbols up in."""
-        import pyarrow as pa
-
-        return pa.array(sorted(self.universe), pa.string())
 
     def guard(self) -> object:
         """Raise when the stream may no longer commit (before_commit); else its proof, if any."""

@@ -69,9 +69,9 @@ def parse_task(universe: list[str]) -> Callable[[Iterable[pa.RecordBatch]], Iter
     """`mapInArrow`'s function: (stream, value, source_file) lines to PARSED rows (kernel.steps.parse)."""
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        array, names = pa.array(sorted(universe), pa.string()), frozenset(universe)
+        names = frozenset(universe)
         for batch in batches:
-            yield from as_parsed(steps.parse(pa.Table.from_batches([batch]), array, names)).to_batches()
+            yield from as_parsed(steps.parse(pa.Table.from_batches([batch]), names)).to_batches()
 
     return run
 
