@@ -5,7 +5,7 @@ rows are committed in one upsert (lake.state.merge_state, marked with the newest
 it due (beside its other writes) or, when no batch comes, from a thread of its own.
 
 Why: the upsert rewrites the table's files (or MERGEs into them) whatever the batch changed, so its
-cost followed the symbol universe, not the input (measured: docs/performance.md, row 'symbol_state
+cost followed the symbol universe, not the input (measured: docs/performance.md, row '`symbol_state`
 written every 10 batches'). The checks stay exact: the driver's copy (lake.state_mirror) moves on
 with every batch, and reads of the table add the staged rows. Staged rows lost with the process are
 the quote history's rows after the table's mark: `catch_up` stages them again at the next start.
@@ -48,7 +48,9 @@ class StateWrites:
         self.tables, self.trail_batches, self.guard = tables, trail_batches, guard
         self._lock = threading.Lock()  # the staged rows
         self._one_flush = threading.Lock()  # one commit at a time
-        self._staged: pa.Table | None = None  # NEWEST_COLUMNS and batch_id, one row per symbol
+        # Each staged batch's rows (NEWEST_COLUMNS and batch_id, one row per symbol), oldest first:
+        # merged only when read or committed, so that staging a batch costs nothing of the others.
+        self._staged: list[pa.Table] = []
         self._in_flight: pa.Table | None = None  # being committed: still read until the commit is in
         self._first: int | None = None  # the oldest staged batch (None: nothing staged)
         self._last, self._since = -1, 0.0  # the newest staged batch; when the oldest was staged
@@ -64,7 +66,7 @@ class StateWrites:
         ids = newest["batch_id"] if "batch_id" in newest.column_names else pa.array([batch_id] * len(rows), pa.int64())
         rows = rows.append_column("batch_id", pc.cast(ids, pa.int64())).cast(STAGED)
         with self._lock:
-            self._staged = merge_into(self._staged, rows)
+            self._staged.append(rows)
             if self._first is None:
                 self._first, self._since = batch_id if first is None else first, time.monotonic()
             self._last = max(self._last, batch_id)
@@ -92,15 +94,15 @@ class StateWrites:
         staged (under any staged since) and the error is raised."""
         with self._one_flush:
             with self._lock:
-                rows, last, first, since = self._staged, self._last, self._first, self._since
-                self._staged, self._first, self._in_flight = None, None, rows
+                rows, last, first, since = _merged(self._staged), self._last, self._first, self._since
+                self._staged, self._first, self._in_flight = [], None, rows
             if rows is None:
                 return
             try:
                 merge_state(self.tables, rows, last, self.guard)
             except BaseException:
                 with self._lock:
-                    self._staged = rows if self._staged is None else merge_into(rows, self._staged)
+                    self._staged.insert(0, rows)
                     self._first, self._since = first, since
                 raise
             finally:
@@ -112,11 +114,10 @@ class StateWrites:
         """The rows staged or being committed (STATE_QUOTE_COLUMNS), to lay over a read of the table.
         Taken before the read: a commit that lands in between is then in the table."""
         with self._lock:
-            parts = [t for t in (self._in_flight, self._staged) if t is not None]
-        if not parts:
-            return None
-        rows = parts[0] if len(parts) == 1 else merge_into(parts[0], parts[1])
-        return rows.select(list(STATE_QUOTE_COLUMNS))
+            self._staged = [_merged(self._staged)] if len(self._staged) > 1 else self._staged
+            parts = [t for t in (self._in_flight, *self._staged) if t is not None]
+        rows = _merged(parts)
+        return None if rows is None else rows.select(list(STATE_QUOTE_COLUMNS))
 
     def catch_up(self, committed: dict[str, int]) -> None:
         """At a start (or after a failed batch): stage the newest quote per symbol of the history rows
@@ -151,6 +152,14 @@ class StateWrites:
                 if not self._warned:
                     self._warned = True
                     _warn(f"symbol_state could not be written between batches ({_first_line(exc)}); tried again")
+
+
+def _merged(parts: list[pa.Table]) -> pa.Table | None:
+    """Staged batches' rows (oldest first) as one row per symbol: the highest quote key, an exact tie
+    kept by the older row (the upsert's strict `>`): newest first into a stable sort's last-wins."""
+    if len(parts) <= 1:
+        return parts[0] if parts else None
+    return _newest(pa.concat_tables(parts[::-1]))
 
 
 def _newest(rows: pa.Table) -> pa.Table:
