@@ -47,7 +47,8 @@ def test_throughput_stream_ceiling_and_reference_agree(spark, tmp_path):
     assert result["alerts"] > 0
     assert result["alerts_agree"], result
     assert set(result["phases_ms"]) == set(bench_measure.PHASES)
-    assert result["phases_ms"]["parse"] > 0 and result["phases_ms"]["merge"] > 0
+    # The state's write: staging, the commit trailing it (lake.state_writes), so it may round to 0 ms.
+    assert result["phases_ms"]["parse"] > 0 and result["phases_ms"]["merge"] >= 0
     assert result["batches"] == 2, "one file pair per batch: the backlog is several batches"
     # 2,000-event batches: files read, parsed and checked on the driver (stream.driver_batch), no Spark job.
     assert result["spark_jobs_per_batch"] == 0

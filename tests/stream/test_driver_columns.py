@@ -63,7 +63,7 @@ ORDER_LINES = [
 ]
 
 
-def _own_layout(lines: pa.Table, universe: pa.Array) -> dc.ColumnBatch | None:
+def _own_layout(lines: pa.Table, universe: frozenset[str]) -> dc.ColumnBatch | None:
     """The lines as kernel.layout's columns; None unless every non-blank line is in the product's layout."""
     columns, rest = dc.split(lines, universe)
     return columns if rest.num_rows == 0 else None
@@ -71,7 +71,7 @@ def _own_layout(lines: pa.Table, universe: pa.Array) -> dc.ColumnBatch | None:
 
 def _one(feed: str, line: str) -> dc.ColumnBatch | None:
     lines = pa.table({"stream": [feed], "value": [line], "source_file": ["f"]})
-    return _own_layout(lines, pa.array(sorted(UNIVERSE)))
+    return _own_layout(lines, UNIVERSE)
 
 
 def _record(feed: str, row: dict) -> Quote | Order:
@@ -122,12 +122,12 @@ def test_blank_lines_are_dropped_and_a_line_outside_the_layout_is_left_to_the_li
             "source_file": ["a", "a", "b"],
         }
     )
-    got = _own_layout(lines, pa.array(sorted(UNIVERSE)))
+    got = _own_layout(lines, UNIVERSE)
     assert (
         got is not None and (got.quotes.num_rows, got.orders.num_rows) == (1, 1) and sorted(got.sources) == ["a", "b"]
     )
     bad = pa.table({"stream": ["quotes", "quotes"], "value": [QUOTE_LINES[0], "{not json"], "source_file": ["a", "a"]})
-    assert _own_layout(bad, pa.array(sorted(UNIVERSE))) is None
+    assert _own_layout(bad, UNIVERSE) is None
 
 
 def test_large_strings_from_sparks_arrow_come_out_as_strings():
@@ -143,7 +143,7 @@ def test_large_strings_from_sparks_arrow_come_out_as_strings():
             )
         }
     )
-    got = _own_layout(lines, pa.array(sorted(UNIVERSE)))
+    got = _own_layout(lines, UNIVERSE)
     assert got is not None and got.quotes.schema.field("symbol").type == pa.string()
     assert got.orders.schema.field("order_id").type == pa.string() and got.sources == ["t/0/1", "t/0/2"]
 
