@@ -535,7 +535,10 @@ def test_symbol_state_trails_by_at_most_ten_batches_and_a_restart_loses_none_of_
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     _generated(landing, files=13, seed=11)
     lake_mod.ensure_tables(spark, lake)
-    first = pipeline.BatchProcessor(_settings(lake), on_batch=lambda result: None)
+    checkpoint = tmp_path / "checkpoint"  # the query's id, as Spark keeps it: the stream's id in the marks
+    checkpoint.mkdir()
+    (checkpoint / "metadata").write_text('{"id":"a-trailing-stream"}\n')
+    first = pipeline.BatchProcessor(_settings(lake), on_batch=lambda result: None, checkpoint=checkpoint)
     for k in range(12):
         first(_pair(spark, landing, k, 13), k)
     marks = first.tables.marks(("symbol_state", "quotes"))
@@ -543,7 +546,12 @@ def test_symbol_state_trails_by_at_most_ten_batches_and_a_restart_loses_none_of_
     state_batch = {r["batch_id"]: r["state_batch"] for r in rows(spark, lake, "batch_metrics", drop=())}
     assert state_batch == {**dict.fromkeys(range(9)), 9: 9, 10: 9, 11: 9}
     first.state.writes._stop.set()  # killed: batches 10 and 11 were staged only
-    again = pipeline.BatchProcessor(_settings(lake), on_batch=lambda result: None)
+    again = pipeline.BatchProcessor(_settings(lake), on_batch=lambda result: None, checkpoint=checkpoint)
+    again.resume(spark)  # the restarted query, before any input: 10 and 11 staged from the history
+    staged = again.state.writes.overlay()
+    assert staged is not None and set(staged["symbol"].to_pylist()) == {
+        r["symbol"] for r in rows(spark, lake, "quotes", drop=()) if r["batch_id"] in (10, 11)
+    }
     again(_pair(spark, landing, 12, 13), 12)
     again.settle()  # the end commits what is staged: 10 to 12, 10 and 11 from the history
     assert again.tables.marks(("symbol_state",)) == {"symbol_state": 12}

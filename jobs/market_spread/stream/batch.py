@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from market_spread.lake.compaction import Compactor
 from market_spread.lake.lake_tables import DEFAULT_STREAM_ID, LakeTables
@@ -85,8 +85,15 @@ class BatchProcessor:
             self.reader.close()
             self.reader = None
 
-    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
-        spark = batch_df.sparkSession
+    def resume(self, spark: SparkSession) -> None:
+        """Before a restarted query's first batch: stage for symbol_state the quotes its history holds
+        past the table's mark (a killed process's staged rows), so that they are committed within the
+        trail's time bound even if no input comes (lake.state_writes). A new checkpoint has nothing."""
+        if self.checkpoint is not None and query_id(self.checkpoint) is not None:
+            self._open(spark)
+
+    def _open(self, spark: SparkSession) -> None:
+        """The lake's tables, the state, the marks and the compactor, each where not open yet."""
         if self.tables is None:
             stream_id = (query_id(self.checkpoint) if self.checkpoint is not None else None) or DEFAULT_STREAM_ID
             self.tables = LakeTables(self.settings.lake, stream_id, spark)
@@ -102,6 +109,11 @@ class BatchProcessor:
             self.state.writes.catch_up(self.committed)
         if self.compactor is None:
             self.compactor = Compactor(self.tables)
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        spark = batch_df.sparkSession
+        self._open(spark)
+        assert self.tables is not None and self.state is not None and self.committed is not None
         if self.reader is None:
             self.reader = DriverReader(_kafka_reader(self.settings))
         try:

@@ -77,6 +77,7 @@ def start_query(
         publisher.start()  # after _prepare: the alerts table exists
         on_batch = publisher.before(on_batch or _print_progress)
     guarded, processor = _guarded_processor(spec, on_batch, busy, archiving)
+    processor.resume(spark)  # a restart's staged state, committed even if no input comes
     feeds = _landing_feeds(spark, spec, archiving) if spec.kafka is None else read_feeds(spark, spec.kafka)
     writer = feeds.writeStream.foreachBatch(guarded)
     writer = writer.option("checkpointLocation", str(spec.checkpoint_path))
