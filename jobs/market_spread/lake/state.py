@@ -147,9 +147,14 @@ def upserted(stored: pa.Table, rows: pa.Table) -> pa.Table:
     stored row is replaced only by a higher quote key (the MERGE's condition, rules.quote_key), a new
     symbol added. The order is kernel.columns.newest's; the stored rows come after the new ones and
     its sort is stable, so an exact tie keeps the stored row, as the MERGE's strict `>` does."""
-    both = pa.concat_tables([rows, stored.select(rows.schema.names).cast(rows.schema)])
-    names = both.schema.names
-    keyed = both.rename_columns(["time" if n == "quote_time" else n for n in names])
+    return newest_rows(pa.concat_tables([rows, stored.select(rows.schema.names).cast(rows.schema)]))
+
+
+def newest_rows(rows: pa.Table) -> pa.Table:
+    """Each symbol's row of `rows` (state or history rows, `quote_time` and any other columns) with
+    the highest quote key: kernel.columns.newest, whose stable sort keeps the last of exact ties."""
+    names = rows.schema.names
+    keyed = rows.rename_columns(["time" if n == "quote_time" else n for n in names])
     return columns.newest(keyed).rename_columns(names)
 
 

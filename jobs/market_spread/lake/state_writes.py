@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from market_spread.lake import tables as lake_mod
 from market_spread.lake.lake_tables import LakeTables
-from market_spread.lake.state import NEWEST_COLUMNS, STATE_QUOTE_COLUMNS, merge_state, upserted
+from market_spread.lake.state import NEWEST_COLUMNS, STATE_QUOTE_COLUMNS, merge_state, newest_rows, upserted
 
 TRAIL_SECONDS = 5.0  # contract 4's bound on how far symbol_state trails the checks
 FLUSH_AFTER_S = 4.0  # the oldest staged batch's wait before its commit starts: a second for the commit
@@ -130,7 +130,7 @@ class StateWrites:
         where = f"batch_id > {mark} AND batch_id <= {history}"
         rows = self.tables.query("quotes", f"SELECT {names} FROM {{t}} WHERE {where}").cast(STAGED)
         if rows.num_rows:
-            self.stage(_newest(rows), history, first=mark + 1)
+            self.stage(newest_rows(rows), history, first=mark + 1)
 
     def close(self) -> None:
         """At the stream's end: stop the idle thread and commit what is staged (said, not raised, when
@@ -159,16 +159,7 @@ def _merged(parts: list[pa.Table]) -> pa.Table | None:
     kept by the older row (the upsert's strict `>`): newest first into a stable sort's last-wins."""
     if len(parts) <= 1:
         return parts[0] if parts else None
-    return _newest(pa.concat_tables(parts[::-1]))
-
-
-def _newest(rows: pa.Table) -> pa.Table:
-    """Each symbol's newest row of `rows` (history rows) by the quote key, its batch_id kept."""
-    from market_spread.kernel import columns
-
-    names = rows.schema.names
-    keyed = rows.rename_columns(["time" if n == "quote_time" else n for n in names])
-    return columns.newest(keyed).rename_columns(names)
+    return newest_rows(pa.concat_tables(parts[::-1]))
 
 
 def _first_line(exc: BaseException) -> str:
