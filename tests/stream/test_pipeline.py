@@ -479,6 +479,20 @@ def _pair(spark, landing: Path, k: int, files: int):
     return feed("quotes").unionByName(feed("orders"))
 
 
+def _reference_and_cut(spark, tmp_path: Path, files: int) -> tuple[Path, Path, Path]:
+    """A lake from one run over one generated file pair (`one`), and the same feed cut into `files`
+    pairs in `landing` beside an empty `lake`, for batches handed to a BatchProcessor one by one."""
+    from market_spread.lake import tables as lake_mod
+
+    one = tmp_path / "one"
+    _generated(one / "landing", files=1, seed=11)
+    assert stream(spark, one / "landing", one / "lake") == 0
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    _generated(landing, files=files, seed=11)
+    lake_mod.ensure_tables(spark, lake)
+    return one, landing, lake
+
+
 def test_the_drivers_copy_of_the_state_is_the_table_after_every_batch(spark, tmp_path, monkeypatch):
     """The stream keeps symbol_state's quotes on the driver (lake.state_mirror.StateMirror) rather than
     reading the table twice a batch. Batch after batch in one process it must hold what the table
@@ -488,16 +502,9 @@ def test_the_drivers_copy_of_the_state_is_the_table_after_every_batch(spark, tmp
     from pyspark.testing import assertDataFrameEqual
 
     from market_spread.lake import state_writes
-    from market_spread.lake import tables as lake_mod
     from market_spread.lake.state import STATE_QUOTE_COLUMNS
 
-    one = tmp_path / "one"
-    _generated(one / "landing", files=1, seed=11)
-    assert stream(spark, one / "landing", one / "lake") == 0
-
-    landing, lake = tmp_path / "landing", tmp_path / "lake"
-    _generated(landing, files=5, seed=11)
-    lake_mod.ensure_tables(spark, lake)
+    one, landing, lake = _reference_and_cut(spark, tmp_path, files=5)
     monkeypatch.setenv("MARKET_SPREAD_STATE_TRAIL_BATCHES", "1")  # the table committed in every batch
     processor = pipeline.BatchProcessor(_settings(lake), on_batch=lambda result: None)
     table = lambda: read_table(spark, lake, "symbol_state").select(*STATE_QUOTE_COLUMNS)  # noqa: E731
@@ -525,16 +532,10 @@ def test_symbol_state_trails_by_at_most_ten_batches_and_a_restart_loses_none_of_
     the checks use every batch's quotes meanwhile, and what a killed process had staged comes back
     from the quote history at the next start."""
     from market_spread.lake import state_writes
-    from market_spread.lake import tables as lake_mod
 
     monkeypatch.delenv("MARKET_SPREAD_STATE_TRAIL_BATCHES", raising=False)  # the default, 10
     monkeypatch.setattr(state_writes, "FLUSH_AFTER_S", 1e9)
-    one = tmp_path / "one"
-    _generated(one / "landing", files=1, seed=11)
-    assert stream(spark, one / "landing", one / "lake") == 0
-    landing, lake = tmp_path / "landing", tmp_path / "lake"
-    _generated(landing, files=13, seed=11)
-    lake_mod.ensure_tables(spark, lake)
+    one, landing, lake = _reference_and_cut(spark, tmp_path, files=13)
     checkpoint = tmp_path / "checkpoint"  # the query's id, as Spark keeps it: the stream's id in the marks
     checkpoint.mkdir()
     (checkpoint / "metadata").write_text('{"id":"a-trailing-stream"}\n')
